@@ -1,0 +1,1 @@
+"""nmt_tf.export."""

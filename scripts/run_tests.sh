@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Sets up .venv and runs the whole test suite (what CI runs).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup_env.sh
+export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
+exec .venv/bin/python -m pytest -q tests "$@"
