@@ -1,0 +1,194 @@
+"""Attention over encoder annotations: Bahdanau (additive) and Luong (dot, general, concat)
+scores, each usable soft or hard (sampled).
+
+equations.md, "Attention scores": alpha = softmax over real source positions of e_i,
+c = sum_i alpha_i h_i, with
+  additive (Bahdanau 2015, sec. 3.1 / A.1.2): e_i = v^T tanh(W_a q + U_a h_i)
+  dot (Luong 2015, sec. 3.1):                 e_i = q^T h_i
+  general:                                    e_i = q^T W_a h_i
+  concat:                                     e_i = v^T tanh(W_a [q ; h_i])
+  hard (Xu et al. 2015, sec. 4.1): i ~ Categorical(alpha), c = h_i; at inference the
+  expectation (= soft c) or the argmax position.
+The key side (U_a h_i, W_a h_i) depends only on the sentence: `precompute_keys(memory)` is
+called once per batch, and each step only projects the query.
+"""
+
+import keras
+import tensorflow as tf
+
+from nmt_tf.layers import ops
+
+MODES = ("soft", "hard")
+HARD_INFERENCE = ("expectation", "argmax")
+
+
+class _Attention(keras.layers.Layer):
+  """Shared soft/hard logic; subclasses define `precompute_keys` and `score`.
+
+  Args:
+    mode: "soft" or "hard".
+    hard_inference: for mode="hard" outside training, "expectation" or "argmax".
+  """
+
+  def __init__(self, mode="soft", hard_inference="expectation", **kwargs):
+    super().__init__(**kwargs)
+    if mode not in MODES:
+      raise ValueError(f"Received mode={mode!r}; expected one of {MODES}.")
+    if hard_inference not in HARD_INFERENCE:
+      raise ValueError(
+          f"Received hard_inference={hard_inference!r}; expected one of {HARD_INFERENCE}.")
+    self.mode = mode
+    self.hard_inference = hard_inference
+
+  def precompute_keys(self, memory):
+    """Step-independent key projections: memory [batch, src_len, mem_dim] -> keys."""
+    raise NotImplementedError
+
+  def score(self, query, keys):
+    """Scores e [batch, src_len] of query [batch, q_dim] against precomputed keys."""
+    raise NotImplementedError
+
+  def call(self, query, memory, keys, mask, training=False):
+    """Attends with one query per batch row.
+
+    Args:
+      query: [batch, q_dim], the decoder-side query q.
+      memory: [batch, src_len, mem_dim], the annotations h.
+      keys: output of `precompute_keys(memory)`.
+      mask: [batch, src_len] bool, True at real source positions.
+      training: in hard mode, sample positions when True.
+
+    Returns:
+      context [batch, mem_dim], weights alpha [batch, src_len] float32, and log_prob [batch]
+      float32: log alpha of the sampled position (hard mode while training), else zeros.
+    """
+    weights = ops.masked_softmax(self.score(query, keys), mask)  # [batch, src_len]
+    log_prob = tf.zeros_like(weights[:, 0])  # [batch]
+    if self.mode == "hard" and (training or self.hard_inference == "argmax"):
+      if training:
+        logits = tf.math.log(tf.maximum(weights, 1e-30))
+        index = tf.random.categorical(logits, 1, dtype=tf.int32)[:, 0]  # [batch]
+      else:
+        index = tf.argmax(weights, axis=-1, output_type=tf.int32)  # [batch]
+      picked = tf.one_hot(index, tf.shape(weights)[1], dtype=tf.float32)  # [batch, src_len]
+      if training:
+        log_prob = tf.math.log(tf.maximum(tf.reduce_sum(picked * weights, -1), 1e-30))
+      select = picked
+    else:
+      select = weights
+    context = tf.matmul(tf.cast(select, memory.dtype)[:, None, :], memory)[:, 0]  # [batch, mem]
+    return context, weights, log_prob
+
+  def get_config(self):
+    return {**super().get_config(), "mode": self.mode, "hard_inference": self.hard_inference}
+
+
+def _check_units(units):
+  if not isinstance(units, int) or units <= 0:
+    raise ValueError(f"Received units={units!r}; expected a positive integer.")
+
+
+@keras.saving.register_keras_serializable(package="nmt_tf")
+class BahdanauAttention(_Attention):
+  """Additive attention e_i = v^T tanh(W_a q + U_a h_i) (Bahdanau et al. 2015, A.1.2).
+
+  Args:
+    units: positive int, the size of the hidden layer of the score MLP.
+    mode, hard_inference: see `_Attention`.
+  """
+
+  def __init__(self, units, **kwargs):
+    super().__init__(**kwargs)
+    _check_units(units)
+    self.units = units
+    self.query_dense = keras.layers.Dense(units, use_bias=False, name="W_a")
+    self.key_dense = keras.layers.Dense(units, use_bias=True, name="U_a")
+
+  def build(self, *args, **kwargs):
+    self.v = self.add_weight(name="v", shape=(self.units,), initializer="glorot_uniform")
+    self.built = True
+
+  def precompute_keys(self, memory):
+    if not self.built:
+      self.build()
+    return self.key_dense(memory)  # [batch, src_len, units]
+
+  def score(self, query, keys):
+    hidden = tf.tanh(keys + self.query_dense(query)[:, None, :])  # [batch, src_len, units]
+    return tf.reduce_sum(hidden * tf.cast(self.v, hidden.dtype), axis=-1)  # [batch, src_len]
+
+  def get_config(self):
+    return {**super().get_config(), "units": self.units}
+
+
+LUONG_SCORES = ("dot", "general", "concat")
+
+
+@keras.saving.register_keras_serializable(package="nmt_tf")
+class LuongAttention(_Attention):
+  """Luong et al. 2015 (sec. 3.1) scores: dot q^T h_i, general q^T W_a h_i,
+  concat v^T tanh(W_a [q ; h_i]).
+
+  Args:
+    score: "dot", "general" or "concat". dot needs q_dim == mem_dim.
+    units: for concat, the hidden size of the MLP; for general, the query size q_dim (W_a maps
+      h_i to it); ignored for dot.
+    mode, hard_inference: see `_Attention`.
+  """
+
+  def __init__(self, score="general", units=None, **kwargs):
+    super().__init__(**kwargs)
+    if score not in LUONG_SCORES:
+      raise ValueError(f"Received score={score!r}; expected one of {LUONG_SCORES}.")
+    if score in ("concat", "general"):
+      _check_units(units)
+    self.score_type = score
+    self.units = units
+    if score == "concat":
+      # W_a [q ; h] = W_q q + W_h h: the two halves of W_a, kept as separate kernels.
+      self.query_dense = keras.layers.Dense(units, use_bias=False, name="W_a_query")
+      self.key_dense = keras.layers.Dense(units, use_bias=True, name="W_a_memory")
+    elif score == "general":
+      self.key_dense = keras.layers.Dense(units, use_bias=False, name="W_a")
+
+  def build(self, *args, **kwargs):
+    if self.score_type == "concat":
+      self.v = self.add_weight(name="v", shape=(self.units,), initializer="glorot_uniform")
+    self.built = True
+
+  def precompute_keys(self, memory):
+    if not self.built:
+      self.build()
+    if self.score_type == "dot":
+      return memory  # [batch, src_len, mem_dim]
+    # general: W_a h_i [batch, src_len, q_dim]; concat: W_h h_i + b [batch, src_len, units]
+    return self.key_dense(memory)
+
+  def score(self, query, keys):
+    if self.score_type == "concat":
+      hidden = tf.tanh(keys + self.query_dense(query)[:, None, :])  # [batch, src_len, units]
+      return tf.reduce_sum(hidden * tf.cast(self.v, hidden.dtype), axis=-1)
+    if query.shape[-1] != keys.shape[-1]:
+      raise ValueError(
+          f"Luong score={self.score_type!r} received a query of size {query.shape[-1]} and keys "
+          f"of size {keys.shape[-1]}; they must match (use score='general' or 'concat').")
+    return tf.matmul(keys, query[:, :, None])[:, :, 0]  # [batch, src_len]
+
+  def get_config(self):
+    return {**super().get_config(), "score": self.score_type, "units": self.units}
+
+
+def make_attention(score, units, query_dim, memory_dim, mode="soft",
+                   hard_inference="expectation", name="attention"):
+  """Builds the attention layer named by `score` ("additive"/"mlp", "dot", "general", "concat")."""
+  if score in ("additive", "mlp"):
+    return BahdanauAttention(units, mode=mode, hard_inference=hard_inference, name=name)
+  if score not in LUONG_SCORES:
+    raise ValueError(f"Received attention score={score!r}; expected 'additive' or one of "
+                     f"{LUONG_SCORES}.")
+  if score == "dot" and query_dim != memory_dim:
+    raise ValueError(
+        f"score='dot' needs the decoder query size ({query_dim}) to equal the annotation size "
+        f"({memory_dim}); set encoder units so that they match or use score='general'.")
+  units = {"dot": None, "general": query_dim, "concat": units}[score]
+  return LuongAttention(score, units=units, mode=mode, hard_inference=hard_inference, name=name)

@@ -1,0 +1,67 @@
+"""Conditional GRU of dl4mt / Nematus (`gru_cond_layer`), equations.md "cgru".
+
+Per target step j:
+  1. s'_j = GRU1(E y_{j-1}, s_{j-1})        reset-after
+  2. c_j  = ATT(C, q = s'_j)                 e_ij = v^T tanh(U_a s'_j + W_a h_i)
+  3. s_j  = GRU2(input c_j, state s'_j)      reset-after: s~ = tanh(W c_j + r (.) (U s'_j))
+"""
+
+import keras
+
+from nmt_tf.layers.attention import BahdanauAttention
+from nmt_tf.layers.gru import GRUCell
+
+
+@keras.saving.register_keras_serializable(package="nmt_tf")
+class ConditionalGRUCell(keras.layers.Layer):
+  """GRU -> attention on the intermediate state -> GRU, one target step per `step` call.
+
+  GRU1's input projection W E y depends only on the target prefix: `project_inputs` computes
+  it for all steps at once in teacher-forced training; the attention keys come from
+  `attention.precompute_keys(memory)`.
+
+  Args:
+    units: positive int, the decoder state size d.
+    attention: an attention layer (default: BahdanauAttention(units)); any layer of
+      nmt_tf.layers.attention works.
+  """
+
+  def __init__(self, units, attention=None, **kwargs):
+    super().__init__(**kwargs)
+    if not isinstance(units, int) or units <= 0:
+      raise ValueError(f"Received units={units!r}; expected a positive integer.")
+    self.units = units
+    if isinstance(attention, dict):
+      attention = keras.saving.deserialize_keras_object(attention)
+    self.attention = attention or BahdanauAttention(units, name="attention")
+    self.gru1 = GRUCell(units, reset_after=True, name="gru1")
+    self.gru2 = GRUCell(units, reset_after=True, name="gru2")
+    self.state_size = units
+
+  def project_inputs(self, y_emb):
+    """GRU1's W E y + b: [..., emb_dim] -> [..., 3*units]."""
+    return self.gru1.project_inputs(y_emb)
+
+  def step(self, x_proj, s_prev, memory, keys, mask, training=False):
+    """One step j.
+
+    Args:
+      x_proj: [batch, 3*units], `project_inputs(E y_{j-1})`.
+      s_prev: [batch, units], s_{j-1} (the memory RNN passes its summary s~_j instead).
+      memory: [batch, src_len, mem_dim]; keys: precomputed attention keys; mask [batch, src_len].
+
+    Returns:
+      s_j [batch, units], c_j [batch, mem_dim], alpha_j [batch, src_len] float32, and the hard
+      attention log-probability [batch] (zeros for soft attention).
+    """
+    s_inter = self.gru1.step(x_proj, s_prev)  # s'_j [batch, units]
+    context, weights, log_prob = self.attention(s_inter, memory, keys, mask, training=training)
+    s = self.gru2.step(self.gru2.project_inputs(context), s_inter)  # [batch, units]
+    return s, context, weights, log_prob
+
+  def get_config(self):
+    return {
+        **super().get_config(),
+        "units": self.units,
+        "attention": keras.saving.serialize_keras_object(self.attention),
+    }

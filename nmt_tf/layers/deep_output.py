@@ -1,0 +1,130 @@
+"""Deep output layer and the initial-state bridge.
+
+DeepOutput (equations.md, "Output layer"; Pascanu et al. 2014, as in dl4mt/Nematus):
+  logits = W_o tanh(sum_k W_k x_k + b) + b_o,   W_o: V x e
+with x_k among s_t, E y_{t-1}, c_t (or d_t, s~_t for the self-attentive decoders).
+Bridge: s_0 = tanh(W_init x + b), x = masked mean of h (or the fixed context c of encdec).
+"""
+
+import keras
+import tensorflow as tf
+
+from nmt_tf.layers import ops
+
+
+@keras.saving.register_keras_serializable(package="nmt_tf")
+class DeepOutput(keras.layers.Layer):
+  """logits = W_o tanh(sum_k W_k x_k + b) + b_o over named inputs x_k of any leading dims.
+
+  Args:
+    input_names: names of the inputs x_k (the keys of the dict passed to `call`).
+    hidden_units: e, the size of the tanh layer.
+    vocab_size: V.
+    dropout: rate applied to the tanh layer while training.
+  """
+
+  def __init__(self, input_names, hidden_units, vocab_size, dropout=0.0, **kwargs):
+    super().__init__(**kwargs)
+    if not input_names:
+      raise ValueError("Received input_names=(); expected at least one input name.")
+    for key, value in (("hidden_units", hidden_units), ("vocab_size", vocab_size)):
+      if not isinstance(value, int) or value <= 0:
+        raise ValueError(f"Received {key}={value!r}; expected a positive integer.")
+    if not 0.0 <= dropout < 1.0:
+      raise ValueError(f"Received dropout={dropout!r}; expected a rate in [0, 1).")
+    self.input_names = tuple(input_names)
+    self.hidden_units = hidden_units
+    self.vocab_size = vocab_size
+    self.dropout = dropout
+    self.dropout_layer = keras.layers.Dropout(dropout)
+
+  def build(self, input_shapes):
+    missing = set(self.input_names) - set(input_shapes)
+    if missing:
+      raise ValueError(f"DeepOutput expected inputs {self.input_names}; missing {sorted(missing)}.")
+    self.kernels = {
+        name: self.add_weight(name=f"W_{name}", shape=(input_shapes[name][-1], self.hidden_units),
+                              initializer="glorot_uniform")
+        for name in self.input_names
+    }
+    self.bias = self.add_weight(name="bias", shape=(self.hidden_units,), initializer="zeros")
+    self.output_kernel = self.add_weight(name="W_o", shape=(self.hidden_units, self.vocab_size),
+                                         initializer="glorot_uniform")
+    self.output_bias = self.add_weight(name="b_o", shape=(self.vocab_size,), initializer="zeros")
+
+  def hidden(self, inputs, training=False):
+    """tanh(sum_k W_k x_k + b): dict of [..., dim_k] -> [..., hidden_units]."""
+    pre = self.bias
+    for name in self.input_names:
+      pre = ops.project(inputs[name], self.kernels[name]) + tf.cast(pre, inputs[name].dtype)
+    return self.dropout_layer(tf.tanh(pre), training=training)
+
+  def call(self, inputs, training=False):
+    """Dict of named inputs [..., dim_k] -> logits [..., vocab_size]."""
+    return ops.project(self.hidden(inputs, training), self.output_kernel, self.output_bias)
+
+  def get_config(self):
+    return {
+        **super().get_config(),
+        "input_names": list(self.input_names),
+        "hidden_units": self.hidden_units,
+        "vocab_size": self.vocab_size,
+        "dropout": self.dropout,
+    }
+
+
+@keras.saving.register_keras_serializable(package="nmt_tf")
+class Bridge(keras.layers.Layer):
+  """s_0 = tanh(W_init x + b); with a mask, x is the masked mean of memory over real positions.
+
+  Args:
+    units: the decoder state size d.
+  """
+
+  def __init__(self, units, **kwargs):
+    super().__init__(**kwargs)
+    if not isinstance(units, int) or units <= 0:
+      raise ValueError(f"Received units={units!r}; expected a positive integer.")
+    self.units = units
+    self.dense = keras.layers.Dense(units, activation="tanh", name="W_init")
+
+  def call(self, x, source_mask=None):
+    """x [batch, dim] -> [batch, units]; or x [batch, src_len, dim] with source_mask
+    [batch, src_len] (masked mean over real positions first)."""
+    if source_mask is not None:
+      x = ops.masked_mean(x, source_mask)  # [batch, dim]
+    return self.dense(x)
+
+  def get_config(self):
+    return {**super().get_config(), "units": self.units}
+
+
+@keras.saving.register_keras_serializable(package="nmt_tf")
+class OutputProjection(keras.layers.Layer):
+  """logits = W_o dropout(x) + b_o over any leading dims (Luong et al. 2015, eq. 6).
+
+  Args:
+    vocab_size: V.
+    dropout: rate applied to x while training.
+  """
+
+  def __init__(self, vocab_size, dropout=0.0, **kwargs):
+    super().__init__(**kwargs)
+    if not isinstance(vocab_size, int) or vocab_size <= 0:
+      raise ValueError(f"Received vocab_size={vocab_size!r}; expected a positive integer.")
+    if not 0.0 <= dropout < 1.0:
+      raise ValueError(f"Received dropout={dropout!r}; expected a rate in [0, 1).")
+    self.vocab_size = vocab_size
+    self.dropout = dropout
+    self.dropout_layer = keras.layers.Dropout(dropout)
+
+  def build(self, input_shape):
+    self.kernel = self.add_weight(name="W_o", shape=(input_shape[-1], self.vocab_size),
+                                  initializer="glorot_uniform")
+    self.bias = self.add_weight(name="b_o", shape=(self.vocab_size,), initializer="zeros")
+
+  def call(self, x, training=False):
+    return ops.project(self.dropout_layer(x, training=training), self.kernel, self.bias)
+
+  def get_config(self):
+    return {**super().get_config(), "vocab_size": self.vocab_size, "dropout": self.dropout}

@@ -1,0 +1,70 @@
+"""LSTM cell split into a precomputable input projection and a step (Luong et al. 2015).
+
+  [i, f, g, o] = W x + U h_prev + b
+  c = sigma(f) (.) c_prev + sigma(i) (.) tanh(g),   h = sigma(o) (.) tanh(c)
+Gate order [i, f, c~, o] as in keras.layers.LSTMCell; the forget bias starts at 1.
+"""
+
+import keras
+import tensorflow as tf
+
+from nmt_tf.layers import ops
+
+
+@keras.saving.register_keras_serializable(package="nmt_tf")
+class LSTMCell(keras.layers.Layer):
+  """LSTM cell with state (h, c); `project_inputs` can run once for all time steps.
+
+  Args:
+    units: positive int, the size of h and c.
+  """
+
+  def __init__(self, units, kernel_initializer="glorot_uniform",
+               recurrent_initializer="orthogonal", **kwargs):
+    super().__init__(**kwargs)
+    if not isinstance(units, int) or units <= 0:
+      raise ValueError(f"Received units={units!r}; expected a positive integer.")
+    self.units = units
+    self.kernel_initializer = keras.initializers.get(kernel_initializer)
+    self.recurrent_initializer = keras.initializers.get(recurrent_initializer)
+    self.state_size = (units, units)
+
+  def build(self, input_shape):
+    d = self.units
+    self.kernel = self.add_weight(name="kernel", shape=(input_shape[-1], 4 * d),
+                                  initializer=self.kernel_initializer)
+    self.recurrent_kernel = self.add_weight(name="recurrent_kernel", shape=(d, 4 * d),
+                                            initializer=self.recurrent_initializer)
+    forget_one = lambda shape, dtype=None: tf.concat(
+        [tf.zeros([d]), tf.ones([d]), tf.zeros([2 * d])], 0)
+    self.bias = self.add_weight(name="bias", shape=(4 * d,), initializer=forget_one)
+
+  def project_inputs(self, x):
+    """W x + b for any leading dims: [..., input_dim] -> [..., 4*units]."""
+    if not self.built:
+      self.build(x.shape)
+    return ops.project(x, self.kernel, self.bias)
+
+  def step(self, x_proj, state):
+    """One step: x_proj [batch, 4*units], state (h, c) each [batch, units] -> (h, c)."""
+    h_prev, c_prev = state
+    gates = x_proj + tf.matmul(h_prev, tf.cast(self.recurrent_kernel, h_prev.dtype))
+    i, f, g, o = tf.split(gates, 4, axis=-1)  # 4 x [batch, units]
+    c = tf.sigmoid(f) * c_prev + tf.sigmoid(i) * tf.tanh(g)
+    h = tf.sigmoid(o) * tf.tanh(c)
+    return h, c
+
+  def call(self, x, state):
+    return self.step(self.project_inputs(x), state)
+
+  def get_initial_state(self, batch_size):
+    zeros = tf.zeros([batch_size, self.units], self.compute_dtype)
+    return zeros, zeros
+
+  def get_config(self):
+    return {
+        **super().get_config(),
+        "units": self.units,
+        "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+        "recurrent_initializer": keras.initializers.serialize(self.recurrent_initializer),
+    }

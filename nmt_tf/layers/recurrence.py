@@ -1,0 +1,65 @@
+"""A graph-mode loop over time shared by every recurrent layer and decoder.
+
+`scan_time` runs `step(x_t, state, t) -> (outputs_t, new_state)` over the time axis of batch-major
+inputs with a `tf.while_loop` and TensorArrays: no Python loop over time steps ends up in the
+graph, and the state may hold buffers (e.g. the memory RNN's previous states) without being
+stacked once per step as `tf.scan` would.
+"""
+
+import tensorflow as tf
+
+
+def scan_time(step, inputs, initial_state, length=None):
+  """Runs `step` over axis 1 of every tensor in `inputs`.
+
+  Args:
+    step: callable `(x_t, state, t) -> (outputs_t, new_state)`; `x_t` has the structure of
+      `inputs` with the time axis removed, `t` is a scalar int32 tensor, `outputs_t` any nested
+      structure of tensors with leading batch dim.
+    inputs: nested structure of tensors [batch, time, ...] (all with the same time length).
+    initial_state: nested structure of tensors, the state before step 0.
+    length: optional scalar number of steps; defaults to the time length of `inputs`.
+
+  Returns:
+    (outputs, final_state): `outputs` has the structure of `outputs_t`, each tensor stacked to
+    [batch, time, ...].
+  """
+  flat_inputs = tf.nest.flatten(inputs)
+  time_major = [tf.transpose(x, _time_major_perm(x)) for x in flat_inputs]  # [time, batch, ...]
+  if length is None:
+    length = tf.shape(time_major[0])[0]
+  input_tas = [
+      tf.TensorArray(x.dtype, size=length, element_shape=x.shape[1:]).unstack(x)
+      for x in time_major
+  ]
+  # Step 0 is peeled out of the loop: it builds any unbuilt layer outside the while_loop and
+  # gives the static output signature for the TensorArrays. Sequences have >= 1 step (BOS/EOS).
+  x0 = tf.nest.pack_sequence_as(inputs, [x[0] for x in time_major])
+  out0, state = step(x0, initial_state, tf.constant(0, tf.int32))
+  output_tas = [
+      tf.TensorArray(o.dtype, size=length, element_shape=o.shape).write(0, o)
+      for o in tf.nest.flatten(out0)
+  ]
+
+  def body(t, state, tas):
+    x_t = tf.nest.pack_sequence_as(inputs, [ta.read(t) for ta in input_tas])
+    out_t, new_state = step(x_t, state, t)
+    tas = [ta.write(t, o) for ta, o in zip(tas, tf.nest.flatten(out_t))]
+    return t + 1, new_state, tas
+
+  _, final_state, output_tas = tf.while_loop(
+      lambda t, *_: t < length,
+      body,
+      (tf.constant(1, tf.int32), state, output_tas),
+      maximum_iterations=length,
+  )
+  outputs = [ta.stack() for ta in output_tas]  # [time, batch, ...]
+  outputs = [tf.transpose(o, _time_major_perm(o)) for o in outputs]  # [batch, time, ...]
+  return tf.nest.pack_sequence_as(out0, outputs), final_state
+
+
+def _time_major_perm(x):
+  """Permutation swapping the first two axes of `x`."""
+  rank = x.shape.rank
+  return [1, 0] + list(range(2, rank))
+

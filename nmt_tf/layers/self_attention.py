@@ -1,0 +1,148 @@
+"""Self-attention over the decoder's own past (Werlen et al. 2018), equations.md
+"Self-attentive residual decoder".
+
+TargetSummary: d_t summarises the embeddings E y_0 .. E y_{t-1} of the target prefix, where
+y_0 = BOS is always included (so the set is never empty at t = 1):
+  avg:  d_t = mean_i E y_i
+  cavg: d_t = sum_i a_i E y_i,  a = softmax_i(v^T tanh(W_y E y_i))
+avg is cavg with all scores 0, so both share one code path. Teacher-forced, a causal mask over
+[tgt_len, tgt_len] gives every d_t at once; while decoding, `step` keeps a running max, numerator
+and denominator (an online softmax) so each step costs O(1) in t.
+
+StateMemory (memory RNN / self-attentive RNN): over previous decoder states s_0 .. s_{t-1},
+  e_i = v^T tanh(W_m s_i + W_s s_{t-1}),  s~_t = sum_i softmax(e)_i s_i
+(the paper prints s_t in the score, which is circular; s_{t-1} is used). W_m s_i is computed
+once when s_i is written to the buffer, not at every later step.
+"""
+
+import keras
+import tensorflow as tf
+
+from nmt_tf.layers import ops
+
+SUMMARIES = ("avg", "cavg")
+
+
+@keras.saving.register_keras_serializable(package="nmt_tf")
+class SelfAttentiveResidual(keras.layers.Layer):
+  """The summary d_t of previous target embeddings (avg or cavg).
+
+  Args:
+    summary: "avg" or "cavg".
+    units: hidden size of the cavg score MLP (ignored for avg).
+  """
+
+  def __init__(self, summary="avg", units=None, **kwargs):
+    super().__init__(**kwargs)
+    if summary not in SUMMARIES:
+      raise ValueError(f"Received summary={summary!r}; expected one of {SUMMARIES}.")
+    if summary == "cavg" and (not isinstance(units, int) or units <= 0):
+      raise ValueError(f"Received units={units!r} with summary='cavg'; expected a positive "
+                       "integer.")
+    self.summary = summary
+    self.units = units
+    if summary == "cavg":
+      self.score_dense = keras.layers.Dense(units, activation="tanh", name="W_y")
+
+  def build(self, *args, **kwargs):
+    if self.summary == "cavg":
+      self.v = self.add_weight(name="v", shape=(self.units,), initializer="glorot_uniform")
+    self.built = True
+
+  def scores(self, emb):
+    """Per-position scores e_i [...] of embeddings [..., emb_dim] (zeros for avg), float32."""
+    if self.summary == "avg":
+      return tf.zeros(tf.shape(emb)[:-1], tf.float32)
+    if not self.built:
+      self.build()
+    hidden = self.score_dense(emb)  # [..., units]
+    return tf.cast(tf.reduce_sum(hidden * tf.cast(self.v, hidden.dtype), -1), tf.float32)
+
+  def call(self, emb):
+    """Teacher-forced: emb [batch, tgt_len, e] rows E y_0..E y_{n-1} -> d [batch, tgt_len, e],
+    row t summarising rows 0..t."""
+    n = tf.shape(emb)[1]
+    causal = tf.linalg.band_part(tf.ones([n, n], tf.bool), -1, 0)  # [tgt_len, tgt_len], i <= t
+    scores = self.scores(emb)[:, None, :]  # [batch, 1, tgt_len]
+    weights = ops.masked_softmax(scores, causal[None])  # [batch, tgt_len, tgt_len]
+    return tf.matmul(tf.cast(weights, emb.dtype), emb)  # [batch, tgt_len, e]
+
+  def initial_state(self, batch_size, dim, dtype=tf.float32):
+    """Online-softmax state before any embedding: max, numerator, denominator."""
+    return {
+        "max": tf.fill([batch_size, 1], tf.constant(ops.NEG_INF, tf.float32)),
+        "num": tf.zeros([batch_size, dim], tf.float32),
+        "den": tf.zeros([batch_size, 1], tf.float32),
+    }
+
+  def step(self, emb_t, state, score=None):
+    """Adds E y_t [batch, e] to the running summary; returns (d [batch, e], new state).
+
+    `score` [batch] may be passed when precomputed with `scores` for all positions.
+    """
+    score = (self.scores(emb_t) if score is None else score)[:, None]  # [batch, 1]
+    new_max = tf.maximum(state["max"], score)
+    decay = tf.exp(state["max"] - new_max)  # [batch, 1]
+    weight = tf.exp(score - new_max)  # [batch, 1]
+    num = state["num"] * decay + weight * tf.cast(emb_t, tf.float32)  # [batch, e]
+    den = state["den"] * decay + weight
+    d = tf.cast(num / den, emb_t.dtype)  # [batch, e]
+    return d, {"max": new_max, "num": num, "den": den}
+
+  def get_config(self):
+    return {**super().get_config(), "summary": self.summary, "units": self.units}
+
+
+@keras.saving.register_keras_serializable(package="nmt_tf")
+class StateMemory(keras.layers.Layer):
+  """Attention over previous decoder states s_0..s_{t-1}, queried with s_{t-1}.
+
+  The memory is a buffer [batch, max_len + 1, d] (states) and one of keys W_m s_i
+  [batch, max_len + 1, units], written at index i when s_i is produced.
+
+  Args:
+    units: hidden size of the score MLP.
+  """
+
+  def __init__(self, units, **kwargs):
+    super().__init__(**kwargs)
+    if not isinstance(units, int) or units <= 0:
+      raise ValueError(f"Received units={units!r}; expected a positive integer.")
+    self.units = units
+    self.key_dense = keras.layers.Dense(units, use_bias=True, name="W_m")
+    self.query_dense = keras.layers.Dense(units, use_bias=False, name="W_s")
+
+  def build(self, *args, **kwargs):
+    self.v = self.add_weight(name="v", shape=(self.units,), initializer="glorot_uniform")
+    self.built = True
+
+  def initial_state(self, s0, max_len):
+    """Buffers holding s_0 at index 0: s0 [batch, d] -> dict of [batch, max_len + 1, ...]."""
+    if not self.built:
+      self.build()
+    batch = tf.shape(s0)[0]
+    states = tf.zeros([batch, max_len + 1, s0.shape[-1]], s0.dtype)
+    keys = tf.zeros([batch, max_len + 1, self.units], s0.dtype)
+    return self.write({"states": states, "keys": keys}, s0, 0)
+
+  def write(self, memory, s, index):
+    """Writes s_index (and its key W_m s) into the buffers."""
+    size = tf.shape(memory["states"])[1]
+    at = tf.one_hot(index, size, on_value=True, off_value=False)[None, :, None]  # [1, L, 1]
+    key = self.key_dense(s)  # [batch, units]
+    return {
+        "states": tf.where(at, s[:, None, :], memory["states"]),  # [batch, L, d]
+        "keys": tf.where(at, tf.cast(key, memory["keys"].dtype)[:, None, :], memory["keys"]),
+    }
+
+  def call(self, s_prev, memory, time):
+    """s~_t over entries 0..time: s_prev [batch, d] -> (s~ [batch, d], weights [batch, L])."""
+    hidden = tf.tanh(memory["keys"] + self.query_dense(s_prev)[:, None, :])  # [batch, L, units]
+    scores = tf.reduce_sum(hidden * tf.cast(self.v, hidden.dtype), -1)  # [batch, L]
+    valid = tf.range(tf.shape(scores)[1]) <= time  # [L]
+    weights = ops.masked_softmax(scores, valid[None, :])  # [batch, L]
+    summary = tf.matmul(tf.cast(weights, s_prev.dtype)[:, None, :], memory["states"])[:, 0]
+    return summary, weights
+
+  def get_config(self):
+    return {**super().get_config(), "units": self.units}

@@ -1,0 +1,130 @@
+"""The conditional-GRU decoder of dl4mt/Nematus and the self-attentive decoders built on it
+(Werlen et al. 2018), equations.md "cgru" and "Self-attentive residual decoder".
+
+variant:
+  cgru:                    logits = W_o tanh(W_st s_t + W_yt E y_{t-1} + W_ct c_t)
+  self_attentive_residual: E y_{t-1} replaced by d_t (avg or cavg of E y_0..E y_{t-1})
+  memory_rnn:              GRU1 reads s~_t = sum_{i<t} a_i s_i instead of s_{t-1}
+  self_attentive_rnn:      memory_rnn, plus W_mt s~_t inside the output tanh
+s_0 = tanh(W_init mean(h)) over real source positions.
+"""
+
+import keras
+import tensorflow as tf
+
+from nmt_tf.layers.attention import make_attention
+from nmt_tf.layers.conditional_gru import ConditionalGRUCell
+from nmt_tf.layers.deep_output import Bridge, DeepOutput
+from nmt_tf.layers.self_attention import SelfAttentiveResidual, StateMemory
+from nmt_tf.models.decoder_base import Decoder
+
+VARIANTS = ("cgru", "self_attentive_residual", "memory_rnn", "self_attentive_rnn")
+
+
+@keras.saving.register_keras_serializable(package="nmt_tf")
+class CGRUDecoder(Decoder):
+  """cGRU decoder with deep output, optionally self-attentive (see module docstring).
+
+  Args:
+    units: decoder state size d.
+    vocab_size: target vocabulary V.
+    output_units: hidden size e of the deep output.
+    memory_dim: annotation size.
+    embedding_dim: target embedding size (the size of d_t).
+    variant: one of VARIANTS.
+    attention, attention_units, attention_mode, hard_inference: the source attention.
+    summary: "avg" or "cavg" (self_attentive_residual).
+    summary_units: hidden size of the cavg score and of the state-memory score.
+    dropout: deep-output dropout rate.
+  """
+
+  def __init__(self, units, vocab_size, output_units, memory_dim, embedding_dim, variant="cgru",
+               attention="additive", attention_units=None, attention_mode="soft",
+               hard_inference="expectation", summary="avg", summary_units=None, dropout=0.0,
+               **kwargs):
+    super().__init__(**kwargs)
+    if variant not in VARIANTS:
+      raise ValueError(f"Received variant={variant!r}; expected one of {VARIANTS}.")
+    self.units = units
+    self.vocab_size = vocab_size
+    self.output_units = output_units
+    self.memory_dim = memory_dim
+    self.embedding_dim = embedding_dim
+    self.variant = variant
+    self.attention_score = attention
+    self.attention_units = attention_units or units
+    self.attention_mode = attention_mode
+    self.hard_inference = hard_inference
+    self.summary = summary
+    self.summary_units = summary_units or units
+    self.dropout = dropout
+    attention_layer = make_attention(attention, self.attention_units, units, memory_dim,
+                                     attention_mode, hard_inference)
+    self.cgru = ConditionalGRUCell(units, attention=attention_layer, name="cgru")
+    self.bridge = Bridge(units, name="bridge")
+    self.uses_summary = variant == "self_attentive_residual"
+    self.uses_memory = variant in ("memory_rnn", "self_attentive_rnn")
+    names = ["state", "summary" if self.uses_summary else "prev_embedding", "context"]
+    if self.uses_summary:
+      self.target_summary = SelfAttentiveResidual(summary, self.summary_units, name="summary")
+    if self.uses_memory:
+      self.state_memory = StateMemory(self.summary_units, name="state_memory")
+    if variant == "self_attentive_rnn":
+      names.append("state_summary")
+    self.output_layer = DeepOutput(names, output_units, vocab_size, dropout, name="deep_output")
+
+  def make_context(self, memory, summary, mask):
+    keys = self.cgru.attention.precompute_keys(memory)
+    return {"memory": memory, "keys": keys, "mask": mask}
+
+  def initial_state(self, context, max_length):
+    s0 = self.bridge(context["memory"], source_mask=context["mask"])  # [batch, units]
+    state = {"s": s0}
+    if self.uses_summary:
+      state["summary"] = self.target_summary.initial_state(tf.shape(s0)[0],
+                                                           self.embedding_dim)
+    if self.uses_memory:
+      state["memory"] = self.state_memory.initial_state(s0, max_length)
+    return state
+
+  def precompute(self, emb):
+    x = {"gru": self.cgru.project_inputs(emb)}  # [..., 3*units]
+    if self.uses_summary:
+      x["emb"] = emb
+      x["score"] = self.target_summary.scores(emb)  # [...] float32
+    return x
+
+  def cell(self, x_t, state, context, t, training):
+    s_prev = state["s"]
+    new_state = {}
+    if self.uses_memory:
+      s_prev, _ = self.state_memory(s_prev, state["memory"], t)  # s~_t [batch, units]
+    s, c, alpha, log_prob = self.cgru.step(x_t["gru"], s_prev, context["memory"],
+                                           context["keys"], context["mask"], training=training)
+    outputs = {"s": s, "context": c, "attention": alpha, "log_prob": log_prob}
+    new_state["s"] = s
+    if self.uses_memory:
+      new_state["memory"] = self.state_memory.write(state["memory"], s, t + 1)
+      outputs["s_tilde"] = s_prev
+    if self.uses_summary:
+      outputs["d"], new_state["summary"] = self.target_summary.step(
+          x_t["emb"], state["summary"], score=x_t["score"])
+    return outputs, new_state
+
+  def output_inputs(self, outputs, emb):
+    inputs = {"state": outputs["s"], "context": outputs["context"]}
+    if self.uses_summary:
+      inputs["summary"] = outputs["d"]
+    else:
+      inputs["prev_embedding"] = emb
+    if self.variant == "self_attentive_rnn":
+      inputs["state_summary"] = outputs["s_tilde"]
+    return inputs
+
+  def get_config(self):
+    return {**super().get_config(), "units": self.units, "vocab_size": self.vocab_size,
+            "output_units": self.output_units, "memory_dim": self.memory_dim,
+            "embedding_dim": self.embedding_dim, "variant": self.variant, "attention": self.attention_score,
+            "attention_units": self.attention_units, "attention_mode": self.attention_mode,
+            "hard_inference": self.hard_inference, "summary": self.summary,
+            "summary_units": self.summary_units, "dropout": self.dropout}

@@ -1,0 +1,142 @@
+"""The validated model configuration: one frozen dataclass, checked once at the entry.
+
+Every model of the papers is a value of `decoder` (with the encoder and attention options):
+  encdec (Cho 2014), rnnsearch (Bahdanau 2015), cgru (dl4mt/Nematus), luong (Luong 2015),
+  self_attentive_residual, memory_rnn, self_attentive_rnn (Werlen et al. 2018).
+Unknown keys and invalid values raise ConfigError naming the key, the value and the fix.
+"""
+
+import dataclasses
+from typing import Optional
+
+ENCODERS = ("birnn", "rnn", "embedding", "conv")
+DECODERS = ("encdec", "rnnsearch", "cgru", "luong", "self_attentive_residual", "memory_rnn",
+            "self_attentive_rnn")
+ATTENTIONS = ("additive", "dot", "general", "concat")
+ATTENTION_MODES = ("soft", "hard")
+HARD_INFERENCE = ("expectation", "argmax")
+GRU_RESETS = ("before", "after")
+RNN_CELLS = ("gru", "lstm")
+SUMMARIES = ("avg", "cavg")
+# Paper defaults for the GRU reset placement (equations.md "GRU conventions").
+DEFAULT_RESET = {"encdec": "before", "rnnsearch": "before"}
+
+
+class ConfigError(ValueError):
+  """An invalid model configuration value."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+  """Model hyperparameters (see docs/MODELS.md for each decoder's equations).
+
+  Attributes:
+    src_vocab_size, tgt_vocab_size: vocabulary sizes, including the 4 special tokens.
+    embedding_dim: e, source and target embedding size.
+    encoder: birnn | rnn | embedding | conv.
+    encoder_units: GRU size per direction (rnn encoders) or conv channels.
+    encoder_layers: stacked encoder layers.
+    reverse_source: read the source backwards (rnn encoder only; Sutskever 2014).
+    conv_kernel_size: odd width of the conv encoder.
+    decoder: one of DECODERS.
+    decoder_units: d, the decoder state size.
+    output_units: hidden size of the deep output (default: embedding_dim).
+    attention: additive | dot | general | concat.
+    attention_units: hidden size of additive/concat scores (default: decoder_units).
+    attention_mode: soft | hard (Xu et al. 2015; trained with REINFORCE).
+    hard_inference: expectation | argmax, hard attention at inference.
+    gru_reset: before | after; None = the paper's (before for encdec/rnnsearch, else after).
+    rnn_cell: gru | lstm (luong decoder only).
+    summary: avg | cavg (self_attentive_residual only).
+    summary_units: hidden size of the cavg and state-memory scores (default: decoder_units).
+    dropout: rate on embeddings and on the output layer's hidden state.
+  """
+
+  src_vocab_size: int = 8000
+  tgt_vocab_size: int = 8000
+  embedding_dim: int = 256
+  encoder: str = "birnn"
+  encoder_units: int = 512
+  encoder_layers: int = 1
+  reverse_source: bool = False
+  conv_kernel_size: int = 3
+  decoder: str = "cgru"
+  decoder_units: int = 512
+  output_units: Optional[int] = None
+  attention: str = "additive"
+  attention_units: Optional[int] = None
+  attention_mode: str = "soft"
+  hard_inference: str = "expectation"
+  gru_reset: Optional[str] = None
+  rnn_cell: str = "gru"
+  summary: str = "avg"
+  summary_units: Optional[int] = None
+  dropout: float = 0.0
+
+  def __post_init__(self):
+    for field in dataclasses.fields(self):
+      value = getattr(self, field.name)
+      if field.type in (int, Optional[int]) and value is not None:
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+          raise ConfigError(f"Received {field.name}={value!r}; expected a positive integer.")
+    choices = {"encoder": ENCODERS, "decoder": DECODERS, "attention": ATTENTIONS,
+               "attention_mode": ATTENTION_MODES, "hard_inference": HARD_INFERENCE,
+               "rnn_cell": RNN_CELLS, "summary": SUMMARIES}
+    for key, allowed in choices.items():
+      if getattr(self, key) not in allowed:
+        raise ConfigError(f"Received {key}={getattr(self, key)!r}; expected one of {allowed}.")
+    if self.gru_reset is not None and self.gru_reset not in GRU_RESETS:
+      raise ConfigError(f"Received gru_reset={self.gru_reset!r}; expected one of {GRU_RESETS} "
+                        "or None for the paper's choice.")
+    if not isinstance(self.reverse_source, bool):
+      raise ConfigError(f"Received reverse_source={self.reverse_source!r}; expected a bool.")
+    if self.reverse_source and self.encoder != "rnn":
+      raise ConfigError(f"Received reverse_source=True with encoder={self.encoder!r}; source "
+                        "reversal needs encoder='rnn'.")
+    if not isinstance(self.dropout, (int, float)) or not 0.0 <= self.dropout < 1.0:
+      raise ConfigError(f"Received dropout={self.dropout!r}; expected a rate in [0, 1).")
+    if self.conv_kernel_size % 2 == 0:
+      raise ConfigError(f"Received conv_kernel_size={self.conv_kernel_size}; expected an odd "
+                        "width.")
+    if self.rnn_cell != "gru" and self.decoder != "luong":
+      raise ConfigError(f"Received rnn_cell={self.rnn_cell!r} with decoder={self.decoder!r}; "
+                        "only the luong decoder has an LSTM option.")
+    if (self.attention == "dot" and self.decoder != "encdec"
+        and self.memory_dim != self.decoder_units):
+      raise ConfigError(
+          f"attention='dot' needs the annotation size ({self.memory_dim}) to equal "
+          f"decoder_units ({self.decoder_units}); e.g. set encoder_units="
+          f"{self.decoder_units // 2 if self.encoder == 'birnn' else self.decoder_units} or "
+          "use attention='general'.")
+    if self.attention_mode == "hard" and self.decoder == "encdec":
+      raise ConfigError("Received attention_mode='hard' with decoder='encdec', which has no "
+                        "attention; pick an attention decoder.")
+
+  @property
+  def memory_dim(self):
+    """Size of the annotations h_i the encoder produces."""
+    if self.encoder == "birnn":
+      return 2 * self.encoder_units
+    if self.encoder == "embedding":
+      return self.embedding_dim
+    return self.encoder_units
+
+  @property
+  def reset_after(self):
+    """GRU reset placement in effect (explicit gru_reset or the paper's default)."""
+    return (self.gru_reset or DEFAULT_RESET.get(self.decoder, "after")) == "after"
+
+  def to_dict(self):
+    return dataclasses.asdict(self)
+
+  @classmethod
+  def from_dict(cls, values):
+    """Builds a config from a mapping; unknown keys are an error."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+      raise ConfigError(f"Unknown model config key(s) {unknown}; known keys: {sorted(known)}.")
+    return cls(**values)
+
+  def replace(self, **changes):
+    return self.from_dict({**self.to_dict(), **changes})

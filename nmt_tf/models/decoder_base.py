@@ -1,0 +1,83 @@
+"""What every decoder shares: teacher-forced `call` and incremental `step` run the same code.
+
+A decoder defines
+  precompute(emb)                       step-independent input projections, any leading dims;
+  cell(x_t, state, context, t, training) -> (outputs_t, new_state), one target step;
+  output_inputs(outputs, emb)           the named inputs of its output layer.
+`call` precomputes for all target positions, runs `cell` in one graph-mode loop
+(layers/recurrence.scan_time) and applies the output layer once to all steps; `step` does the
+same for one position. Hence step-by-step decoding reproduces the teacher-forced logits.
+"""
+
+import keras
+import tensorflow as tf
+
+from nmt_tf.layers.recurrence import scan_time
+
+
+class Decoder(keras.layers.Layer):
+  """Base class of the decoders (see module docstring).
+
+  Subclasses create `self.output_layer` (called with the dict from `output_inputs`) and
+  implement `make_context`, `initial_state`, `precompute`, `cell`, `output_inputs`.
+  """
+
+  def build(self, *args, **kwargs):
+    # Sub-layers build lazily on first use (step 0 is run outside the time loop).
+    self.built = True
+
+  def make_context(self, memory, summary, mask):
+    """Constant decoding context from the encoder: memory [batch, src_len, mem_dim],
+    summary [batch, mem_dim], mask [batch, src_len] -> dict of tensors (batch leading)."""
+    raise NotImplementedError
+
+  def initial_state(self, context, max_length):
+    """State before the first step, for at most `max_length` steps (dict, batch leading)."""
+    raise NotImplementedError
+
+  def precompute(self, emb):
+    raise NotImplementedError
+
+  def cell(self, x_t, state, context, t, training):
+    raise NotImplementedError
+
+  def output_inputs(self, outputs, emb):
+    raise NotImplementedError
+
+  def call(self, emb, context, training=False):
+    """Teacher-forced decoding.
+
+    Args:
+      emb: [batch, tgt_len, e], embeddings of BOS y_1 .. y_{n-1} (target_in).
+      context: from `make_context`.
+
+    Returns:
+      logits [batch, tgt_len, vocab], attention [batch, tgt_len, src_len] float32,
+      log_prob [batch, tgt_len] float32 (hard attention's sampled log alpha, else zeros).
+    """
+    state = self.initial_state(context, tf.shape(emb)[1])
+    step = lambda x_t, s, t: self.cell(x_t, s, context, t, training)
+    outputs, _ = scan_time(step, self.precompute(emb), state)  # each [batch, tgt_len, ...]
+    logits = self.output_layer(self.output_inputs(outputs, emb), training=training)
+    return logits, outputs["attention"], outputs["log_prob"]
+
+  def step(self, emb_t, state, context, time):
+    """One decoding step (inference mode).
+
+    Args:
+      emb_t: [batch, e], embedding of the previous token y_{t-1}.
+      state: from `initial_state` or the previous `step`.
+      context: from `make_context`.
+      time: scalar int32, 0 at the first step.
+
+    Returns:
+      logits [batch, vocab], attention [batch, src_len] float32, new state.
+    """
+    outputs, state = self.cell(self.precompute(emb_t), state, context, time, False)
+    logits = self.output_layer(self.output_inputs(outputs, emb_t), training=False)
+    return logits, outputs["attention"], state
+
+
+def zeros_like_batch(x, *dims, dtype=tf.float32):
+  """Zeros [batch_of(x), *dims]."""
+  return tf.zeros(tf.concat([tf.shape(x)[:1], dims], 0), dtype)

@@ -1,0 +1,157 @@
+"""Source encoders: birnn (Bahdanau 2015), rnn (Cho 2014; Sutskever 2014 source reversal),
+embedding-only ("concatenation") and convolutional (no pooling), equations.md "Encoders".
+
+Each maps embedded source x [batch, src_len, e] and mask [batch, src_len] to
+  memory  [batch, src_len, out_dim]: annotations h_i (zero at padded positions);
+  summary [batch, out_dim]: the fixed context c of the encdec model.
+Sources are left-aligned (real tokens first), so a forward recurrence never sees padding
+before a real token; the backward direction reverses each sentence by its own length
+(tf.reverse_sequence), so it starts at the sentence's last real token.
+"""
+
+import keras
+import tensorflow as tf
+
+from nmt_tf.layers import ops
+from nmt_tf.layers.gru import GRUCell
+from nmt_tf.layers.recurrence import scan_time
+
+
+def _lengths(mask):
+  return tf.reduce_sum(tf.cast(mask, tf.int32), axis=1)  # [batch]
+
+
+def _reverse(x, lengths):
+  """Reverses the first `lengths[b]` steps of every row b of x [batch, time, ...]."""
+  return tf.reverse_sequence(x, lengths, seq_axis=1, batch_axis=0)
+
+
+def _last(x, lengths):
+  """x[b, lengths[b] - 1] for x [batch, time, dim] -> [batch, dim]."""
+  return tf.gather(x, tf.maximum(lengths - 1, 0), axis=1, batch_dims=1)
+
+
+def _zero_padding(x, mask):
+  return x * tf.cast(mask, x.dtype)[:, :, None]
+
+
+def _check_positive(**values):
+  for key, value in values.items():
+    if not isinstance(value, int) or value <= 0:
+      raise ValueError(f"Received {key}={value!r}; expected a positive integer.")
+
+
+@keras.saving.register_keras_serializable(package="nmt_tf")
+class RNNEncoder(keras.layers.Layer):
+  """Stacked GRU encoder, uni- or bidirectional.
+
+  bidirectional: h_i = [fwd_i ; bwd_i] (2*units), both directions advanced in one loop;
+  summary = [fwd_last ; bwd_first]. Unidirectional: h_i = fwd_i, summary = the last real
+  state (Cho 2014); with reverse_source the real tokens are read in reverse order
+  (Sutskever 2014) and memory is returned in reading order.
+
+  Args:
+    units: GRU size per direction.
+    num_layers: stacked layers (each reads the previous layer's annotations).
+    bidirectional: bool.
+    reverse_source: bool, unidirectional only.
+    reset_after: GRU reset placement.
+  """
+
+  def __init__(self, units, num_layers=1, bidirectional=True, reverse_source=False,
+               reset_after=True, **kwargs):
+    super().__init__(**kwargs)
+    _check_positive(units=units, num_layers=num_layers)
+    if bidirectional and reverse_source:
+      raise ValueError("Received reverse_source=True with bidirectional=True; source reversal "
+                       "only applies to the unidirectional rnn encoder.")
+    self.units = units
+    self.num_layers = num_layers
+    self.bidirectional = bool(bidirectional)
+    self.reverse_source = bool(reverse_source)
+    self.reset_after = bool(reset_after)
+    directions = 2 if bidirectional else 1
+    self.directions = directions
+    self.cells = [GRUCell(units, reset_after=reset_after, name=f"gru_l{l}_d{d}")
+                  for l in range(num_layers) for d in range(directions)]  # layer-major
+    self.output_dim = directions * units
+
+  def call(self, x, mask):
+    lengths = _lengths(mask)
+    if self.reverse_source:
+      x = _reverse(x, lengths)
+    batch = tf.shape(x)[0]
+    for layer in range(self.num_layers):
+      cells = self.cells[layer * self.directions:(layer + 1) * self.directions]
+      inputs = [x] + ([_reverse(x, lengths)] if self.bidirectional else [])
+      projected = [cell.project_inputs(inp) for cell, inp in zip(cells, inputs)]  # each [batch, src_len, 3*units]
+      initial = [cell.get_initial_state(batch) for cell in cells]
+
+      def step(x_t, states, t, cells=cells):
+        new = [cell.step(xp, h) for cell, xp, h in zip(cells, x_t, states)]
+        return new, new
+
+      outputs, _ = scan_time(step, projected, initial)  # list of [batch, src_len, units]
+      if self.bidirectional:
+        outputs[1] = _reverse(outputs[1], lengths)  # back to source order
+      x = _zero_padding(tf.concat(outputs, axis=-1), mask)  # [batch, src_len, output_dim]
+    if self.bidirectional:
+      summary = tf.concat([_last(x[..., :self.units], lengths), x[:, 0, self.units:]], -1)
+    else:
+      summary = _last(x, lengths)  # [batch, units]
+      if self.reverse_source:
+        x = _reverse(x, lengths)
+    return x, summary
+
+  def get_config(self):
+    return {
+        **super().get_config(), "units": self.units, "num_layers": self.num_layers,
+        "bidirectional": self.bidirectional, "reverse_source": self.reverse_source,
+        "reset_after": self.reset_after,
+    }
+
+
+@keras.saving.register_keras_serializable(package="nmt_tf")
+class EmbeddingEncoder(keras.layers.Layer):
+  """h_i = E_s x_i ("concatenation" of the word embeddings); summary = masked mean."""
+
+  def call(self, x, mask):
+    memory = _zero_padding(x, mask)
+    return memory, ops.masked_mean(memory, mask)
+
+
+@keras.saving.register_keras_serializable(package="nmt_tf")
+class ConvEncoder(keras.layers.Layer):
+  """Stacked 1-D convolutions, 'same' padding, no pooling: one column per source word.
+
+  h^l = tanh(Conv1D(h^{l-1})); padded positions are zeroed before every convolution, so a real
+  position sees exactly what it would see in an unpadded batch. summary = masked mean.
+
+  Args:
+    filters: channels of every convolution (the annotation size).
+    kernel_size: odd width of the convolutions.
+    num_layers: number of convolutions.
+  """
+
+  def __init__(self, filters, kernel_size=3, num_layers=2, **kwargs):
+    super().__init__(**kwargs)
+    _check_positive(filters=filters, kernel_size=kernel_size, num_layers=num_layers)
+    if kernel_size % 2 == 0:
+      raise ValueError(f"Received kernel_size={kernel_size}; expected an odd width so that "
+                       "'same' padding is centred.")
+    self.filters = filters
+    self.kernel_size = kernel_size
+    self.num_layers = num_layers
+    self.convs = [keras.layers.Conv1D(filters, kernel_size, padding="same", activation="tanh",
+                                      name=f"conv{l}") for l in range(num_layers)]
+    self.output_dim = filters
+
+  def call(self, x, mask):
+    for conv in self.convs:
+      x = conv(_zero_padding(x, mask))  # [batch, src_len, filters]
+    memory = _zero_padding(x, mask)
+    return memory, ops.masked_mean(memory, mask)
+
+  def get_config(self):
+    return {**super().get_config(), "filters": self.filters, "kernel_size": self.kernel_size,
+            "num_layers": self.num_layers}

@@ -1,0 +1,114 @@
+"""The attention-based encoder-decoder as one subclassed keras.Model.
+
+`call` is teacher-forced; `encode`, `initial_state` and `step` expose the same layers for
+incremental decoding (nmt_tf/decoding sees only these callables).
+"""
+
+import keras
+import tensorflow as tf
+
+from nmt_tf import special_tokens
+from nmt_tf.models.cgru_decoders import CGRUDecoder
+from nmt_tf.models.config import ModelConfig
+from nmt_tf.models.encoders import ConvEncoder, EmbeddingEncoder, RNNEncoder
+from nmt_tf.models.luong_decoder import LuongDecoder
+from nmt_tf.models.rnn_decoders import EncDecDecoder, RNNSearchDecoder
+
+
+def build_encoder(cfg):
+  """The encoder layer named by cfg.encoder."""
+  if cfg.encoder in ("birnn", "rnn"):
+    return RNNEncoder(cfg.encoder_units, cfg.encoder_layers, bidirectional=cfg.encoder == "birnn",
+                      reverse_source=cfg.reverse_source, reset_after=cfg.reset_after,
+                      name="encoder")
+  if cfg.encoder == "conv":
+    return ConvEncoder(cfg.encoder_units, cfg.conv_kernel_size, cfg.encoder_layers,
+                       name="encoder")
+  return EmbeddingEncoder(name="encoder")
+
+
+def build_decoder(cfg):
+  """The decoder layer named by cfg.decoder."""
+  output_units = cfg.output_units or cfg.embedding_dim
+  attention = dict(attention=cfg.attention, attention_units=cfg.attention_units,
+                   attention_mode=cfg.attention_mode, hard_inference=cfg.hard_inference)
+  if cfg.decoder == "encdec":
+    return EncDecDecoder(cfg.decoder_units, cfg.tgt_vocab_size, output_units,
+                         reset_after=cfg.reset_after, dropout=cfg.dropout, name="decoder")
+  if cfg.decoder == "rnnsearch":
+    return RNNSearchDecoder(cfg.decoder_units, cfg.tgt_vocab_size, output_units, cfg.memory_dim,
+                            reset_after=cfg.reset_after, dropout=cfg.dropout, name="decoder",
+                            **attention)
+  if cfg.decoder == "luong":
+    return LuongDecoder(cfg.decoder_units, cfg.tgt_vocab_size, cfg.memory_dim,
+                        rnn_cell=cfg.rnn_cell, dropout=cfg.dropout, name="decoder", **attention)
+  variant = cfg.decoder  # the cgru family
+  return CGRUDecoder(cfg.decoder_units, cfg.tgt_vocab_size, output_units, cfg.memory_dim,
+                     cfg.embedding_dim, variant=variant, summary=cfg.summary,
+                     summary_units=cfg.summary_units, dropout=cfg.dropout, name="decoder",
+                     **attention)
+
+
+@keras.saving.register_keras_serializable(package="nmt_tf")
+class Seq2Seq(keras.Model):
+  """Encoder-decoder NMT model built from a validated ModelConfig.
+
+  Inputs are dicts of int32 ids padded with PAD=0 (docs/DESIGN.md): `source`
+  [batch, src_len] (ending in EOS) and `target_in` [batch, tgt_len] (BOS y_1 .. y_{n-1}).
+
+  Args:
+    config: a ModelConfig or a dict of its fields.
+  """
+
+  def __init__(self, config, **kwargs):
+    super().__init__(**kwargs)
+    self.model_config = config if isinstance(config, ModelConfig) else \
+        ModelConfig.from_dict(config)
+    cfg = self.model_config
+    self.src_embedding = keras.layers.Embedding(cfg.src_vocab_size, cfg.embedding_dim,
+                                                name="src_embedding")
+    self.tgt_embedding = keras.layers.Embedding(cfg.tgt_vocab_size, cfg.embedding_dim,
+                                                name="tgt_embedding")
+    self.embedding_dropout = keras.layers.Dropout(cfg.dropout)
+    self.encoder = build_encoder(cfg)
+    self.decoder = build_decoder(cfg)
+
+  def call(self, inputs, training=False):
+    """Teacher-forced forward pass.
+
+    Returns:
+      dict: logits [batch, tgt_len, tgt_vocab], attention [batch, tgt_len, src_len] (float32),
+      attention_log_prob [batch, tgt_len] (hard attention's sampled log alpha, else zeros).
+    """
+    context = self.encode(inputs["source"], training=training)
+    emb = self.embedding_dropout(self.tgt_embedding(inputs["target_in"]), training=training)
+    logits, attention, log_prob = self.decoder(emb, context, training=training)
+    return {"logits": logits, "attention": attention, "attention_log_prob": log_prob}
+
+  def encode(self, source, training=False):
+    """source [batch, src_len] ids -> decoding context (dict of batch-leading tensors)."""
+    mask = tf.not_equal(source, special_tokens.PAD_ID)  # [batch, src_len]
+    x = self.embedding_dropout(self.src_embedding(source), training=training)  # [b, s, e]
+    memory, summary = self.encoder(x, mask)  # [batch, src_len, mem_dim], [batch, mem_dim]
+    return self.decoder.make_context(memory, summary, mask)
+
+  def initial_state(self, context, max_length):
+    """Decoder state before the first step, for up to `max_length` steps."""
+    return self.decoder.initial_state(context, max_length)
+
+  def step(self, prev_ids, state, context, time):
+    """One incremental decoding step: prev_ids [batch] -> (logits [batch, vocab],
+    attention [batch, src_len], new state)."""
+    return self.decoder.step(self.tgt_embedding(prev_ids), state, context, time)
+
+  def build_with_dummy_batch(self):
+    """Creates every weight by running one tiny batch (needed before `step` or loading)."""
+    ids = tf.constant([[4, special_tokens.EOS_ID]], tf.int32)
+    self({"source": ids, "target_in": tf.constant([[special_tokens.BOS_ID, 4]], tf.int32)})
+
+  def get_config(self):
+    return {"config": self.model_config.to_dict()}
+
+  @classmethod
+  def from_config(cls, config):
+    return cls(config["config"])
