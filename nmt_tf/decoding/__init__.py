@@ -1,1 +1,25 @@
-"""nmt_tf.decoding."""
+"""nmt_tf.decoding: greedy and beam search over a model-agnostic step function.
+
+The searches see only `step_fn(ids, state, context, time) -> (logits, attention, state)`
+(see docs/DESIGN.md) and know no model class.
+"""
+
+from nmt_tf.decoding.beam import beam_search
+from nmt_tf.decoding.ensemble import ensemble_step_fn
+from nmt_tf.decoding.greedy import greedy_search
+from nmt_tf.decoding.penalties import coverage_penalty
+from nmt_tf.decoding.penalties import hypothesis_scores
+from nmt_tf.decoding.penalties import length_penalty
+from nmt_tf.decoding.result import DecodeResult
+from nmt_tf.decoding.search import decode
+
+__all__ = [
+    "DecodeResult",
+    "beam_search",
+    "coverage_penalty",
+    "decode",
+    "ensemble_step_fn",
+    "greedy_search",
+    "hypothesis_scores",
+    "length_penalty",
+]

@@ -1,0 +1,173 @@
+"""Batched beam search with a buffer of finished hypotheses.
+
+Beams are folded into the batch (row `b * beam_size + k`). Each step follows fairseq
+(Ott et al., 2019) and KerasHub's beam sampler:
+  1. the 2 * beam_size best continuations of the alive beams are chosen by log P(y | x);
+  2. those ending with EOS that rank among the beam_size best are moved to the finished
+     buffer with their final GNMT score (`penalties.py`); the buffer keeps the beam_size
+     best by score;
+  3. the beam_size best continuations not ending with EOS become the new alive beams, and
+     the decoder state follows them (`tf.gather` on every state tensor).
+A finished hypothesis therefore never competes for an alive slot and keeps its score. A
+sentence stops when its buffer holds beam_size hypotheses (as in fairseq, so beam_size = 1
+is greedy search), when no alive beam can still beat its nbest-th finished one (the bound
+`log P / lp(max length)` is exact because log-probabilities and cp are <= 0), or at its
+maximum length, where EOS is forced.
+"""
+
+import tensorflow as tf
+
+from nmt_tf.decoding import constraints
+from nmt_tf.decoding import penalties
+from nmt_tf.decoding import utils
+from nmt_tf.decoding.result import DecodeResult
+from nmt_tf.special_tokens import BOS_ID, EOS_ID
+
+_NEG_INF = -float("inf")
+
+
+def beam_search(step_fn, state, context, batch_size, beam_size, max_length, *,
+                src_length=None, max_length_a=None, max_length_b=0.0, min_length=0,
+                length_penalty=0.0, coverage_penalty=0.0, nbest=1):
+  """Decodes with beam search and returns the n best finished hypotheses.
+
+  Runs eagerly, inside `tf.function` and under `tf.function(jit_compile=True)` (static
+  shapes, preallocated buffers written by index, `tf.while_loop` bounded by `max_length`,
+  early exit when every sentence is done). Length conventions are those of
+  `constraints.py`: lengths count EOS, `min_length` does not.
+
+  Args:
+    step_fn: `step_fn(ids, state, context, time) -> (logits, attention, new_state)` with
+      ids int32 [rows], logits [rows, vocab], attention [rows, src_len].
+    state: nested structure of tensors [batch, ...]; tiled by the beam once, then reordered
+      with the beams after every step.
+    context: nested structure of tensors [batch, ...]; tiled once, never reordered.
+    batch_size: python int or scalar int32 tensor.
+    beam_size: python int >= 1.
+    max_length: static python int: maximum number of tokens, EOS included.
+    src_length: optional int32 [batch] source lengths (for `max_length_a` and to mask
+      padding in the coverage penalty).
+    max_length_a: optional float: per-sentence limit `a * src_length + b` (EOS included).
+    max_length_b: float offset of the per-sentence limit.
+    min_length: python int: minimum number of tokens before EOS.
+    length_penalty: GNMT alpha (0 = rank by log-probability).
+    coverage_penalty: GNMT beta (0 = none).
+    nbest: python int in [1, beam_size]: hypotheses returned per sentence.
+
+  Returns:
+    A `DecodeResult` with nbest hypotheses per sentence, sorted by score.
+
+  Raises:
+    ValueError: on invalid python arguments.
+  """
+  constraints.validate_search_args(max_length, min_length, src_length, max_length_a,
+                                   max_length_b, length_penalty, coverage_penalty)
+  if not isinstance(beam_size, int) or beam_size < 1:
+    raise ValueError(f"Received beam_size={beam_size!r}; expected a positive python int.")
+  if not isinstance(nbest, int) or not 1 <= nbest <= beam_size:
+    raise ValueError(f"Received nbest={nbest!r}; expected an int in [1, beam_size] = "
+                     f"[1, {beam_size}].")
+  k = beam_size
+  max_lengths = constraints.sentence_max_lengths(
+      batch_size, max_length, src_length, max_length_a, max_length_b)  # [batch]
+  row_max_lengths = tf.repeat(max_lengths, k)  # [batch*beam]
+  upper_lp = penalties.length_penalty(max_lengths, length_penalty)  # [batch]
+  state = utils.tile_beams(state, k)
+  context = utils.tile_beams(context, k)
+  row_offsets = (tf.range(batch_size) * k)[:, tf.newaxis]  # [batch, 1]
+
+  def advance(time, logits, attention, new_state, loop):
+    """Extends the alive beams by one token (see the module docstring)."""
+    alive_ids, alive_attn, alive_log_probs = loop["alive"]
+    fin, done = loop["finished"], loop["done"]
+    log_probs = constraints.step_log_probs(logits, time, min_length, row_max_lengths)
+    vocab = log_probs.shape[-1] if log_probs.shape[-1] is not None else tf.shape(log_probs)[-1]
+    totals = alive_log_probs[:, tf.newaxis] + log_probs  # [batch*beam, vocab]
+    totals = tf.reshape(totals, [batch_size, -1])  # [batch, beam*vocab]
+    cand_scores, cand_index = tf.math.top_k(totals, k=2 * k)  # [batch, 2*beam]
+    cand_parents = row_offsets + cand_index // vocab  # [batch, 2*beam] rows of batch*beam
+    cand_tokens = cand_index % vocab  # [batch, 2*beam]
+    cand_is_eos = tf.equal(cand_tokens, EOS_ID)
+    attention = tf.cast(attention, tf.float32)  # [batch*beam, src_len]
+
+    def extend(parents, tokens):
+      """Prefix buffers of `parents` [batch, n] extended with `tokens` [batch, n]."""
+      rows = tf.reshape(parents, [-1])  # [batch*n]
+      ids = utils.write_at(tf.gather(alive_ids, rows), time, tf.reshape(tokens, [-1]))
+      attn = utils.write_at(tf.gather(alive_attn, rows), time, tf.gather(attention, rows))
+      return ids, attn  # [batch*n, max_length], [batch*n, max_length, src_len]
+
+    # Finished: EOS continuations among the beam_size best candidates.
+    new_ids, new_attn = extend(cand_parents[:, :k], cand_tokens[:, :k])
+    new_ids = tf.reshape(new_ids, [batch_size, k, max_length])  # [batch, beam, max_length]
+    new_attn = tf.reshape(new_attn, [batch_size, k, max_length, -1])  # [b, beam, T, src]
+    new_log_probs = cand_scores[:, :k]  # [batch, beam]
+    new_lengths = tf.fill(tf.shape(new_log_probs), time + 1)  # [batch, beam]
+    src_mask = utils.source_mask(src_length, tf.shape(attention)[-1])  # [batch, src_len]
+    new_scores = penalties.hypothesis_scores(
+        new_log_probs, new_lengths, tf.reduce_sum(new_attn, axis=2), length_penalty,
+        coverage_penalty, None if src_mask is None else src_mask[:, tf.newaxis])  # [b, beam]
+    valid = tf.logical_and(cand_is_eos[:, :k], new_log_probs > _NEG_INF)
+    valid = tf.logical_and(valid, tf.logical_not(done)[:, tf.newaxis])  # [batch, beam]
+    new_scores = tf.where(valid, new_scores, _NEG_INF)
+    merged = [tf.concat([old, new], axis=1) for old, new in zip(
+        fin, (new_ids, new_attn, new_log_probs, new_lengths, new_scores))]  # [batch, 2*beam..]
+    _, keep = tf.math.top_k(merged[-1], k=k)  # [batch, beam]
+    fin = tuple(tf.gather(x, keep, batch_dims=1) for x in merged)
+
+    # Alive: the beam_size best candidates that do not end with EOS.
+    alive_scores = tf.where(cand_is_eos, _NEG_INF, cand_scores)  # [batch, 2*beam]
+    alive_log_probs, keep = tf.math.top_k(alive_scores, k=k)  # [batch, beam]
+    parents = tf.gather(cand_parents, keep, batch_dims=1)  # [batch, beam]
+    tokens = tf.gather(cand_tokens, keep, batch_dims=1)  # [batch, beam]
+    alive_ids, alive_attn = extend(parents, tokens)
+    new_state = utils.gather_rows(new_state, tf.reshape(parents, [-1]))
+
+    fin_scores = fin[-1]  # [batch, beam], sorted
+    num_finished = tf.reduce_sum(tf.cast(fin_scores > _NEG_INF, tf.int32), axis=1)  # [batch]
+    best_possible = alive_log_probs[:, 0] / upper_lp  # [batch]
+    done = tf.reduce_any(tf.stack([
+        done, num_finished >= k, time >= max_lengths - 1,
+        best_possible <= fin_scores[:, nbest - 1]]), axis=0)  # [batch]
+    return {"time": time + 1, "tokens": tf.reshape(tokens, [-1]), "state": new_state,
+            "alive": (alive_ids, alive_attn, tf.reshape(alive_log_probs, [-1])),
+            "finished": fin, "done": done}
+
+  # The first step is taken before the loop: it reveals src_len, needed to allocate the
+  # attention buffers, without asking the caller for it.
+  time = tf.constant(0, tf.int32)
+  rows = batch_size * k
+  logits, attention, new_state = step_fn(tf.fill([rows], BOS_ID), state, context, time)
+  src_len = tf.shape(attention)[-1]
+  # Only beam 0 starts alive, so that the first step does not yield beam_size copies.
+  first_beam = tf.tile(tf.one_hot(0, k, on_value=0.0, off_value=_NEG_INF), [batch_size])
+  loop = {
+      "alive": (tf.zeros([rows, max_length], tf.int32),
+                tf.zeros([rows, max_length, src_len], tf.float32),
+                first_beam),  # [batch*beam]
+      "finished": (tf.zeros([batch_size, k, max_length], tf.int32),
+                   tf.zeros([batch_size, k, max_length, src_len], tf.float32),
+                   tf.fill([batch_size, k], _NEG_INF),  # log-probs
+                   tf.zeros([batch_size, k], tf.int32),  # lengths
+                   tf.fill([batch_size, k], _NEG_INF)),  # scores
+      "done": tf.zeros([batch_size], tf.bool),
+  }
+  loop = advance(time, logits, attention, new_state, loop)
+
+  def cond(loop):
+    return tf.logical_not(tf.reduce_all(loop["done"]))
+
+  def body(loop):
+    logits, attention, new_state = step_fn(loop["tokens"], loop["state"], context,
+                                           loop["time"])
+    return (advance(loop["time"], logits, attention, new_state, loop),)
+
+  (loop,) = tf.while_loop(cond, body, (loop,), maximum_iterations=max_length - 1)
+  ids, attn, log_probs, lengths, scores = (x[:, :nbest] for x in loop["finished"])
+  found = scores > _NEG_INF  # [batch, nbest]
+  return DecodeResult(
+      ids=tf.where(found[:, :, tf.newaxis], ids, 0),  # [batch, nbest, max_length]
+      lengths=tf.where(found, lengths, 0),  # [batch, nbest]
+      log_probs=tf.where(found, log_probs, _NEG_INF),  # [batch, nbest]
+      scores=scores,  # [batch, nbest]
+      attention=tf.where(found[:, :, tf.newaxis, tf.newaxis], attn, 0.0))  # [b, n, T, src]

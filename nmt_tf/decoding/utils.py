@@ -1,0 +1,63 @@
+"""Static-shape tensor helpers for the searches (beams folded into the batch)."""
+
+import tensorflow as tf
+
+
+def tile_beams(structure, beam_size):
+  """Repeats every tensor of a nested structure `beam_size` times along the batch.
+
+  Row `b * beam_size + k` of the result is beam k of sentence b.
+
+  Args:
+    structure: nested structure of tensors [batch, ...].
+    beam_size: python int.
+
+  Returns:
+    The same structure with tensors [batch * beam_size, ...].
+  """
+  return tf.nest.map_structure(lambda x: tf.repeat(x, beam_size, axis=0), structure)
+
+
+def gather_rows(structure, indices):
+  """Reorders the leading dimension of every tensor of a nested structure.
+
+  Args:
+    structure: nested structure of tensors [rows, ...].
+    indices: int32 [new_rows] row indices.
+
+  Returns:
+    The same structure with tensors [new_rows, ...].
+  """
+  return tf.nest.map_structure(lambda x: tf.gather(x, indices, axis=0), structure)
+
+
+def write_at(buffer, time, values):
+  """Writes `values` at index `time` of axis 1 of a preallocated buffer (static shape).
+
+  Args:
+    buffer: tensor [rows, max_length, ...].
+    time: scalar int32 tensor.
+    values: tensor [rows, ...] of the buffer's dtype.
+
+  Returns:
+    The updated buffer [rows, max_length, ...].
+  """
+  max_length = buffer.shape[1] if buffer.shape[1] is not None else tf.shape(buffer)[1]
+  at_time = tf.equal(tf.range(max_length), time)  # [max_length]
+  at_time = tf.reshape(at_time, [1, -1] + [1] * (buffer.shape.rank - 2))
+  return tf.where(at_time, tf.expand_dims(values, 1), buffer)
+
+
+def source_mask(src_length, src_len):
+  """True on real source positions, or None when lengths are unknown.
+
+  Args:
+    src_length: optional int [rows] source lengths.
+    src_len: scalar, the padded source length (attention width).
+
+  Returns:
+    bool [rows, src_len] or None.
+  """
+  if src_length is None:
+    return None
+  return tf.sequence_mask(src_length, src_len)
