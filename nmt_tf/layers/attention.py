@@ -66,7 +66,9 @@ class _Attention(keras.layers.Layer):
     log_prob = tf.zeros_like(weights[:, 0])  # [batch]
     if self.mode == "hard" and (training or self.hard_inference == "argmax"):
       if training:
-        logits = tf.math.log(tf.maximum(weights, 1e-30))
+        # Padded positions get -inf: they are never sampled.
+        logits = tf.where(tf.cast(mask, tf.bool), tf.math.log(tf.maximum(weights, 1e-30)),
+                          -float("inf"))
         index = tf.random.categorical(logits, 1, dtype=tf.int32)[:, 0]  # [batch]
       else:
         index = tf.argmax(weights, axis=-1, output_type=tf.int32)  # [batch]

@@ -38,6 +38,9 @@ class ConditionalGRUCell(keras.layers.Layer):
     self.gru2 = GRUCell(units, reset_after=True, name="gru2")
     self.state_size = units
 
+  def build(self, *args, **kwargs):
+    self.built = True  # the GRUs and the attention build on first use
+
   def project_inputs(self, y_emb):
     """GRU1's W E y + b: [..., emb_dim] -> [..., 3*units]."""
     return self.gru1.project_inputs(y_emb)

@@ -17,6 +17,7 @@ def project(x, kernel, bias=None):
   Returns:
     [..., out_dim].
   """
+  x = tf.convert_to_tensor(x)
   kernel = tf.cast(kernel, x.dtype)
   if x.shape.rank == 2:
     y = tf.matmul(x, kernel)

@@ -28,6 +28,8 @@ def scan_time(step, inputs, initial_state, length=None):
   time_major = [tf.transpose(x, _time_major_perm(x)) for x in flat_inputs]  # [time, batch, ...]
   if length is None:
     length = tf.shape(time_major[0])[0]
+  else:
+    time_major = [x[:length] for x in time_major]  # [length, batch, ...]
   input_tas = [
       tf.TensorArray(x.dtype, size=length, element_shape=x.shape[1:]).unstack(x)
       for x in time_major

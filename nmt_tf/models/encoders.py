@@ -48,7 +48,9 @@ class RNNEncoder(keras.layers.Layer):
   bidirectional: h_i = [fwd_i ; bwd_i] (2*units), both directions advanced in one loop;
   summary = [fwd_last ; bwd_first]. Unidirectional: h_i = fwd_i, summary = the last real
   state (Cho 2014); with reverse_source the real tokens are read in reverse order
-  (Sutskever 2014) and memory is returned in reading order.
+  (Sutskever 2014); memory is returned in source order (row i is the state just after
+  reading x_i, so attention weights line up with source tokens) and the summary is the state
+  after reading x_1, the last token read.
 
   Args:
     units: GRU size per direction.
@@ -75,6 +77,9 @@ class RNNEncoder(keras.layers.Layer):
     self.cells = [GRUCell(units, reset_after=reset_after, name=f"gru_l{l}_d{d}")
                   for l in range(num_layers) for d in range(directions)]  # layer-major
     self.output_dim = directions * units
+
+  def build(self, *args, **kwargs):
+    self.built = True  # the GRU cells build on first use
 
   def call(self, x, mask):
     lengths = _lengths(mask)
@@ -115,6 +120,9 @@ class RNNEncoder(keras.layers.Layer):
 class EmbeddingEncoder(keras.layers.Layer):
   """h_i = E_s x_i ("concatenation" of the word embeddings); summary = masked mean."""
 
+  def build(self, *args, **kwargs):
+    self.built = True
+
   def call(self, x, mask):
     memory = _zero_padding(x, mask)
     return memory, ops.masked_mean(memory, mask)
@@ -145,6 +153,9 @@ class ConvEncoder(keras.layers.Layer):
     self.convs = [keras.layers.Conv1D(filters, kernel_size, padding="same", activation="tanh",
                                       name=f"conv{l}") for l in range(num_layers)]
     self.output_dim = filters
+
+  def build(self, *args, **kwargs):
+    self.built = True  # the convolutions build on first use
 
   def call(self, x, mask):
     for conv in self.convs:

@@ -1,0 +1,165 @@
+"""One entry point for every corpus source, selected by ``CorpusConfig.name``.
+
+=================================  ====================================================
+``name``                           source
+=================================  ====================================================
+``"generated"`` (default)          the built-in rule-based pair (``generated.py``)
+``"files"``                        line-aligned plain/gzipped files: explicit
+                                   ``train_src``/``train_tgt``/... paths, or
+                                   ``data_dir/<prefix>.<lang>[.gz]``
+``"multi30k"``, ``"multi30k/de-en"``  Multi30k task 1, local copy (``multi30k.py``);
+                                   ``use_tfds=True`` goes through the TFDS builder
+``"tfds:<dataset>/<config>"``      any TFDS translation dataset (``tfds_source.py``)
+=================================  ====================================================
+
+Every source returns ``{"train", "valid", "test"}`` (those that exist) mapping to either a
+``ParallelText`` (python lists) or a ``tf.data.Dataset`` of scalar ``(source, target)``
+strings; ``pipeline.py`` takes both.
+"""
+
+import dataclasses
+import os
+from typing import Any, Dict, Mapping, Optional, Union
+
+from absl import logging
+import tensorflow as tf
+
+from nmt_tf.data import generated
+from nmt_tf.data import multi30k
+from nmt_tf.data import tfds_source
+from nmt_tf.data.errors import DataError
+from nmt_tf.data.text_files import ParallelText, read_parallel, split_files
+
+SPLITS = ("train", "valid", "test")
+Split = Union[ParallelText, tf.data.Dataset]
+
+
+@dataclasses.dataclass
+class CorpusConfig:
+  """Which corpus to load; fields not used by the chosen source are ignored.
+
+  Attributes:
+    name: source, see the module docstring.
+    source_lang: source language (files in a directory, Multi30k, TFDS).
+    target_lang: target language.
+    data_dir: ``files``: corpus directory; ``multi30k``: local copy (default
+      ``$NMT_TF_MULTI30K_DIR`` or the shared copy); ``tfds:``: TFDS data_dir.
+    train_src, train_tgt, valid_src, valid_tgt, test_src, test_tgt: explicit file paths
+      (``files``); valid/test are optional.
+    train_prefix, valid_prefix, test_prefix: file prefixes in ``data_dir`` (``files``).
+    seed, train_size, valid_size, test_size, max_length: the generated pair.
+    use_tfds: ``multi30k`` through the TFDS builder (prepared in ``tfds_data_dir``).
+    tfds_data_dir: TFDS data directory for the Multi30k builder.
+  """
+  name: str = "generated"
+  source_lang: Optional[str] = None
+  target_lang: Optional[str] = None
+  data_dir: Optional[str] = None
+  train_src: Optional[str] = None
+  train_tgt: Optional[str] = None
+  valid_src: Optional[str] = None
+  valid_tgt: Optional[str] = None
+  test_src: Optional[str] = None
+  test_tgt: Optional[str] = None
+  train_prefix: str = "train"
+  valid_prefix: str = "valid"
+  test_prefix: str = "test"
+  seed: int = 0
+  train_size: int = 10000
+  valid_size: int = 500
+  test_size: int = 500
+  max_length: int = 60
+  use_tfds: bool = False
+  tfds_data_dir: Optional[str] = None
+
+  @classmethod
+  def from_dict(cls, values: Mapping[str, Any]) -> "CorpusConfig":
+    """Builds a config, rejecting unknown keys (a typo is an error, not a default)."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+      raise DataError(f"Unknown corpus config keys {unknown}; expected some of "
+                      f"{sorted(known)}.")
+    return cls(**values)
+
+
+def load_corpus(config: Union[CorpusConfig, str, None] = None,
+                **overrides) -> Dict[str, Split]:
+  """Loads the splits of the corpus a config (or just a name) selects.
+
+  Args:
+    config: a ``CorpusConfig``, a name (``"multi30k/de-en"``), or None for the generated
+      pair.
+    **overrides: ``CorpusConfig`` fields replacing those of ``config``.
+
+  Returns:
+    ``{split: ParallelText | tf.data.Dataset}`` for the splits that exist ("train" always).
+
+  Raises:
+    DataError: unknown source, or bad files (see ``text_files.py``).
+  """
+  if config is None or isinstance(config, str):
+    config = CorpusConfig(name=config or "generated")
+  config = CorpusConfig.from_dict({**dataclasses.asdict(config), **overrides})
+  name = config.name
+  if name == "generated":
+    return generated.generate_corpus(config.seed, config.train_size, config.valid_size,
+                                     config.test_size, max_length=config.max_length)
+  if name == "files":
+    return _load_files(config)
+  if name == "multi30k" or name.startswith("multi30k/"):
+    return _load_multi30k(config)
+  if name.startswith("tfds:"):
+    return tfds_source.load_tfds_translation(name[len("tfds:"):], config.source_lang,
+                                             config.target_lang, config.data_dir)
+  raise DataError(f"Unknown corpus name {name!r}; expected 'generated', 'files', "
+                  f"'multi30k[/<src>-<tgt>]' or 'tfds:<dataset>/<config>'.")
+
+
+def _load_files(config: CorpusConfig) -> Dict[str, ParallelText]:
+  explicit = {"train": (config.train_src, config.train_tgt),
+              "valid": (config.valid_src, config.valid_tgt),
+              "test": (config.test_src, config.test_tgt)}
+  if config.train_src or config.train_tgt:
+    if not (config.train_src and config.train_tgt):
+      raise DataError(f"Received train_src={config.train_src!r}, train_tgt="
+                      f"{config.train_tgt!r}; pass both files of the pair.")
+    paths = {split: p for split, p in explicit.items() if p[0] or p[1]}
+    for split, (src, tgt) in paths.items():
+      if not (src and tgt):
+        raise DataError(f"Received {split}_src={src!r}, {split}_tgt={tgt!r}; pass both "
+                        f"files of the pair or neither.")
+  elif config.data_dir:
+    if not (config.source_lang and config.target_lang):
+      raise DataError(f"Corpus 'files' with data_dir={config.data_dir!r} needs "
+                      f"source_lang and target_lang (files <prefix>.<lang>[.gz]).")
+    prefixes = {"train": config.train_prefix, "valid": config.valid_prefix,
+                "test": config.test_prefix}
+    paths = {}
+    for split, prefix in prefixes.items():
+      pair = split_files(config.data_dir, prefix, config.source_lang, config.target_lang)
+      if split == "train" or os.path.exists(pair[0]) or os.path.exists(pair[1]):
+        paths[split] = pair
+      else:
+        logging.info("No %s split in %s (no %s).", split, config.data_dir, pair[0])
+  else:
+    raise DataError("Corpus 'files' needs train_src and train_tgt, or data_dir with "
+                    "source_lang and target_lang.")
+  return {split: read_parallel(src, tgt, name=f"files/{split}")
+          for split, (src, tgt) in paths.items()}
+
+
+def _load_multi30k(config: CorpusConfig) -> Dict[str, Split]:
+  pair = config.name.split("/", 1)[1] if "/" in config.name else (
+      f"{config.source_lang or 'de'}-{config.target_lang or 'en'}")
+  source_lang, target_lang = multi30k.parse_pair(pair)
+  if not config.use_tfds:
+    return multi30k.load_multi30k(pair, config.data_dir)
+  config_name = next(c.name for c in multi30k.Multi30k.BUILDER_CONFIGS
+                     if set(c.languages) == {source_lang, target_lang})
+  builder = multi30k.Multi30k(config=config_name, data_dir=config.tfds_data_dir,
+                              local_dir=config.data_dir)
+  builder.download_and_prepare()
+  return {split: tfds_source.select_languages(
+      builder.as_dataset(split=tfds_split, shuffle_files=False), source_lang, target_lang)
+          for split, tfds_split in tfds_source.DEFAULT_SPLITS.items()}

@@ -1,0 +1,134 @@
+"""Line-aligned parallel text files, plain or gzipped.
+
+One sentence per line, line ``i`` of the source file translates line ``i`` of the target
+file (the layout of Multi30k, WMT and the files written by ``generated.write_corpus``).
+Bad files raise ``DataError`` naming the file, the line and the fix; pairs with an empty side
+are skipped and counted in the log.
+"""
+
+import dataclasses
+import gzip
+import os
+from typing import List, Optional, Tuple
+
+from absl import logging
+
+from nmt_tf.data.errors import DataError
+
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+@dataclasses.dataclass
+class ParallelText:
+  """Aligned raw sentence pairs of one split.
+
+  Attributes:
+    sources: source sentences, one python str per pair.
+    targets: target sentences, same length as ``sources``.
+    name: where the pairs came from (file names or dataset), for messages.
+  """
+  sources: List[str]
+  targets: List[str]
+  name: str = ""
+
+  def __post_init__(self):
+    if len(self.sources) != len(self.targets):
+      raise DataError(
+          f"ParallelText {self.name!r}: received {len(self.sources)} sources and "
+          f"{len(self.targets)} targets; pass lists of equal length.")
+
+  def __len__(self):
+    return len(self.sources)
+
+
+def read_lines(path: str, role: str = "corpus") -> List[str]:
+  """Reads a UTF-8 text file (gzipped when it starts with the gzip magic bytes).
+
+  Args:
+    path: file path; ``.gz`` files and plain files are both accepted.
+    role: what the file is for (e.g. "train source"), used in error messages.
+
+  Returns:
+    The lines without their line terminator (``\\n`` or ``\\r\\n``), surrounding
+    whitespace stripped.
+
+  Raises:
+    DataError: the file is missing, is a corrupt gzip file or has a line that is not UTF-8.
+  """
+  if not os.path.isfile(path):
+    raise DataError(
+        f"{role} file not found: {path!r}; check the path (or the corpus directory, "
+        f"language pair and split prefix that built it).")
+  with open(path, "rb") as f:
+    gzipped = f.read(2) == _GZIP_MAGIC
+  opener = gzip.open if gzipped else open
+  lines = []
+  try:
+    with opener(path, "rb") as f:
+      for line_number, raw in enumerate(f, start=1):
+        try:
+          text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+          raise DataError(
+              f"{path} line {line_number}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at "
+              f"column {e.start + 1}); re-encode the file as UTF-8, e.g. "
+              f"`iconv -f latin1 -t utf-8`.") from None
+        lines.append(text.strip())
+  except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError.
+    raise DataError(f"{path}: cannot read ({e}); re-create or re-download the "
+                    f"file.") from None
+  return lines
+
+
+def read_parallel(source_path: str, target_path: str,
+                  name: Optional[str] = None) -> ParallelText:
+  """Reads two line-aligned files into a ``ParallelText``, skipping empty pairs.
+
+  Args:
+    source_path: file with one source sentence per line.
+    target_path: file with the aligned target sentences.
+    name: label for log lines and messages; defaults to the source file name.
+
+  Returns:
+    The pairs whose two sides are both non-empty.
+
+  Raises:
+    DataError: a file is missing or undecodable, or the line counts differ.
+  """
+  sources = read_lines(source_path, "source")
+  targets = read_lines(target_path, "target")
+  if len(sources) != len(targets):
+    raise DataError(
+        f"Line counts differ: source {source_path} has {len(sources)} lines, target "
+        f"{target_path} has {len(targets)} lines; the files must be line-aligned (one "
+        f"sentence pair per line), fix or re-extract them.")
+  kept_src, kept_tgt = [], []
+  for s, t in zip(sources, targets):
+    if s and t:
+      kept_src.append(s)
+      kept_tgt.append(t)
+  skipped = len(sources) - len(kept_src)
+  name = name or os.path.basename(source_path)
+  if skipped:
+    logging.info("%s: skipped %d of %d pairs with an empty side.", name, skipped,
+                 len(sources))
+  if not kept_src:
+    raise DataError(
+        f"Empty corpus: {source_path} and {target_path} have no pair with two non-empty "
+        f"sides ({len(sources)} lines); check that these are the right files.")
+  return ParallelText(kept_src, kept_tgt, name=name)
+
+
+def split_files(directory: str, prefix: str, source_lang: str,
+                target_lang: str) -> Tuple[str, str]:
+  """Returns ``(<dir>/<prefix>.<src>[.gz], <dir>/<prefix>.<tgt>[.gz])``.
+
+  The plain file wins when both a plain and a gzipped file exist; when neither exists the
+  plain name is returned so that ``read_lines`` reports it as missing.
+  """
+  paths = []
+  for lang in (source_lang, target_lang):
+    plain = os.path.join(directory, f"{prefix}.{lang}")
+    gz = plain + ".gz"
+    paths.append(gz if not os.path.exists(plain) and os.path.exists(gz) else plain)
+  return paths[0], paths[1]

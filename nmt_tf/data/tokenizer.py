@@ -1,0 +1,132 @@
+"""The tokenizer interface shared by the SentencePiece and word-level tokenizers.
+
+A ``Tokenizer`` is a ``tf.Module``: its tables and models are tracked, so an exporter can
+keep it as an attribute of the exported module and call ``tokenize``/``detokenize`` inside
+a serving ``tf.function`` (raw strings in, raw strings out, no ``tf.py_function``).
+"""
+
+import json
+import os
+from typing import Dict, List, Sequence, Type, Union
+
+import tensorflow as tf
+
+from nmt_tf import special_tokens
+from nmt_tf.data.errors import DataError
+
+NUM_SPECIAL = len(special_tokens.SPECIAL_TOKENS)
+_REGISTRY: Dict[str, Type["Tokenizer"]] = {}
+
+
+def strip_special(ids: Union[tf.Tensor, tf.RaggedTensor]) -> tf.RaggedTensor:
+  """Keeps the real tokens of each row: cut at the first EOS, drop PAD and BOS.
+
+  Args:
+    ids: int ids, ragged ``[batch, (len)]`` or dense padded ``[batch, len]``.
+
+  Returns:
+    int32 ragged ``[batch, (real_len)]``.
+  """
+  if not isinstance(ids, tf.RaggedTensor):
+    ids = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(ids))
+  ids = tf.cast(ids, tf.int32)
+  position = tf.ragged.range(ids.row_lengths(), dtype=tf.int64)  # [batch, (len)]
+  big = tf.cast(tf.int32.max, tf.int64)
+  eos_position = tf.where(tf.equal(ids, special_tokens.EOS_ID), position,
+                          tf.ones_like(position) * big)
+  first_eos = tf.reduce_min(eos_position, axis=1)  # [batch]; int64 max for no EOS
+  before_eos = position < tf.expand_dims(first_eos, 1)  # [batch, (len)]
+  padding = tf.logical_or(tf.equal(ids, special_tokens.PAD_ID),
+                          tf.equal(ids, special_tokens.BOS_ID))
+  keep = tf.logical_and(before_eos, tf.logical_not(padding))
+  return tf.ragged.boolean_mask(ids, keep)  # [batch, (real_len)]
+
+
+def strip_special_list(ids: Sequence[int]) -> List[int]:
+  """Python twin of ``strip_special`` for one sentence."""
+  out = []
+  for i in ids:
+    i = int(i)
+    if i == special_tokens.EOS_ID:
+      break
+    if i not in (special_tokens.PAD_ID, special_tokens.BOS_ID):
+      out.append(i)
+  return out
+
+
+class Tokenizer(tf.Module):
+  """Raw strings <-> int32 ids, in-graph and in Python, with the reserved ids of
+  ``special_tokens`` (PAD=0, UNK=1, BOS=2, EOS=3) first in the vocabulary.
+
+  Subclasses implement ``tokenize``, ``_detokenize_real``, ``id_to_token``, ``vocab_size``,
+  ``encode``, ``_decode_real``, ``_save_files`` and ``_from_files``, and set ``kind``.
+  """
+
+  kind = ""
+
+  def __init_subclass__(cls, **kwargs):
+    super().__init_subclass__(**kwargs)
+    if cls.kind:
+      _REGISTRY[cls.kind] = cls
+
+  # In-graph.
+  def tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
+    """tf.string ``[batch]`` -> int32 ragged ``[batch, (tokens)]``, no BOS/EOS added."""
+    raise NotImplementedError
+
+  def detokenize(self, ids: Union[tf.Tensor, tf.RaggedTensor]) -> tf.Tensor:
+    """Ids (ragged, or dense padded) -> tf.string ``[batch]``; stops at the first EOS and
+    drops PAD/BOS."""
+    return self._detokenize_real(strip_special(ids))
+
+  def _detokenize_real(self, ids: tf.RaggedTensor) -> tf.Tensor:
+    raise NotImplementedError
+
+  def id_to_token(self, ids: tf.Tensor) -> tf.Tensor:
+    """int ids of any shape -> tf.string tokens of the same shape."""
+    raise NotImplementedError
+
+  @property
+  def vocab_size(self) -> int:
+    raise NotImplementedError
+
+  # Python.
+  def encode(self, text: str) -> List[int]:
+    """One sentence -> ids, equal to ``tokenize`` on it."""
+    raise NotImplementedError
+
+  def decode(self, ids: Sequence[int]) -> str:
+    """Ids -> one sentence, equal to ``detokenize`` on them."""
+    return self._decode_real(strip_special_list(ids))
+
+  def _decode_real(self, ids: List[int]) -> str:
+    raise NotImplementedError
+
+  # Files.
+  def save(self, directory: str, prefix: str = "tokenizer") -> None:
+    """Writes ``<directory>/<prefix>.json`` (kind and options) and the model files."""
+    os.makedirs(directory, exist_ok=True)
+    meta = {"kind": self.kind, **self._save_files(directory, prefix)}
+    with open(os.path.join(directory, f"{prefix}.json"), "w", encoding="utf-8") as f:
+      json.dump(meta, f, indent=2, sort_keys=True)
+
+  def _save_files(self, directory: str, prefix: str) -> dict:
+    raise NotImplementedError
+
+  @classmethod
+  def _from_files(cls, directory: str, meta: dict) -> "Tokenizer":
+    raise NotImplementedError
+
+  @staticmethod
+  def load(directory: str, prefix: str = "tokenizer") -> "Tokenizer":
+    """Loads what ``save`` wrote, whatever the tokenizer kind."""
+    path = os.path.join(directory, f"{prefix}.json")
+    if not os.path.isfile(path):
+      raise DataError(f"Tokenizer file not found: {path!r}; train the tokenizers first "
+                      f"(they are saved in the run directory) or fix the directory.")
+    with open(path, encoding="utf-8") as f:
+      meta = json.load(f)
+    if meta.get("kind") not in _REGISTRY:
+      raise DataError(f"{path}: unknown tokenizer kind {meta.get('kind')!r}; expected "
+                      f"one of {sorted(_REGISTRY)}.")
+    return _REGISTRY[meta["kind"]]._from_files(directory, meta)

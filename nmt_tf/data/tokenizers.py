@@ -1,0 +1,145 @@
+"""Source/target tokenizer pairs: the config, training on a split, run-directory files.
+
+A run directory holds ``tokenizers.json`` (which prefix each side uses) and the files of
+``Tokenizer.save``: ``source.*`` and ``target.*``, or a single ``shared.*`` when both sides
+share one vocabulary (Sennrich et al., 2016 "joint BPE").
+"""
+
+import dataclasses
+import itertools
+import json
+import os
+from typing import Any, Iterable, Mapping, Optional, Tuple
+
+
+from nmt_tf.data.errors import DataError
+from nmt_tf.data.sentencepiece_tokenizer import MODEL_TYPES, SentencePieceTokenizer
+from nmt_tf.data.text_files import ParallelText
+from nmt_tf.data.tokenizer import Tokenizer
+from nmt_tf.data.word_tokenizer import WordTokenizer
+
+MANIFEST = "tokenizers.json"
+KINDS = ("sentencepiece", "word")
+
+
+@dataclasses.dataclass
+class TokenizerConfig:
+  """How to build the tokenizers.
+
+  Attributes:
+    kind: "sentencepiece" (subwords) or "word" (word vocabulary with UNK).
+    vocab_size: pieces (SentencePiece, a soft limit) or words (the cap), including the 4
+      reserved tokens.
+    model_type: SentencePiece "unigram" or "bpe".
+    shared: one vocabulary trained on both sides, used for both.
+    split_punctuation: word tokenizer: split punctuation marks off words.
+    min_count: word tokenizer: minimum frequency of a kept word.
+    character_coverage: SentencePiece character coverage.
+    max_sentences: at most this many sentences per side are used for training.
+  """
+  kind: str = "sentencepiece"
+  vocab_size: int = 8000
+  model_type: str = "unigram"
+  shared: bool = False
+  split_punctuation: bool = True
+  min_count: int = 1
+  character_coverage: float = 1.0
+  max_sentences: int = 1_000_000
+
+  def __post_init__(self):
+    if self.kind not in KINDS:
+      raise DataError(f"Received tokenizer kind={self.kind!r}; expected one of {KINDS}.")
+    if self.model_type not in MODEL_TYPES:
+      raise DataError(f"Received model_type={self.model_type!r}; expected one of "
+                      f"{MODEL_TYPES}.")
+    if self.vocab_size <= 4:
+      raise DataError(f"Received vocab_size={self.vocab_size}; expected an integer > 4.")
+
+  @classmethod
+  def from_dict(cls, values: Mapping[str, Any]) -> "TokenizerConfig":
+    """Builds a config, rejecting unknown keys."""
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+      raise DataError(f"Unknown tokenizer config keys {unknown}; expected some of "
+                      f"{sorted(known)}.")
+    return cls(**values)
+
+
+def split_texts(split, side: str, limit: Optional[int] = None) -> Iterable[str]:
+  """The ``side`` ("source" or "target") sentences of a ``ParallelText`` or of a
+  ``tf.data.Dataset`` of ``(source, target)`` pairs, at most ``limit`` of them."""
+  index = {"source": 0, "target": 1}[side]
+  if isinstance(split, ParallelText):
+    texts = split.sources if index == 0 else split.targets
+    return texts[:limit] if limit else texts
+  ds = split.take(limit) if limit else split
+  return (pair[index].decode("utf-8") for pair in ds.as_numpy_iterator())
+
+
+def _train_one(config: TokenizerConfig, texts: Iterable[str]) -> Tokenizer:
+  if config.kind == "word":
+    return WordTokenizer.build(texts, config.vocab_size, config.min_count,
+                               config.split_punctuation)
+  return SentencePieceTokenizer.train(texts, config.vocab_size, config.model_type,
+                                      character_coverage=config.character_coverage,
+                                      max_sentences=config.max_sentences)
+
+
+def train_tokenizers(config: TokenizerConfig,
+                     train_split) -> Tuple[Tokenizer, Tokenizer]:
+  """Trains the source and target tokenizers on the training split.
+
+  Args:
+    config: what to train.
+    train_split: ``ParallelText`` or ``tf.data.Dataset`` of ``(source, target)``.
+
+  Returns:
+    ``(source_tokenizer, target_tokenizer)``; the same object twice when shared.
+  """
+  limit = config.max_sentences
+  if config.shared:
+    texts = itertools.chain(split_texts(train_split, "source", limit),
+                            split_texts(train_split, "target", limit))
+    shared = _train_one(config, list(texts))
+    return shared, shared
+  return (_train_one(config, split_texts(train_split, "source", limit)),
+          _train_one(config, split_texts(train_split, "target", limit)))
+
+
+def save_tokenizers(directory: str, source: Tokenizer, target: Tokenizer) -> None:
+  """Writes both tokenizers and ``tokenizers.json`` into ``directory``."""
+  os.makedirs(directory, exist_ok=True)
+  if source is target:
+    source.save(directory, "shared")
+    prefixes = {"source": "shared", "target": "shared"}
+  else:
+    source.save(directory, "source")
+    target.save(directory, "target")
+    prefixes = {"source": "source", "target": "target"}
+  with open(os.path.join(directory, MANIFEST), "w", encoding="utf-8") as f:
+    json.dump(prefixes, f, indent=2)
+
+
+def load_tokenizers(directory: str) -> Tuple[Tokenizer, Tokenizer]:
+  """Reads what ``save_tokenizers`` wrote; a shared vocabulary is one object twice."""
+  path = os.path.join(directory, MANIFEST)
+  if not os.path.isfile(path):
+    raise DataError(f"No {MANIFEST} in {directory!r}; train the tokenizers for this run "
+                    f"first (load_or_train_tokenizers) or pass the run directory.")
+  with open(path, encoding="utf-8") as f:
+    prefixes = json.load(f)
+  source = Tokenizer.load(directory, prefixes["source"])
+  if prefixes["target"] == prefixes["source"]:
+    return source, source
+  return source, Tokenizer.load(directory, prefixes["target"])
+
+
+def load_or_train_tokenizers(directory: str, config: TokenizerConfig,
+                             train_split) -> Tuple[Tokenizer, Tokenizer]:
+  """Loads the run's tokenizers, or trains them on ``train_split`` and saves them."""
+  if os.path.isfile(os.path.join(directory, MANIFEST)):
+    return load_tokenizers(directory)
+  source, target = train_tokenizers(config, train_split)
+  save_tokenizers(directory, source, target)
+  return source, target

@@ -1,0 +1,35 @@
+"""Tiny model configurations and batches shared by the model tests."""
+
+import tensorflow as tf
+
+from nmt_tf.models import DECODERS, ModelConfig
+
+TINY = dict(src_vocab_size=23, tgt_vocab_size=19, embedding_dim=8, encoder_units=8,
+            decoder_units=16, attention_units=12)
+
+# Every decoder with its default options, plus the option values that change the code path.
+VARIANTS = {name: dict(decoder=name) for name in DECODERS}
+VARIANTS.update({
+    "self_attentive_residual_cavg": dict(decoder="self_attentive_residual", summary="cavg"),
+    "luong_lstm_dot": dict(decoder="luong", rnn_cell="lstm", attention="dot"),
+    "luong_concat": dict(decoder="luong", attention="concat"),
+    "rnnsearch_general": dict(decoder="rnnsearch", attention="general"),
+    "cgru_rnn_reversed": dict(decoder="cgru", encoder="rnn", reverse_source=True,
+                              encoder_units=16),
+    "cgru_conv": dict(decoder="cgru", encoder="conv", encoder_layers=2),
+    "cgru_embedding": dict(decoder="cgru", encoder="embedding"),
+    "encdec_birnn_2layers": dict(decoder="encdec", encoder_layers=2),
+    "cgru_hard": dict(decoder="cgru", attention_mode="hard", hard_inference="argmax"),
+})
+
+
+def tiny_config(**overrides):
+  return ModelConfig(**{**TINY, **overrides})
+
+
+def batch():
+  """A padded batch: sources of lengths 5, 3, 1 (EOS last); targets of lengths 4, 2, 3."""
+  source = tf.constant([[5, 6, 7, 8, 3], [9, 10, 3, 0, 0], [3, 0, 0, 0, 0]], tf.int32)
+  target_in = tf.constant([[2, 5, 6, 7], [2, 8, 0, 0], [2, 9, 4, 0]], tf.int32)
+  target_out = tf.constant([[5, 6, 7, 3], [8, 3, 0, 0], [9, 4, 3, 0]], tf.int32)
+  return {"source": source, "target_in": target_in, "target_out": target_out}

@@ -1,0 +1,187 @@
+"""Corpus sources: text files and their errors, generated pair, Multi30k, TFDS plumbing."""
+
+import gzip
+import os
+from unittest import mock
+
+import tensorflow as tf
+
+from nmt_tf import data
+from nmt_tf.data import multi30k
+from nmt_tf.data import tfds_source
+
+MULTI30K_DIR = multi30k.default_dir()
+NO_MULTI30K = ("no local Multi30k copy (set NMT_TF_MULTI30K_DIR or provide "
+               "../shared/data/multi30k); the tests never download it")
+
+
+def _write(path, lines, gz=False, raw=None):
+  content = raw if raw is not None else "".join(line + "\n" for line in lines).encode()
+  with (gzip.open if gz else open)(path, "wb") as f:
+    f.write(content)
+  return path
+
+
+class TextFilesTest(tf.test.TestCase):
+
+  def test_reads_plain_and_gzip_and_skips_empty_pairs(self):
+    d = self.get_temp_dir()
+    src = _write(os.path.join(d, "a.src"), ["ein Hund", "", "eine Katze", "x"])
+    tgt = _write(os.path.join(d, "a.tgt.gz"), ["a dog", "empty", "a cat\r", ""], gz=True)
+    text = data.read_parallel(src, tgt)
+    self.assertEqual(text.sources, ["ein Hund", "eine Katze"])
+    self.assertEqual(text.targets, ["a dog", "a cat"])
+
+  def test_missing_file(self):
+    d = self.get_temp_dir()
+    src = _write(os.path.join(d, "m.src"), ["a"])
+    with self.assertRaisesRegex(data.DataError, r"target file not found: .*nope\.tgt"):
+      data.read_parallel(src, os.path.join(d, "nope.tgt"))
+
+  def test_line_counts_differ(self):
+    d = self.get_temp_dir()
+    src = _write(os.path.join(d, "c.src"), ["a", "b", "c"])
+    tgt = _write(os.path.join(d, "c.tgt"), ["a", "b"])
+    with self.assertRaisesRegex(data.DataError,
+                                r"source .*c\.src has 3 lines, target .*c\.tgt has 2 lines"):
+      data.read_parallel(src, tgt)
+
+  def test_invalid_utf8_names_file_and_line(self):
+    d = self.get_temp_dir()
+    src = _write(os.path.join(d, "u.src"), None, raw=b"fine\nstill fine\ncaf\xe9\n")
+    tgt = _write(os.path.join(d, "u.tgt"), ["a", "b", "c"])
+    with self.assertRaisesRegex(data.DataError,
+                                r"u\.src line 3: not valid UTF-8 .*re-encode the file"):
+      data.read_parallel(src, tgt)
+
+  def test_all_empty_corpus(self):
+    d = self.get_temp_dir()
+    src = _write(os.path.join(d, "e.src"), ["", " "])
+    tgt = _write(os.path.join(d, "e.tgt"), ["a", ""])
+    with self.assertRaisesRegex(data.DataError, "Empty corpus"):
+      data.read_parallel(src, tgt)
+
+  def test_files_corpus_from_directory_and_explicit_paths(self):
+    d = os.path.join(self.get_temp_dir(), "gen")
+    paths = data.write_corpus(d, seed=3, train_size=20, valid_size=5, test_size=4)
+    corpus = data.load_corpus("files", data_dir=d, source_lang="src", target_lang="tgt")
+    self.assertEqual({k: len(v) for k, v in corpus.items()},
+                     {"train": 20, "valid": 5, "test": 4})
+    self.assertEqual(corpus["train"].sources,
+                     data.generate_pairs(20, seed=3, split="train").sources)
+    explicit = data.load_corpus(data.CorpusConfig(
+        name="files", train_src=paths["train"][0], train_tgt=paths["train"][1]))
+    self.assertEqual(list(explicit), ["train"])
+
+  def test_config_errors(self):
+    with self.assertRaisesRegex(data.DataError, r"Unknown corpus config keys \['trian_src'\]"):
+      data.CorpusConfig.from_dict({"trian_src": "x"})
+    with self.assertRaisesRegex(data.DataError, "Unknown corpus name 'wmt'"):
+      data.load_corpus("wmt")
+    with self.assertRaisesRegex(data.DataError, "needs source_lang and target_lang"):
+      data.load_corpus("files", data_dir=self.get_temp_dir())
+
+
+class GeneratedTest(tf.test.TestCase):
+
+  def test_deterministic_from_seed(self):
+    a = data.generate_corpus(seed=7, train_size=50, valid_size=5, test_size=5)
+    b = data.generate_corpus(seed=7, train_size=50, valid_size=5, test_size=5)
+    c = data.generate_corpus(seed=8, train_size=50, valid_size=5, test_size=5)
+    self.assertEqual(a["train"].sources, b["train"].sources)
+    self.assertEqual(a["test"].targets, b["test"].targets)
+    self.assertNotEqual(a["train"].sources, c["train"].sources)
+    self.assertNotEqual(a["train"].sources[:5], a["valid"].sources)
+
+  def test_small_vocab_long_sentences_and_reordering(self):
+    text = data.generate_pairs(2000, seed=0)
+    src_vocab = {w for s in text.sources for w in s.split()}
+    tgt_vocab = {w for s in text.targets for w in s.split()}
+    self.assertBetween(len(src_vocab), 20, 200)
+    self.assertBetween(len(tgt_vocab), 20, 200)
+    lengths = [len(s.split()) for s in text.sources + text.targets]
+    self.assertLessEqual(max(lengths), 60)
+    self.assertGreater(max(lengths), 45)
+    self.assertLess(min(lengths), 8)
+    # SVO -> SOV: the verb moves to the end of the clause.
+    pair = data.generate_pairs(1, seed=0, max_clauses=1, relative_prob=0.0)
+    tgt = pair.targets[0].split()
+    self.assertRegex(tgt[-1], "(as|ant)$")
+
+  def test_bad_arguments(self):
+    with self.assertRaisesRegex(data.DataError, "max_length=3"):
+      data.generate_pairs(1, max_length=3)
+
+
+@mock.patch.object(tfds_source.tfds, "load")
+class TfdsPlumbingTest(tf.test.TestCase):
+
+  def test_name_and_direction(self, load):
+    del load
+    self.assertEqual(data.parse_tfds_name("wmt14_translate/fr-en"),
+                     ("wmt14_translate/fr-en", "fr", "en"))
+    self.assertEqual(data.parse_tfds_name("wmt14_translate/fr-en", source_lang="en"),
+                     ("wmt14_translate/fr-en", "en", "fr"))
+    self.assertEqual(data.parse_tfds_name("wmt14_translate/de-en:1.0.0", target_lang="de"),
+                     ("wmt14_translate/de-en:1.0.0", "en", "de"))
+    with self.assertRaisesRegex(data.DataError, r"has languages \('fr', 'en'\)"):
+      data.parse_tfds_name("wmt14_translate/fr-en", source_lang="de")
+    with self.assertRaisesRegex(data.DataError, "Cannot tell the languages"):
+      data.parse_tfds_name("some_translate")
+
+  def test_load_maps_splits_and_sides(self, load):
+    def fake_load(name, split, **kwargs):
+      del name, kwargs
+      return tf.data.Dataset.from_tensor_slices(
+          {"fr": [f"{split} fr", "", "x"], "en": [f"{split} en", "y", "z "]})
+    load.side_effect = fake_load
+    corpus = data.load_corpus("tfds:wmt14_translate/fr-en", source_lang="en",
+                              data_dir="/tmp/tfds")
+    self.assertEqual(
+        [c.kwargs.get("split", c.args[1] if len(c.args) > 1 else None)
+         for c in load.call_args_list], ["train", "validation", "test"])
+    self.assertEqual(load.call_args.args[0], "wmt14_translate/fr-en")
+    self.assertEqual(load.call_args.kwargs["data_dir"], "/tmp/tfds")
+    self.assertEqual(list(corpus["valid"].as_numpy_iterator()),
+                     [(b"validation en", b"validation fr"), (b"z", b"x")])
+
+
+class Multi30kTest(tf.test.TestCase):
+
+  def test_env_var_wins(self):
+    with mock.patch.dict(os.environ, {multi30k.ENV_VAR: "/some/where"}):
+      self.assertEqual(multi30k.default_dir(), "/some/where")
+    with self.assertRaisesRegex(data.DataError, "language pair 'de-xx'"):
+      multi30k.parse_pair("de-xx")
+
+  def test_missing_directory(self):
+    with self.assertRaisesRegex(data.DataError, "Multi30k directory not found"):
+      data.load_multi30k("de-en", os.path.join(self.get_temp_dir(), "absent"))
+
+  @mock.patch.object(multi30k, "_URL", "http://invalid.invalid/{}.{}")
+  def test_local_files_sizes(self):
+    if not MULTI30K_DIR:
+      self.skipTest(NO_MULTI30K)
+    corpus = data.load_corpus("multi30k/en-fr")
+    self.assertEqual({k: len(v) for k, v in corpus.items()},
+                     {"train": 29000, "valid": 1014, "test": 1000})
+    self.assertStartsWith(corpus["train"].sources[0], "Two young, White males")
+
+  @mock.patch.object(multi30k, "_URL", "http://invalid.invalid/{}.{}")
+  def test_tfds_builder_on_local_files(self):
+    if not MULTI30K_DIR:
+      self.skipTest(NO_MULTI30K)
+    corpus = data.load_corpus("multi30k/en-de", use_tfds=True,
+                              tfds_data_dir=self.get_temp_dir())
+    sizes = {k: int(corpus[k].reduce(0, lambda n, _: n + 1)) for k in ("valid", "test")}
+    self.assertEqual(sizes, {"valid": 1014, "test": 1000})
+    builder = multi30k.Multi30k(config="de-en", data_dir=self.get_temp_dir())
+    self.assertEqual(builder.info.splits["train"].num_examples, 29000)
+    src, tgt = next(corpus["test"].as_numpy_iterator())
+    direct = data.load_multi30k("en-de")["test"]
+    index = direct.sources.index(src.decode())
+    self.assertEqual(direct.targets[index], tgt.decode())
+
+
+if __name__ == "__main__":
+  tf.test.main()

@@ -1,0 +1,148 @@
+"""Tokenizers: round trips, in-graph == Python, special ids, files, SavedModel export."""
+
+import os
+
+import tensorflow as tf
+
+from nmt_tf import data
+from nmt_tf import special_tokens
+
+TEXTS = ["Ein Hund läuft über die Wiese.", "Zwei Männer, (alt) und jung!",
+         "the dog sees a cat", "a\u00a0b  c\td"]
+
+
+def _train_texts():
+  text = data.generate_pairs(300, seed=1)
+  return text.sources + text.targets + TEXTS * 3
+
+
+class TokenizerCases:
+  """Checks shared by both kinds; subclasses set ``cls.tok`` in setUpClass."""
+
+  tok = None
+
+  def test_special_ids(self):
+    for i, token in enumerate(special_tokens.SPECIAL_TOKENS):
+      self.assertEqual(self.tok.id_to_token(tf.constant([i])).numpy()[0].decode(), token)
+
+  def test_in_graph_matches_python(self):
+    ids = self.tok.tokenize(tf.constant(TEXTS))
+    self.assertEqual(ids.dtype, tf.int32)
+    self.assertEqual(ids.to_list(), [self.tok.encode(t) for t in TEXTS])
+    graph_fn = tf.function(self.tok.tokenize,
+                           input_signature=[tf.TensorSpec([None], tf.string)])
+    self.assertEqual(graph_fn(tf.constant(TEXTS)).to_list(), ids.to_list())
+    decoded = [b.decode() for b in self.tok.detokenize(ids).numpy()]
+    self.assertEqual(decoded, [self.tok.decode(i) for i in ids.to_list()])
+
+  def test_round_trip(self):
+    text = "the big dog sees a small cat"
+    self.assertEqual(self.tok.decode(self.tok.encode(text)), text)
+    out = self.tok.detokenize(self.tok.tokenize(tf.constant([text, "a cat"])))
+    self.assertAllEqual(out, [b"the big dog sees a small cat", b"a cat"])
+
+  def test_detokenize_strips_specials_and_stops_at_eos(self):
+    ids = self.tok.encode("a cat")
+    eos, bos, pad = special_tokens.EOS_ID, special_tokens.BOS_ID, special_tokens.PAD_ID
+    dense = tf.constant([[bos] + ids + [eos] + ids + [pad],
+                         ids + [pad] * (len(ids) + 3)])
+    self.assertAllEqual(self.tok.detokenize(dense), [b"a cat", b"a cat"])
+    self.assertEqual(self.tok.decode([bos] + ids + [eos] + ids), "a cat")
+
+  def test_save_load(self):
+    d = os.path.join(self.get_temp_dir(), self.tok.kind)
+    self.tok.save(d, "source")
+    loaded = data.Tokenizer.load(d, "source")
+    self.assertIsInstance(loaded, type(self.tok))
+    self.assertEqual(loaded.vocab_size, self.tok.vocab_size)
+    self.assertEqual(loaded.tokenize(tf.constant(TEXTS)).to_list(),
+                     self.tok.tokenize(tf.constant(TEXTS)).to_list())
+
+
+class SentencePieceTest(TokenizerCases, tf.test.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.proto = data.train_sentencepiece(_train_texts(), vocab_size=150)
+
+  def setUp(self):
+    super().setUp()
+    # tf.test.TestCase drops the kernel resources between tests: one tokenizer per test.
+    self.tok = data.SentencePieceTokenizer(self.proto)
+
+  def test_vocab_size_and_bpe(self):
+    self.assertBetween(self.tok.vocab_size, 20, 150)
+    bpe = data.SentencePieceTokenizer.train(_train_texts(), vocab_size=120,
+                                            model_type="bpe")
+    self.assertEqual(bpe.decode(bpe.encode(TEXTS[0])), TEXTS[0])
+
+  def test_bad_arguments(self):
+    with self.assertRaisesRegex(data.DataError, "model_type='wordpiece'"):
+      data.train_sentencepiece(["a b"], 100, model_type="wordpiece")
+    with self.assertRaisesRegex(data.DataError, "vocab_size=4"):
+      data.train_sentencepiece(["a b"], 4)
+
+
+class WordTest(TokenizerCases, tf.test.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.tok = data.WordTokenizer.build(_train_texts(), max_size=400)
+
+  def test_cap_unk_and_punctuation(self):
+    tok = data.WordTokenizer.build(["b a a c c c", "<s> d"], max_size=6)
+    self.assertEqual(tok.vocab[4:], ["c", "a"])
+    self.assertEqual(tok.encode("c a b <s>"), [4, 5, 1, 1])
+    self.assertEqual(data.WordTokenizer.build(["x, y."]).vocab[4:], [",", ".", "x", "y"])
+    self.assertEqual(self.tok.decode(self.tok.encode("Zwei Männer, (alt)")),
+                     "Zwei Männer , ( alt )")
+
+  def test_bad_vocab(self):
+    with self.assertRaisesRegex(data.DataError, "expected .*'<pad>'"):
+      data.WordTokenizer(["a", "b"])
+
+
+class TokenizerPairTest(tf.test.TestCase):
+
+  def test_shared_and_separate_saved_in_run_dir(self):
+    text = data.generate_pairs(200, seed=2)
+    for kind in ("word", "sentencepiece"):
+      for shared in (False, True):
+        config = data.TokenizerConfig(kind=kind, vocab_size=300, shared=shared)
+        run_dir = os.path.join(self.get_temp_dir(), f"{kind}_{shared}")
+        src, tgt = data.load_or_train_tokenizers(run_dir, config, text)
+        self.assertEqual(src is tgt, shared)
+        loaded_src, loaded_tgt = data.load_tokenizers(run_dir)
+        self.assertEqual(loaded_src is loaded_tgt, shared)
+        self.assertEqual(loaded_tgt.encode(text.targets[0]), tgt.encode(text.targets[0]))
+        self.assertEqual(src.decode(src.encode(text.sources[0])), text.sources[0])
+
+  def test_saved_model_strings_in_strings_out(self):
+    texts = data.generate_pairs(100, seed=4)
+    module = tf.Module()
+    module.src = data.SentencePieceTokenizer.train(texts.sources, vocab_size=80)
+    module.tgt = data.WordTokenizer.build(texts.targets)
+    module.roundtrip = tf.function(
+        lambda s: (module.src.detokenize(module.src.tokenize(s)),
+                   module.tgt.detokenize(module.tgt.tokenize(s))),
+        input_signature=[tf.TensorSpec([None], tf.string)])
+    path = os.path.join(self.get_temp_dir(), "saved")
+    tf.saved_model.save(module, path)
+    reloaded = tf.saved_model.load(path)
+    src_out, tgt_out = reloaded.roundtrip(tf.constant(["the dog sees a cat", "la feli"]))
+    self.assertAllEqual(src_out, [b"the dog sees a cat", b"la feli"])
+    self.assertAllEqual(tgt_out, [b"<unk> <unk> <unk> <unk> <unk>", b"la feli"])
+
+  def test_config_errors(self):
+    with self.assertRaisesRegex(data.DataError, "kind='bert'"):
+      data.TokenizerConfig(kind="bert")
+    with self.assertRaisesRegex(data.DataError, r"Unknown tokenizer config keys \['size'\]"):
+      data.TokenizerConfig.from_dict({"size": 3})
+    with self.assertRaisesRegex(data.DataError, "No tokenizers.json"):
+      data.load_tokenizers(self.get_temp_dir())
+
+
+if __name__ == "__main__":
+  tf.test.main()
