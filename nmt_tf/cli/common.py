@@ -1,0 +1,43 @@
+"""Flags shared by several commands and the helpers that read them."""
+
+import dataclasses
+import os
+
+from absl import flags
+from ml_collections import config_flags
+
+from nmt_tf.experiment import ExperimentConfig
+
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+flags.DEFINE_string("run_dir", os.path.join(PROJECT_ROOT, "runs", "default"),
+                    "Run directory: config, vocabularies, checkpoints, TensorBoard, exports.")
+config_flags.DEFINE_config_file(
+    "config", os.path.join(PROJECT_ROOT, "configs", "default.py"),
+    "Experiment config file (configs/*.py); override fields with --config.SECTION.KEY=VALUE. "
+    "Used by `train`; other commands read the run's config.json.", lock_config=True)
+flags.DEFINE_string("checkpoint", "best", "Checkpoint to use: best, last or a checkpoint prefix.")
+flags.DEFINE_integer("beam_size", None, "Beam size (1 = greedy); default: the config's.")
+flags.DEFINE_integer("nbest", None, "Hypotheses per sentence; default: the config's.")
+flags.DEFINE_float("length_penalty", None, "GNMT length penalty alpha; default: the config's.")
+flags.DEFINE_float("coverage_penalty", None, "GNMT coverage penalty beta; default: the config's.")
+flags.DEFINE_integer("decode_batch_size", None, "Sentences per decoding batch; default: the "
+                     "config's.")
+
+FLAGS = flags.FLAGS
+
+
+def experiment_config():
+  """The ExperimentConfig of --config (validated; unknown keys are errors)."""
+  return ExperimentConfig.from_dict(FLAGS.config)
+
+
+def decode_config(config):
+  """config.decode with the decoding flags that were given applied."""
+  overrides = {key: getattr(FLAGS, flag) for key, flag in (
+      ("beam_size", "beam_size"), ("nbest", "nbest"), ("length_penalty", "length_penalty"),
+      ("coverage_penalty", "coverage_penalty"), ("batch_size", "decode_batch_size"))
+      if getattr(FLAGS, flag) is not None}
+  if "beam_size" in overrides and "nbest" not in overrides:
+    overrides["nbest"] = min(config.decode.nbest, overrides["beam_size"])
+  return dataclasses.replace(config.decode, **overrides)

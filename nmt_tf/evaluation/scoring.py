@@ -1,0 +1,39 @@
+"""Corpus BLEU and chrF with sacrebleu on detokenized text, with their signatures."""
+
+import dataclasses
+
+import sacrebleu
+
+
+@dataclasses.dataclass(frozen=True)
+class Score:
+  """A corpus score and the sacrebleu signature that makes it reproducible."""
+
+  name: str
+  score: float
+  signature: str
+
+  def __str__(self):
+    return f"{self.name} = {self.score:.2f}  ({self.signature})"
+
+
+def _check(hypotheses, references):
+  if len(hypotheses) != len(references):
+    raise ValueError(f"Received {len(hypotheses)} hypotheses and {len(references)} references; "
+                     "expected one hypothesis per reference line.")
+
+
+def corpus_bleu(hypotheses, references, tokenize="13a"):
+  """sacrebleu corpus BLEU (default 13a tokenization) of detokenized strings."""
+  _check(hypotheses, references)
+  metric = sacrebleu.metrics.BLEU(tokenize=tokenize)
+  result = metric.corpus_score(list(hypotheses), [list(references)])
+  return Score("BLEU", float(result.score), str(metric.get_signature()))
+
+
+def corpus_chrf(hypotheses, references):
+  """sacrebleu corpus chrF2 of detokenized strings."""
+  _check(hypotheses, references)
+  metric = sacrebleu.metrics.CHRF()
+  result = metric.corpus_score(list(hypotheses), [list(references)])
+  return Score("chrF2", float(result.score), str(metric.get_signature()))

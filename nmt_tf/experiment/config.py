@@ -1,0 +1,210 @@
+"""The experiment configuration: model, data, tokenizer, pipeline, training and decoding.
+
+One `ExperimentConfig` of validated sections; each section rejects unknown keys and bad
+values. `base_config()` gives the same defaults as an ml_collections ConfigDict, which the
+files in configs/ edit and run.py overrides from the command line (`--config.model.units=...`).
+"""
+
+import dataclasses
+import json
+import typing
+from typing import Optional
+
+import ml_collections
+
+from nmt_tf.data import CorpusConfig, PipelineConfig, TokenizerConfig
+from nmt_tf.models.config import ConfigError, ModelConfig
+
+SCHEDULES = ("constant", "inverse_sqrt", "noam", "exponential")
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+STRATEGIES = ("default", "mirrored", "multi_worker")
+
+
+def _check(condition, message):
+  if not condition:
+    raise ConfigError(message)
+
+
+def _from_dict(cls, values, section):
+  known = {f.name for f in dataclasses.fields(cls)}
+  unknown = sorted(set(values) - known)
+  _check(not unknown, f"Unknown {section} config key(s) {unknown}; known keys: {sorted(known)}.")
+  return cls(**values)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+  """Optimisation, validation and checkpointing.
+
+  Attributes:
+    steps: total optimizer steps.
+    learning_rate: peak Adam learning rate.
+    schedule: constant | inverse_sqrt | noam | exponential (after warmup_steps).
+    warmup_steps: linear warm-up steps.
+    decay_rate, decay_steps: exponential schedule: lr * decay_rate^(step / decay_steps).
+    clip_norm: gradient clipping by global norm (0 = off).
+    label_smoothing: epsilon of the smoothed cross-entropy.
+    eval_every: validate (loss, perplexity, greedy BLEU) every N steps.
+    eval_max_sentences: validate on at most this many sentences (0 = all).
+    checkpoint_every: save a checkpoint every N steps.
+    keep_checkpoints: how many recent checkpoints to keep.
+    patience: stop after this many validations without a BLEU gain (0 = never).
+    precision: float32 | mixed_bfloat16 | mixed_float16.
+    strategy: default | mirrored | multi_worker (tf.distribute).
+    seed: random seed of weights, dropout and data order.
+    log_every: console/TensorBoard scalars every N steps.
+    reinforce_baseline_decay: moving-average decay of the hard-attention reward baseline.
+    jit_compile: XLA-compile the train step.
+    alignment_images: attention heat maps of this many validation sentences per validation.
+  """
+
+  steps: int = 2000
+  learning_rate: float = 1e-3
+  schedule: str = "constant"
+  warmup_steps: int = 0
+  decay_rate: float = 0.5
+  decay_steps: int = 10000
+  clip_norm: float = 1.0
+  label_smoothing: float = 0.0
+  eval_every: int = 500
+  eval_max_sentences: int = 0
+  checkpoint_every: int = 500
+  keep_checkpoints: int = 3
+  patience: int = 0
+  precision: str = "float32"
+  strategy: str = "default"
+  seed: int = 1234
+  log_every: int = 50
+  reinforce_baseline_decay: float = 0.99
+  jit_compile: bool = False
+  alignment_images: int = 3
+
+  def __post_init__(self):
+    for key in ("steps", "eval_every", "checkpoint_every", "keep_checkpoints", "log_every",
+                "decay_steps"):
+      value = getattr(self, key)
+      _check(isinstance(value, int) and value > 0,
+             f"Received train.{key}={value!r}; expected a positive integer.")
+    for key in ("warmup_steps", "patience", "eval_max_sentences", "alignment_images"):
+      value = getattr(self, key)
+      _check(isinstance(value, int) and value >= 0,
+             f"Received train.{key}={value!r}; expected an integer >= 0.")
+    _check(self.learning_rate > 0, f"Received train.learning_rate={self.learning_rate!r}; "
+           "expected a positive number.")
+    _check(self.schedule in SCHEDULES,
+           f"Received train.schedule={self.schedule!r}; expected one of {SCHEDULES}.")
+    _check(self.precision in PRECISIONS,
+           f"Received train.precision={self.precision!r}; expected one of {PRECISIONS}.")
+    _check(self.strategy in STRATEGIES,
+           f"Received train.strategy={self.strategy!r}; expected one of {STRATEGIES}.")
+    _check(self.clip_norm >= 0, f"Received train.clip_norm={self.clip_norm!r}; expected >= 0.")
+    _check(0 <= self.label_smoothing < 1, f"Received train.label_smoothing="
+           f"{self.label_smoothing!r}; expected a value in [0, 1).")
+    _check(0 < self.decay_rate <= 1, f"Received train.decay_rate={self.decay_rate!r}; "
+           "expected a value in (0, 1].")
+    _check(0 <= self.reinforce_baseline_decay < 1, "Received train.reinforce_baseline_decay="
+           f"{self.reinforce_baseline_decay!r}; expected a value in [0, 1).")
+
+
+@dataclasses.dataclass(frozen=True)
+class DecodeConfig:
+  """Search settings for validation, translate, evaluate and export.
+
+  Attributes:
+    beam_size: 1 = greedy.
+    nbest: hypotheses returned per sentence (<= beam_size).
+    length_penalty: GNMT alpha (0 = no length normalisation).
+    coverage_penalty: GNMT beta (0 = off).
+    max_length: static cap on output tokens (incl. EOS).
+    max_length_a, max_length_b: per-sentence cap a * source_length + b.
+    min_length: EOS forbidden before this many tokens.
+    batch_size: sentences per decoding batch.
+  """
+
+  beam_size: int = 5
+  nbest: int = 1
+  length_penalty: float = 0.6
+  coverage_penalty: float = 0.0
+  max_length: int = 128
+  max_length_a: float = 2.0
+  max_length_b: float = 10.0
+  min_length: int = 0
+  batch_size: int = 64
+
+  def __post_init__(self):
+    for key in ("beam_size", "nbest", "max_length", "batch_size"):
+      value = getattr(self, key)
+      _check(isinstance(value, int) and value > 0,
+             f"Received decode.{key}={value!r}; expected a positive integer.")
+    _check(self.nbest <= self.beam_size, f"Received decode.nbest={self.nbest} > "
+           f"decode.beam_size={self.beam_size}; raise beam_size or lower nbest.")
+    _check(self.length_penalty >= 0 and self.coverage_penalty >= 0,
+           "Received a negative decode.length_penalty or decode.coverage_penalty; expected >= 0.")
+    _check(isinstance(self.min_length, int) and 0 <= self.min_length < self.max_length,
+           f"Received decode.min_length={self.min_length!r}; expected 0 <= min_length < "
+           f"max_length={self.max_length}.")
+
+
+SECTIONS = {"model": ModelConfig, "data": CorpusConfig, "tokenizer": TokenizerConfig,
+            "pipeline": PipelineConfig, "train": TrainConfig, "decode": DecodeConfig}
+
+
+@dataclasses.dataclass(frozen=True)
+class ExperimentConfig:
+  """All settings of one run; `model`'s vocabulary sizes are filled from the tokenizers."""
+
+  model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+  data: CorpusConfig = dataclasses.field(default_factory=CorpusConfig)
+  tokenizer: TokenizerConfig = dataclasses.field(default_factory=TokenizerConfig)
+  pipeline: PipelineConfig = dataclasses.field(default_factory=PipelineConfig)
+  train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+  decode: DecodeConfig = dataclasses.field(default_factory=DecodeConfig)
+
+  def to_dict(self):
+    return {name: dataclasses.asdict(getattr(self, name)) for name in SECTIONS}
+
+  @classmethod
+  def from_dict(cls, values):
+    """Validates a nested mapping (ConfigDict or dict); unknown sections/keys are errors."""
+    values = values.to_dict() if hasattr(values, "to_dict") else dict(values)
+    unknown = sorted(set(values) - set(SECTIONS))
+    _check(not unknown, f"Unknown config section(s) {unknown}; expected {sorted(SECTIONS)}.")
+    sections = {}
+    for name, section_cls in SECTIONS.items():
+      try:
+        sections[name] = _from_dict(section_cls, dict(values.get(name, {})), name)
+      except (TypeError, ValueError) as error:
+        if isinstance(error, ConfigError):
+          raise
+        raise ConfigError(f"Invalid {name} config: {error}") from error
+    return cls(**sections)
+
+  def replace(self, **sections):
+    return dataclasses.replace(self, **sections)
+
+  def to_json(self):
+    return json.dumps(self.to_dict(), indent=2, sort_keys=True)
+
+  @classmethod
+  def from_json(cls, text):
+    return cls.from_dict(json.loads(text))
+
+
+def _placeholder_type(field):
+  """The non-None type of an Optional[...] dataclass field."""
+  args = [a for a in typing.get_args(field.type) if a is not type(None)]
+  return args[0] if args else field.type
+
+
+def base_config():
+  """The defaults as an ml_collections ConfigDict (Optional fields as typed placeholders)."""
+  root = ml_collections.ConfigDict()
+  for name, section_cls in SECTIONS.items():
+    section = ml_collections.ConfigDict()
+    for field in dataclasses.fields(section_cls):
+      default = getattr(section_cls(), field.name)
+      if default is None:
+        default = ml_collections.config_dict.placeholder(_placeholder_type(field))
+      section[field.name] = default
+    root[name] = section
+  return root

@@ -1,0 +1,137 @@
+"""The run directory: everything a run writes and every later command reads.
+
+  <run_dir>/config.json     the ExperimentConfig (vocabulary sizes filled in)
+  <run_dir>/vocab/          the tokenizers (nmt_tf.data.save_tokenizers)
+  <run_dir>/checkpoints/    tf.train.CheckpointManager: model, optimizer, step, ...
+  <run_dir>/best/           the checkpoint with the best validation BLEU (model only)
+  <run_dir>/tensorboard/    event files
+  <run_dir>/export/         SavedModels for TF Serving (run.py export)
+"""
+
+import json
+import os
+
+import tensorflow as tf
+
+from nmt_tf import data
+from nmt_tf.experiment.config import ExperimentConfig
+from nmt_tf.models import Seq2Seq
+from nmt_tf.models.config import ConfigError
+
+# Sections that define what the run's checkpoints mean; changing them needs a new run_dir.
+FIXED_SECTIONS = ("model", "data", "tokenizer")
+
+
+class RunDirError(ValueError):
+  """A missing or inconsistent run directory or checkpoint."""
+
+
+class RunDir:
+  """Paths and loaders of one run directory (see module docstring)."""
+
+  def __init__(self, path):
+    if not path:
+      raise RunDirError("Received an empty run directory; pass --run_dir=PATH.")
+    self.path = os.path.abspath(path)
+    self.config_path = os.path.join(self.path, "config.json")
+    self.vocab_dir = os.path.join(self.path, "vocab")
+    self.checkpoint_dir = os.path.join(self.path, "checkpoints")
+    self.best_dir = os.path.join(self.path, "best")
+    self.tensorboard_dir = os.path.join(self.path, "tensorboard")
+    self.export_dir = os.path.join(self.path, "export")
+
+  def exists(self):
+    return os.path.isfile(self.config_path)
+
+  def load_config(self):
+    """The run's ExperimentConfig; RunDirError if the run was never prepared."""
+    if not self.exists():
+      raise RunDirError(f"No config.json in {self.path}; train first with "
+                        f"`python run.py train --run_dir={self.path}`.")
+    with open(self.config_path, encoding="utf-8") as f:
+      return ExperimentConfig.from_json(f.read())
+
+  def save_config(self, config):
+    os.makedirs(self.path, exist_ok=True)
+    tmp = self.config_path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+      f.write(config.to_json())
+    os.replace(tmp, self.config_path)  # atomic: never a half-written config
+
+  def load_tokenizers(self):
+    return data.load_tokenizers(self.vocab_dir)
+
+  def prepare(self, config, corpus=None):
+    """Creates or reopens the run for `config`: corpus, tokenizers, vocabulary sizes.
+
+    A reopened run must have the same model, data and tokenizer sections (train, pipeline
+    and decode settings may change, e.g. more steps).
+
+    Returns:
+      (config with vocabulary sizes, corpus splits, source tokenizer, target tokenizer).
+    """
+    corpus = corpus if corpus is not None else data.load_corpus(config.data)
+    src_tok, tgt_tok = data.load_or_train_tokenizers(self.vocab_dir, config.tokenizer,
+                                                     corpus["train"])
+    model_cfg = config.model.replace(src_vocab_size=src_tok.vocab_size,
+                                     tgt_vocab_size=tgt_tok.vocab_size)
+    config = config.replace(model=model_cfg)
+    if self.exists():
+      saved = self.load_config()
+      for section in FIXED_SECTIONS:
+        if getattr(saved, section) != getattr(config, section):
+          raise ConfigError(
+              f"{self.path} was created with a different {section} config "
+              f"({_diff(getattr(saved, section), getattr(config, section))}); use a new "
+              "--run_dir or the run's own config.")
+    self.save_config(config)
+    return config, corpus, src_tok, tgt_tok
+
+  def checkpoint_path(self, which="best"):
+    """Path of checkpoint `which`: "best", "last" or an explicit checkpoint prefix."""
+    if which in ("best", "last"):
+      directory = self.best_dir if which == "best" else self.checkpoint_dir
+      path = tf.train.latest_checkpoint(directory)
+      if path is None and which == "best":
+        path = tf.train.latest_checkpoint(self.checkpoint_dir)  # never validated yet
+      if path is None:
+        raise RunDirError(f"No checkpoint in {directory}; train first with "
+                          f"`python run.py train --run_dir={self.path}`.")
+      return path
+    if not tf.io.gfile.exists(which + ".index"):
+      raise RunDirError(f"No checkpoint at {which!r} (no {which}.index); pass 'best', 'last' "
+                        "or a checkpoint prefix such as RUN/checkpoints/ckpt-3.")
+    return which
+
+  def load_model(self, which="best"):
+    """Builds the run's model and restores checkpoint `which` into it.
+
+    Returns:
+      (model, config, source tokenizer, target tokenizer).
+    """
+    config = self.load_config()
+    src_tok, tgt_tok = self.load_tokenizers()
+    model = Seq2Seq(config.model)
+    model.build_with_dummy_batch()
+    path = self.checkpoint_path(which)
+    try:
+      tf.train.Checkpoint(model=model).restore(path).expect_partial().assert_existing_objects_matched()
+    except (tf.errors.OpError, AssertionError, ValueError) as error:
+      raise RunDirError(f"Checkpoint {path} is corrupt or does not match the run's model "
+                        f"({type(error).__name__}); pass --checkpoint=last or another "
+                        "checkpoint prefix.") from error
+    return model, config, src_tok, tgt_tok
+
+
+def _diff(saved, new):
+  a, b = saved.__dict__, new.__dict__
+  changed = [f"{k}: {a[k]!r} -> {b.get(k)!r}" for k in a if a[k] != b.get(k)]
+  return ", ".join(changed[:3]) or "different values"
+
+
+def write_json(path, values):
+  """Writes a JSON file atomically."""
+  tmp = path + ".tmp"
+  with open(tmp, "w", encoding="utf-8") as f:
+    json.dump(values, f, indent=2, sort_keys=True)
+  os.replace(tmp, path)

@@ -1,0 +1,1 @@
+"""Text-to-text inference shared by evaluation, translation and export."""

@@ -1,0 +1,82 @@
+"""Text in, translations out: tokenizers + model + search in one tf.Module.
+
+The same graph code serves validation BLEU, `run.py translate`, `run.py evaluate` and the
+exported SavedModel: `encode_source` from the data pipeline, `model.encode/initial_state/step`
+and `nmt_tf.decoding.decode`, then in-graph detokenization.
+"""
+
+import tensorflow as tf
+
+from nmt_tf import decoding
+from nmt_tf.data import encode_source, strip_special
+
+
+class Translator(tf.Module):
+  """Translates raw strings with a model and its tokenizers.
+
+  Args:
+    model: a Seq2Seq (anything with encode, initial_state and step).
+    source_tokenizer, target_tokenizer: nmt_tf.data tokenizers.
+    decode_config: nmt_tf.experiment.DecodeConfig (beam size, penalties, lengths).
+    max_source_length: longer inputs are cut to this many tokens (EOS excluded) and flagged.
+  """
+
+  def __init__(self, model, source_tokenizer, target_tokenizer, decode_config,
+               max_source_length=200, name=None):
+    super().__init__(name=name)
+    self.model = model
+    self.source_tokenizer = source_tokenizer
+    self.target_tokenizer = target_tokenizer
+    self.decode_config = decode_config
+    self.max_source_length = max_source_length
+
+  def source_ids(self, text):
+    """text tf.string [batch] -> (ids [batch, src_len] padded with 0 and ending in EOS,
+    truncated [batch] bool)."""
+    ragged = encode_source(self.source_tokenizer, text)  # [batch, (len + 1)]
+    truncated = ragged.row_lengths() > self.max_source_length + 1  # [batch]
+    ragged = _cut(ragged, self.max_source_length)  # [batch, (<= max_source_length + 1)]
+    return tf.cast(ragged.to_tensor(), tf.int32), truncated
+
+  def translate_ids(self, source, beam_size=None, nbest=None):
+    """source [batch, src_len] ids -> DecodeResult (ids [batch, nbest, max_len], ...)."""
+    cfg = self.decode_config
+    beam_size = beam_size or cfg.beam_size
+    nbest = nbest or (cfg.nbest if beam_size > 1 else 1)
+    context = self.model.encode(source)
+    state = self.model.initial_state(context, cfg.max_length)
+    src_length = tf.reduce_sum(tf.cast(source != 0, tf.int32), axis=1)  # [batch]
+    return decoding.decode(
+        self.model.step, state, context, max_length=cfg.max_length, beam_size=beam_size,
+        nbest=nbest, batch_size=tf.shape(source)[0], src_length=src_length,
+        max_length_a=cfg.max_length_a, max_length_b=cfg.max_length_b,
+        min_length=cfg.min_length, length_penalty=cfg.length_penalty if beam_size > 1 else 0.0,
+        coverage_penalty=cfg.coverage_penalty if beam_size > 1 else 0.0)
+
+  def translate(self, text, beam_size=None, nbest=None):
+    """text tf.string [batch] -> dict: translation [batch, nbest] tf.string, ids, lengths,
+    log_probs, scores, attention [batch, nbest, max_len, src_len], source ids, truncated."""
+    source, truncated = self.source_ids(text)
+    result = self.translate_ids(source, beam_size, nbest)
+    batch, n = tf.shape(result.ids)[0], tf.shape(result.ids)[1]
+    flat_ids = tf.reshape(result.ids, [batch * n, -1])  # [batch*nbest, max_len]
+    words = self.target_tokenizer.detokenize(strip_special(flat_ids))  # [batch*nbest]
+    return {
+        "translation": tf.reshape(words, [batch, n]),
+        "ids": result.ids,
+        "lengths": result.lengths,
+        "log_probs": result.log_probs,
+        "scores": result.scores,
+        "attention": result.attention,
+        "source": source,
+        "truncated": truncated,
+    }
+
+
+def _cut(ragged, max_tokens):
+  """Keeps at most max_tokens tokens and the final EOS of each row of ragged [batch, (len)]."""
+  lengths = ragged.row_lengths()
+  keep = tf.minimum(lengths - 1, max_tokens)  # real tokens kept
+  head = tf.ragged.boolean_mask(
+      ragged, tf.ragged.range(lengths) < tf.expand_dims(keep, 1))  # [batch, (keep)]
+  return tf.concat([head, ragged[:, -1:]], axis=1)  # [batch, (keep + 1)]

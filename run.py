@@ -1,0 +1,38 @@
+"""nmt_tf command line: `python run.py COMMAND [--flags]`.
+
+Commands are the modules of nmt_tf/cli (train, translate, evaluate, score, export, ...);
+`python run.py help` lists them. This file only dispatches.
+"""
+
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from absl import app  # pylint: disable=g-import-not-at-top
+
+from nmt_tf import cli  # pylint: disable=g-import-not-at-top
+
+COMMANDS = cli.commands()
+
+
+def _usage():
+  lines = ["usage: python run.py COMMAND [--flags]   (--helpfull lists every flag)", "",
+           "commands:"]
+  lines += [f"  {name:<10} {module.HELP}" for name, module in sorted(COMMANDS.items())]
+  return "\n".join(lines)
+
+
+def main(argv):
+  if len(argv) < 2 or argv[1] in ("help", "-h"):
+    print(_usage())
+    return 0 if len(argv) >= 2 else 2
+  command = argv[1]
+  if command not in COMMANDS:
+    print(f"Unknown command {command!r}.\n\n{_usage()}", file=sys.stderr)
+    return 2
+  return COMMANDS[command].run(argv[2:]) or 0
+
+
+if __name__ == "__main__":
+  app.run(main)

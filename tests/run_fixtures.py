@@ -1,0 +1,47 @@
+"""A tiny run directory (config, word vocabularies, one checkpoint) for command-level tests."""
+
+import tensorflow as tf
+
+from nmt_tf.experiment import ExperimentConfig, RunDir, base_config
+from nmt_tf.models import Seq2Seq
+
+
+def tiny_experiment(decoder="cgru", **model_overrides):
+  """A small ExperimentConfig on the generated pair (word vocabularies, tiny model)."""
+  config = base_config()
+  config.data.train_size = 300
+  config.data.valid_size = 16
+  config.data.test_size = 16
+  config.data.max_length = 20
+  config.tokenizer.kind = "word"
+  config.tokenizer.vocab_size = 90
+  config.model.decoder = decoder
+  config.model.embedding_dim = 8
+  config.model.encoder_units = 8
+  config.model.decoder_units = 16
+  for key, value in model_overrides.items():
+    setattr(config.model, key, value)
+  config.pipeline.batch_tokens = 512
+  config.train.steps = 20
+  config.train.eval_every = 10
+  config.train.checkpoint_every = 10
+  config.decode.beam_size = 3
+  config.decode.max_length = 40
+  return ExperimentConfig.from_dict(config)
+
+
+def make_tiny_run(path, decoder="cgru", seed=0, **model_overrides):
+  """Prepares a run at `path` and saves one untrained checkpoint (in checkpoints/ and best/).
+
+  Returns:
+    (RunDir, ExperimentConfig with vocabulary sizes, corpus).
+  """
+  run = RunDir(path)
+  config, corpus, _, _ = run.prepare(tiny_experiment(decoder, **model_overrides))
+  tf.random.set_seed(seed)
+  model = Seq2Seq(config.model)
+  model.build_with_dummy_batch()
+  checkpoint = tf.train.Checkpoint(model=model)
+  checkpoint.save(f"{run.checkpoint_dir}/ckpt")
+  checkpoint.save(f"{run.best_dir}/ckpt")
+  return run, config, corpus
