@@ -41,7 +41,8 @@ class ModelConfig:
     decoder: one of DECODERS.
     decoder_units: d, the decoder state size.
     output_units: hidden size of the deep output (default: embedding_dim).
-    attention: additive | dot | general | concat.
+    attention: additive | dot | general | concat; None = the paper's (general for luong,
+      additive otherwise). `attention_score` gives the one in effect.
     attention_units: hidden size of additive/concat scores (default: decoder_units).
     attention_mode: soft | hard (Xu et al. 2015; trained with REINFORCE).
     hard_inference: expectation | argmax, hard attention at inference.
@@ -63,7 +64,7 @@ class ModelConfig:
   decoder: str = "cgru"
   decoder_units: int = 512
   output_units: Optional[int] = None
-  attention: str = "additive"
+  attention: Optional[str] = None
   attention_units: Optional[int] = None
   attention_mode: str = "soft"
   hard_inference: str = "expectation"
@@ -79,7 +80,10 @@ class ModelConfig:
       if field.type in (int, Optional[int]) and value is not None:
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
           raise ConfigError(f"Received {field.name}={value!r}; expected a positive integer.")
-    choices = {"encoder": ENCODERS, "decoder": DECODERS, "attention": ATTENTIONS,
+    if self.attention is not None and self.attention not in ATTENTIONS:
+      raise ConfigError(f"Received attention={self.attention!r}; expected one of {ATTENTIONS} "
+                        "or None for the paper's choice.")
+    choices = {"encoder": ENCODERS, "decoder": DECODERS,
                "attention_mode": ATTENTION_MODES, "hard_inference": HARD_INFERENCE,
                "rnn_cell": RNN_CELLS, "summary": SUMMARIES}
     for key, allowed in choices.items():
@@ -101,7 +105,7 @@ class ModelConfig:
     if self.rnn_cell != "gru" and self.decoder != "luong":
       raise ConfigError(f"Received rnn_cell={self.rnn_cell!r} with decoder={self.decoder!r}; "
                         "only the luong decoder has an LSTM option.")
-    if (self.attention == "dot" and self.decoder != "encdec"
+    if (self.attention_score == "dot" and self.decoder != "encdec"
         and self.memory_dim != self.decoder_units):
       raise ConfigError(
           f"attention='dot' needs the annotation size ({self.memory_dim}) to equal "
@@ -111,6 +115,11 @@ class ModelConfig:
     if self.attention_mode == "hard" and self.decoder == "encdec":
       raise ConfigError("Received attention_mode='hard' with decoder='encdec', which has no "
                         "attention; pick an attention decoder.")
+
+  @property
+  def attention_score(self):
+    """Attention score in effect (explicit attention or the paper's default)."""
+    return self.attention or ("general" if self.decoder == "luong" else "additive")
 
   @property
   def memory_dim(self):

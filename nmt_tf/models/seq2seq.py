@@ -30,7 +30,7 @@ def build_encoder(cfg):
 def build_decoder(cfg):
   """The decoder layer named by cfg.decoder."""
   output_units = cfg.output_units or cfg.embedding_dim
-  attention = dict(attention=cfg.attention, attention_units=cfg.attention_units,
+  attention = dict(attention=cfg.attention_score, attention_units=cfg.attention_units,
                    attention_mode=cfg.attention_mode, hard_inference=cfg.hard_inference)
   if cfg.decoder == "encdec":
     return EncDecDecoder(cfg.decoder_units, cfg.tgt_vocab_size, output_units,
