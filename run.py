@@ -13,7 +13,18 @@ from absl import app  # pylint: disable=g-import-not-at-top
 
 from nmt_tf import cli  # pylint: disable=g-import-not-at-top
 
-COMMANDS = cli.commands()
+try:
+  COMMANDS = cli.commands()
+except (AttributeError, KeyError, TypeError, ValueError) as _error:
+  # ml_collections applies --config.KEY=VALUE overrides while the flag is defined.
+  _override = next((a for a in sys.argv if a.startswith("--config.")), "--config.*")
+  _reason = _error
+  while isinstance(_reason, BaseException) and _reason.args:
+    _reason = _reason.args[0]
+  _reason = " ".join(str(_reason).replace("'", "").split())
+  print(f"error: invalid config override {_override} (unknown key {_reason}); check the "
+        "section and key names in nmt_tf/experiment/config.py.", file=sys.stderr)
+  sys.exit(2)
 
 
 def _usage():

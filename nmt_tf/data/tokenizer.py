@@ -27,15 +27,12 @@ def strip_special(ids: Union[tf.Tensor, tf.RaggedTensor]) -> tf.RaggedTensor:
   Returns:
     int32 ragged ``[batch, (real_len)]``.
   """
-  if not isinstance(ids, tf.RaggedTensor):
-    ids = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(ids))
-  ids = tf.cast(ids, tf.int32)
-  position = tf.ragged.range(ids.row_lengths(), dtype=tf.int64)  # [batch, (len)]
-  big = tf.cast(tf.int32.max, tf.int64)
-  eos_position = tf.where(tf.equal(ids, special_tokens.EOS_ID), position,
-                          tf.ones_like(position) * big)
-  first_eos = tf.reduce_min(eos_position, axis=1)  # [batch]; int64 max for no EOS
-  before_eos = position < tf.expand_dims(first_eos, 1)  # [batch, (len)]
+  # Dense masks: ragged elementwise ops take seconds to trace (export, validation).
+  if isinstance(ids, tf.RaggedTensor):
+    ids = ids.to_tensor(default_value=special_tokens.PAD_ID)  # [batch, max_len]
+  ids = tf.cast(tf.convert_to_tensor(ids), tf.int32)  # [batch, len]
+  is_eos = tf.cast(tf.equal(ids, special_tokens.EOS_ID), tf.int32)
+  before_eos = tf.equal(tf.cumsum(is_eos, axis=1), 0)  # [batch, len]
   padding = tf.logical_or(tf.equal(ids, special_tokens.PAD_ID),
                           tf.equal(ids, special_tokens.BOS_ID))
   keep = tf.logical_and(before_eos, tf.logical_not(padding))

@@ -19,16 +19,20 @@ class Translator(tf.Module):
     source_tokenizer, target_tokenizer: nmt_tf.data tokenizers.
     decode_config: nmt_tf.experiment.DecodeConfig (beam size, penalties, lengths).
     max_source_length: longer inputs are cut to this many tokens (EOS excluded) and flagged.
+    reverse_source: reverse the real source tokens (EOS stays last), as the data pipeline
+      does with `pipeline.reverse_source` (Sutskever et al., 2014); attention columns are
+      then in reversed order.
   """
 
   def __init__(self, model, source_tokenizer, target_tokenizer, decode_config,
-               max_source_length=200, name=None):
+               max_source_length=200, reverse_source=False, name=None):
     super().__init__(name=name)
     self.model = model
     self.source_tokenizer = source_tokenizer
     self.target_tokenizer = target_tokenizer
     self.decode_config = decode_config
     self.max_source_length = max_source_length
+    self.reverse_source = reverse_source
 
   def source_ids(self, text):
     """text tf.string [batch] -> (ids [batch, src_len] padded with 0 and ending in EOS,
@@ -36,6 +40,9 @@ class Translator(tf.Module):
     ragged = encode_source(self.source_tokenizer, text)  # [batch, (len + 1)]
     truncated = ragged.row_lengths() > self.max_source_length + 1  # [batch]
     ragged = _cut(ragged, self.max_source_length)  # [batch, (<= max_source_length + 1)]
+    if self.reverse_source:  # cut first, so that the kept tokens are the sentence's start
+      real = tf.reverse(ragged[:, :-1], axis=[1])  # [batch, (keep)]
+      ragged = tf.concat([real, ragged[:, -1:]], axis=1)  # [batch, (keep + 1)]
     return tf.cast(ragged.to_tensor(), tf.int32), truncated
 
   def translate_ids(self, source, beam_size=None, nbest=None):

@@ -42,15 +42,21 @@ class DeepOutput(keras.layers.Layer):
     missing = set(self.input_names) - set(input_shapes)
     if missing:
       raise ValueError(f"DeepOutput expected inputs {self.input_names}; missing {sorted(missing)}.")
-    self.kernels = {
-        name: self.add_weight(name=f"W_{name}", shape=(input_shapes[name][-1], self.hidden_units),
-                              initializer="glorot_uniform")
-        for name in self.input_names
-    }
+    # One attribute per kernel (not a dict): tf.train.Checkpoint does not look into Keras'
+    # tracked dicts and lists, so weights kept there would be missing from checkpoints.
+    for name in self.input_names:
+      setattr(self, f"kernel_{name}",
+              self.add_weight(name=f"W_{name}", shape=(input_shapes[name][-1], self.hidden_units),
+                              initializer="glorot_uniform"))
     self.bias = self.add_weight(name="bias", shape=(self.hidden_units,), initializer="zeros")
     self.output_kernel = self.add_weight(name="W_o", shape=(self.hidden_units, self.vocab_size),
                                          initializer="glorot_uniform")
     self.output_bias = self.add_weight(name="b_o", shape=(self.vocab_size,), initializer="zeros")
+
+  @property
+  def kernels(self):
+    """{input name: W_k [dim_k, hidden_units]}."""
+    return {name: getattr(self, f"kernel_{name}") for name in self.input_names}
 
   def hidden(self, inputs, training=False):
     """tanh(sum_k W_k x_k + b): dict of [..., dim_k] -> [..., hidden_units]."""

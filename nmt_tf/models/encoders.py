@@ -74,9 +74,18 @@ class RNNEncoder(keras.layers.Layer):
     self.reset_after = bool(reset_after)
     directions = 2 if bidirectional else 1
     self.directions = directions
-    self.cells = [GRUCell(units, reset_after=reset_after, name=f"gru_l{l}_d{d}")
-                  for l in range(num_layers) for d in range(directions)]  # layer-major
+    # Attributes, not a list: tf.train.Checkpoint does not look into Keras' tracked lists.
+    for l in range(num_layers):
+      for d in range(directions):
+        setattr(self, f"gru_l{l}_d{d}", GRUCell(units, reset_after=reset_after,
+                                                name=f"gru_l{l}_d{d}"))
     self.output_dim = directions * units
+
+  @property
+  def cells(self):
+    """The GRU cells, layer-major: [l0 fwd, (l0 bwd), l1 fwd, ...]."""
+    return [getattr(self, f"gru_l{l}_d{d}") for l in range(self.num_layers)
+            for d in range(self.directions)]
 
   def build(self, *args, **kwargs):
     self.built = True  # the GRU cells build on first use
@@ -150,9 +159,14 @@ class ConvEncoder(keras.layers.Layer):
     self.filters = filters
     self.kernel_size = kernel_size
     self.num_layers = num_layers
-    self.convs = [keras.layers.Conv1D(filters, kernel_size, padding="same", activation="tanh",
-                                      name=f"conv{l}") for l in range(num_layers)]
+    for l in range(num_layers):  # attributes, not a list (see RNNEncoder)
+      setattr(self, f"conv{l}", keras.layers.Conv1D(filters, kernel_size, padding="same",
+                                                    activation="tanh", name=f"conv{l}"))
     self.output_dim = filters
+
+  @property
+  def convs(self):
+    return [getattr(self, f"conv{l}") for l in range(self.num_layers)]
 
   def build(self, *args, **kwargs):
     self.built = True  # the convolutions build on first use

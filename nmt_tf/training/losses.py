@@ -62,3 +62,23 @@ def reinforce_loss(attention_log_prob, reward, baseline, targets):
   advantage = tf.stop_gradient(reward - baseline)  # [batch]
   log_prob = tf.reduce_sum(attention_log_prob * target_mask(targets), axis=1)  # [batch]
   return -tf.reduce_mean(advantage * log_prob)
+
+
+def token_loss_sum(logits, targets, label_smoothing=0.0):
+  """(sum of the per-token cross-entropy over real tokens, number of real tokens), float32.
+
+  The distributed trainer divides the sum by the token count of the global batch, so that the
+  loss (and its gradient) is the same whatever the number of replicas.
+  """
+  if not 0.0 <= label_smoothing < 1.0:
+    raise ValueError(f"Received label_smoothing={label_smoothing!r}; expected a value in [0, 1).")
+  mask = target_mask(targets)  # [batch, tgt_len]
+  logits = tf.cast(logits, tf.float32)
+  if label_smoothing:
+    vocab = tf.shape(logits)[-1]
+    labels = tf.one_hot(targets, vocab) * (1.0 - label_smoothing) + \
+        label_smoothing / tf.cast(vocab, tf.float32)  # [batch, tgt_len, vocab]
+    per_token = tf.nn.softmax_cross_entropy_with_logits(labels, logits) * mask
+  else:
+    per_token = token_nll(logits, targets)
+  return tf.reduce_sum(per_token), tf.reduce_sum(mask)

@@ -1,0 +1,79 @@
+"""Decoding speed (sentences/s) on Multi30k val (1,014 sentences), greedy and beam 5.
+
+Usage: .venv/bin/python bench/bench_decode.py [--pair de-en] [--batch_size 64] [--beams 1,5]
+Model: the reference cgru (embedding 256, BiGRU 2x512 encoder, cGRU decoder 512) with
+SentencePiece 8k vocabularies trained on Multi30k train, UNTRAINED (random weights): speed
+does not depend on the weights, but a random model rarely emits EOS, so the output length
+is capped per sentence at 2 * source length + 10 tokens (decode.max_length_a/b) and the
+figures are a lower bound for a trained model, which stops earlier. The first batch of each
+setting is a warm-up (tracing) and is not timed. Prints one JSON object.
+"""
+
+import json
+import os
+import sys
+import time
+
+from absl import app
+from absl import flags
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# pylint: disable=g-import-not-at-top,wrong-import-position
+import tensorflow as tf
+
+from nmt_tf import data
+from nmt_tf.experiment import DecodeConfig
+from nmt_tf.inference import CompiledTranslator, translate_lines, Translator
+from nmt_tf.models import ModelConfig, Seq2Seq
+
+flags.DEFINE_string("pair", "de-en", "Multi30k language pair.")
+flags.DEFINE_integer("batch_size", 64, "Sentences per search call.")
+flags.DEFINE_list("beams", ["1", "5"], "Beam sizes to time (1 = greedy).")
+flags.DEFINE_integer("vocab_size", 8000, "SentencePiece vocabulary size per side.")
+flags.DEFINE_integer("limit", 0, "Only the first N validation sentences (0 = all).")
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  del argv
+  start = time.perf_counter()
+  corpus = data.load_corpus(f"multi30k/{FLAGS.pair}")
+  train, valid = corpus["train"], corpus["valid"]
+  src_proto = data.train_sentencepiece(train.sources, FLAGS.vocab_size)
+  tgt_proto = data.train_sentencepiece(train.targets, FLAGS.vocab_size)
+  setup = time.perf_counter() - start
+  # The seed is set before the tokenizers exist: tf.random.set_seed resets the eager
+  # context, which frees the tf_text SentencePiece resources made before it.
+  tf.random.set_seed(0)
+  src_tok = data.SentencePieceTokenizer(src_proto)
+  tgt_tok = data.SentencePieceTokenizer(tgt_proto)
+  model = Seq2Seq(ModelConfig(src_vocab_size=src_tok.vocab_size,
+                              tgt_vocab_size=tgt_tok.vocab_size, embedding_dim=256,
+                              encoder="birnn", encoder_units=512, decoder="cgru",
+                              decoder_units=512))
+  model.build_with_dummy_batch()
+  sources = list(valid.sources[:FLAGS.limit or None])
+  report = {"sentences": len(sources), "batch_size": FLAGS.batch_size,
+            "model": "cgru emb256 birnn 2x512 dec512, untrained",
+            "vocab": [src_tok.vocab_size, tgt_tok.vocab_size],
+            "max_length": "min(128, 2 * src_len + 10)", "setup_s": round(setup, 1),
+            "threads": os.cpu_count()}
+  for beam in (int(b) for b in FLAGS.beams):
+    decode = DecodeConfig(beam_size=beam, nbest=1, length_penalty=0.6 if beam > 1 else 0.0,
+                          max_length=128, max_length_a=2.0, max_length_b=10.0,
+                          batch_size=FLAGS.batch_size)
+    compiled = CompiledTranslator(Translator(model, src_tok, tgt_tok, decode))
+    translate_lines(compiled, sources[:FLAGS.batch_size], FLAGS.batch_size)  # warm-up
+    start = time.perf_counter()
+    results = translate_lines(compiled, sources, FLAGS.batch_size)
+    seconds = time.perf_counter() - start
+    tokens = sum(len(r.hypotheses[0].ids) for r in results if r.hypotheses)
+    name = "greedy" if beam == 1 else f"beam{beam}"
+    report[name] = {"sentences_per_s": round(len(sources) / seconds, 2),
+                    "seconds": round(seconds, 1),
+                    "output_tokens_per_sentence": round(tokens / len(sources), 1)}
+  print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,11 @@
+"""sar_cavg on Multi30k de->en (SentencePiece 8k, emb 256, BiGRU 2x512, decoder 512).
+
+Usage: python run.py train --config=configs/sar_cavg_multi30k.py --run_dir=runs/sar_cavg_multi30k
+(override any field: --config.train.steps=100). See nmt_tf/training/presets.py.
+"""
+
+from nmt_tf.training.presets import preset
+
+
+def get_config():
+  return preset("sar_cavg", "multi30k")

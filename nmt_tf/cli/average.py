@@ -1,0 +1,86 @@
+"""`python run.py average`: a checkpoint whose weights are the mean of the last N.
+
+  python run.py average --run_dir=R --average_last=5
+  python run.py translate --run_dir=R --checkpoint=R/averaged/ckpt-avg ...
+
+Checkpoint averaging (Vaswani et al. 2017, Sec. 6.1; Junczys-Dowmunt et al. 2016):
+theta = (1/N) sum_n theta_n over the N most recent checkpoints of RUN/checkpoints (or the
+prefixes of --checkpoints). The result holds the model only, written with
+tf.train.Checkpoint(model=...) like RUN/best, so RunDir.load_model(prefix) loads it.
+"""
+
+import os
+import sys
+
+from absl import flags
+import numpy as np
+import tensorflow as tf
+
+from nmt_tf.cli import translate  # pylint: disable=unused-import  (defines --checkpoints)
+from nmt_tf.experiment import RunDir, RunDirError
+from nmt_tf.models import Seq2Seq
+
+COMMAND = "average"
+HELP = "Average the weights of the last N checkpoints into a new checkpoint."
+
+flags.DEFINE_integer("average_last", 5, "Number of most recent checkpoints to average.")
+flags.DEFINE_string("average_output", None, "Prefix of the new checkpoint; default "
+                    "RUN_DIR/averaged/ckpt-avg.")
+
+FLAGS = flags.FLAGS
+
+
+def last_checkpoints(run, count):
+  """The `count` most recent checkpoint prefixes of run.checkpoint_dir (oldest first)."""
+  if count < 1:
+    raise RunDirError(f"Received --average_last={count}; expected a positive integer.")
+  state = tf.train.get_checkpoint_state(run.checkpoint_dir)
+  paths = list(state.all_model_checkpoint_paths) if state else []
+  if not paths:
+    raise RunDirError(f"No checkpoint in {run.checkpoint_dir}; train first with "
+                      f"`python run.py train --run_dir={run.path}`.")
+  return paths[-count:]
+
+
+def average_checkpoints(run, paths, output_prefix):
+  """Writes the mean of the model weights of `paths` to `output_prefix`; returns its path.
+
+  Every checkpoint is restored into one model; float variables are averaged, others
+  (if any) taken from the last checkpoint.
+  """
+  config = run.load_config()
+  model = Seq2Seq(config.model)
+  model.build_with_dummy_batch()
+  sums = None
+  for path in paths:
+    run.checkpoint_path(path)  # RunDirError naming a missing prefix
+    tf.train.Checkpoint(model=model).restore(path).expect_partial() \
+        .assert_existing_objects_matched()
+    values = [v.numpy() for v in model.weights]
+    sums = values if sums is None else [
+        s + v if np.issubdtype(v.dtype, np.floating) else v for s, v in zip(sums, values)]
+  for variable, total in zip(model.weights, sums):
+    if np.issubdtype(total.dtype, np.floating):
+      variable.assign(total / len(paths))
+  os.makedirs(os.path.dirname(os.path.abspath(output_prefix)), exist_ok=True)
+  checkpoint = tf.train.Checkpoint(model=model)
+  _ = checkpoint.save_counter  # created, so RunDir.load_model finds every object it expects
+  return checkpoint.write(output_prefix)
+
+
+def run(argv):
+  if argv:
+    print(f"average takes no positional arguments; received {argv}.", file=sys.stderr)
+    return 2
+  run_dir = RunDir(FLAGS.run_dir)
+  try:
+    paths = ([p.strip() for p in FLAGS.checkpoints if p.strip()] or
+             last_checkpoints(run_dir, FLAGS.average_last))
+    output = FLAGS.average_output or os.path.join(run_dir.path, "averaged", "ckpt-avg")
+    written = average_checkpoints(run_dir, paths, output)
+  except (RunDirError, ValueError, tf.errors.OpError) as error:
+    print(f"error: {error}", file=sys.stderr)
+    return 1
+  print(f"averaged {len(paths)} checkpoints ({', '.join(os.path.basename(p) for p in paths)})"
+        f" into {written}\nuse it with --checkpoint={written}")
+  return 0

@@ -1,0 +1,52 @@
+"""`python run.py train`: train (or resume) the run of --run_dir with the --config experiment.
+
+  python run.py train --config=configs/default.py --run_dir=runs/default \
+      --config.train.steps=3000 --config.train.learning_rate=1e-3
+
+Running the same command again after a stop or a crash resumes from the last checkpoint.
+"""
+
+import json
+import sys
+
+from absl import flags
+
+from nmt_tf.cli import common
+from nmt_tf.data import DataError
+from nmt_tf.experiment import RunDirError
+from nmt_tf.models.config import ConfigError
+
+COMMAND = "train"
+HELP = "Train a model on --config in --run_dir (rerun to resume after a stop)."
+
+flags.DEFINE_integer("train_logical_cpus", 0, "Split the CPU into this many logical devices "
+                     "(with --config.train.strategy=mirrored on a machine without GPUs).")
+
+FLAGS = flags.FLAGS
+
+
+def _error(message, code):
+  print(f"error: {message}", file=sys.stderr)
+  return code
+
+
+def run(argv):
+  """Trains; prints the summary as JSON. Exit 2 for a bad command line/config, 1 otherwise."""
+  if argv:
+    return _error(f"Received unexpected arguments {argv}; `train` takes only --flags.", 2)
+  try:
+    config = common.experiment_config()
+  except (ConfigError, DataError, ValueError, TypeError) as error:
+    return _error(str(error), 2)
+  # Imported here so that `run.py help` stays fast and config errors come before TF starts.
+  from nmt_tf.training import distribution, train, TrainingError  # pylint: disable=g-import-not-at-top
+  if FLAGS.train_logical_cpus > 1:
+    distribution.use_logical_cpus(FLAGS.train_logical_cpus)
+  try:
+    summary = train(config, FLAGS.run_dir)
+  except (TrainingError, RunDirError, ConfigError, DataError) as error:
+    return _error(str(error), 1)
+  except KeyboardInterrupt:
+    return _error("Interrupted; rerun the same command to resume from the last checkpoint.", 130)
+  print(json.dumps(summary, indent=2, sort_keys=True))
+  return 0

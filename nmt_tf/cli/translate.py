@@ -1,0 +1,142 @@
+"""`python run.py translate`: translate a file or stdin to stdout.
+
+  python run.py translate --run_dir=runs/default --input_file=src.txt > out.txt
+  echo "ein kleiner test" | python run.py translate --run_dir=runs/default --beam_size=5
+
+Output, one line per input line (an empty line gives an empty translation):
+  plain                   translation
+  --nbest=N (N > 1)       i ||| translation ||| score ||| log_prob   (N lines per input)
+  --alignments=hard       ... ||| 0-0 1-2 2-1   (Pharaoh source-target links, appended)
+  --alignments=soft       one JSON object per hypothesis: index, rank, translation, score,
+                          log_prob, source_tokens, target_tokens, attention [tgt][src]
+Over-long lines are cut to --max_input_tokens tokens and reported on stderr.
+"""
+
+import json
+import sys
+
+from absl import flags
+
+from nmt_tf import data
+from nmt_tf.cli import common
+from nmt_tf.experiment import RunDirError
+from nmt_tf.inference import (alignments, CompiledTranslator, load_models, translate_lines,
+                              Translator)
+from nmt_tf.models.config import ConfigError
+
+COMMAND = "translate"
+HELP = "Translate a file or stdin (beam/n-best, alignments, UNK replacement, ensembles)."
+
+flags.DEFINE_string("input_file", "-", "Source sentences, one per line ('-' = stdin).")
+flags.DEFINE_string("output_file", "-", "Where translations go ('-' = stdout).")
+flags.DEFINE_enum("alignments", "none", ["none", "soft", "hard"],
+                  "Also print attention alignments: soft (JSON lines with the matrix) or hard "
+                  "(Pharaoh i-j appended after ' ||| ').")
+flags.DEFINE_bool("replace_unk", False, "Replace each output UNK by its most-attended source "
+                  "word (Luong et al. 2015; word vocabularies only).")
+flags.DEFINE_list("checkpoints", [], "Ensemble: checkpoint prefixes of --run_dir and/or run "
+                  "directories (their --checkpoint); log-probabilities are averaged.")
+flags.DEFINE_integer("max_input_tokens", 200, "Longer inputs are cut to this many tokens "
+                     "(flagged on stderr).")
+flags.DEFINE_bool("xla", False, "XLA-compile the search (tf.function(jit_compile=True)).")
+
+FLAGS = flags.FLAGS
+USER_ERRORS = (data.DataError, RunDirError, ConfigError, ValueError, OSError)
+
+
+def build_translator():
+  """(Translator, run config, decode config, checkpoint paths) from the flags."""
+  model, config, src_tok, tgt_tok, paths = load_models(FLAGS.run_dir, FLAGS.checkpoint,
+                                                       FLAGS.checkpoints)
+  decode = common.decode_config(config)
+  if FLAGS.max_input_tokens < 1:
+    raise ValueError(f"Received --max_input_tokens={FLAGS.max_input_tokens}; expected a "
+                     "positive integer.")
+  translator = Translator(model, src_tok, tgt_tok, decode, FLAGS.max_input_tokens,
+                          reverse_source=config.pipeline.reverse_source)
+  return translator, config, decode, paths
+
+
+def read_input(path):
+  """Lines of `path` ('-' = stdin); DataError naming the file when it cannot be read."""
+  if path == "-":
+    return [line.rstrip("\n") for line in sys.stdin]
+  return data.read_lines(path, "translate input")
+
+
+def decode_lines(translator, decode, lines, log=None):
+  """Translates lines and reports cut lines on `log` (default stderr). Returns
+  SentenceResults."""
+  log = log or sys.stderr
+  compiled = CompiledTranslator(translator, decode.beam_size, decode.nbest, FLAGS.xla)
+  results = translate_lines(compiled, lines, decode.batch_size)
+  for r in results:
+    if r.truncated:
+      print(f"warning: line {r.index + 1} has {r.num_tokens} tokens; cut to the first "
+            f"{translator.max_source_length} (raise --max_input_tokens to keep more).", file=log)
+  return results
+
+
+def hypothesis_view(translator, result, hyp, replace_unk):
+  """(text, source tokens, target tokens) of a hypothesis, UNKs replaced if asked."""
+  src_tokens = alignments.source_tokens(translator.source_tokenizer, result.source,
+                                        len(result.source_ids) - 1)
+  tgt_tokens = alignments.target_tokens(translator.target_tokenizer, hyp.ids)
+  text = hyp.text
+  if replace_unk:
+    tgt_tokens = alignments.replace_unknowns(tgt_tokens, hyp.ids, hyp.attention, src_tokens)
+    text = " ".join(tgt_tokens[:-1])  # word vocabularies detokenize with spaces
+  return text, src_tokens, tgt_tokens
+
+
+def format_results(translator, results, nbest, mode, replace_unk):
+  """Yields output lines (see the module docstring)."""
+  for r in results:
+    hyps = r.hypotheses[:nbest] if r.hypotheses else [None]
+    for rank, hyp in enumerate(hyps):
+      if hyp is None:  # empty input line
+        text, src_tokens, tgt_tokens, attention = "", [], [], []
+        score = log_prob = 0.0
+      else:
+        text, src_tokens, tgt_tokens = hypothesis_view(translator, r, hyp, replace_unk)
+        attention, score, log_prob = hyp.attention, hyp.score, hyp.log_prob
+      if mode == "soft":
+        record = {"index": r.index, "rank": rank, "translation": text, "score": score,
+                  "log_prob": log_prob,
+                  **alignments.soft_alignment(attention, src_tokens, tgt_tokens)}
+        yield json.dumps(record, ensure_ascii=False)
+        continue
+      line = f"{r.index} ||| {text} ||| {score:.4f} ||| {log_prob:.4f}" if nbest > 1 else text
+      if mode == "hard":
+        links = alignments.hard_alignment(attention) if hyp is not None else []
+        line += " ||| " + alignments.pharaoh(links)
+      yield line
+
+
+def run(argv):
+  if argv:
+    print(f"translate takes no positional arguments; received {argv}. Use --input_file.",
+          file=sys.stderr)
+    return 2
+  try:
+    lines = read_input(FLAGS.input_file)
+    translator, _, decode, _ = build_translator()
+  except USER_ERRORS as error:
+    print(f"error: {error}", file=sys.stderr)
+    return 1
+  replace_unk = FLAGS.replace_unk
+  if replace_unk and not isinstance(translator.source_tokenizer, data.WordTokenizer):
+    print("warning: --replace_unk needs word vocabularies (tokenizer.kind='word'); ignored.",
+          file=sys.stderr)
+    replace_unk = False
+  results = decode_lines(translator, decode, lines)
+  out = sys.stdout if FLAGS.output_file == "-" else open(FLAGS.output_file, "w",
+                                                         encoding="utf-8")
+  try:
+    for line in format_results(translator, results, decode.nbest, FLAGS.alignments,
+                               replace_unk):
+      out.write(line + "\n")
+  finally:
+    if out is not sys.stdout:
+      out.close()
+  return 0

@@ -1,0 +1,116 @@
+"""Writes a run's model as a TF Serving SavedModel: <export_dir>/<model_name>/<version>/.
+
+TF Serving loads every integer-named subdirectory of a model's base path as a version
+(the highest by default), so a version is first written to a hidden temporary directory and
+renamed when complete: the server never sees half a SavedModel.
+"""
+
+import dataclasses
+import json
+import os
+import shutil
+
+import tensorflow as tf
+
+from nmt_tf.experiment import RunDir
+from nmt_tf.export.ops import check_forbidden_ops
+from nmt_tf.export.serving import ServingModule
+from nmt_tf.inference.translator import Translator
+
+DEFAULT_MAX_SOURCE_LENGTH = 200
+METADATA_FILE = "nmt_export.json"  # in assets.extra/, next to the SavedModel
+
+
+class ExportError(ValueError):
+  """A bad export argument or destination."""
+
+
+def next_version(model_dir):
+  """1 + the largest integer-named subdirectory of model_dir (1 if there is none)."""
+  if not os.path.isdir(model_dir):
+    return 1
+  versions = [int(n) for n in os.listdir(model_dir) if n.isdigit()]
+  return max(versions, default=0) + 1
+
+
+def saved_root(module, functions):
+  """The object tf.saved_model.save writes: the tokenizers and the model's variables.
+
+  The Keras model itself is left out: saving a Keras 3 model inside a tf.Module writes each
+  weight twice (the keras.Variable and the tf.Variable it wraps) and the signatures read the
+  copy that TF1-style loaders (TF Serving, saved_model_cli run) never restore ("Could not find
+  variable"). Tracking the tf.Variables the signatures capture, as keras.export.ExportArchive
+  does, writes each weight once.
+  """
+  root = tf.Module()
+  root.source_tokenizer = module.translator.source_tokenizer
+  root.target_tokenizer = module.translator.target_tokenizer
+  seen = {}
+  for function in functions:
+    for variable in function.variables:
+      seen.setdefault(id(variable), variable)
+  root.variables_used = list(seen.values())
+  return root
+
+
+def export_run(run_dir, checkpoint="best", export_dir=None, model_name="nmt", version=None,
+               beam_size=None, nbest=None, max_source_length=DEFAULT_MAX_SOURCE_LENGTH,
+               decode_config=None):
+  """Exports checkpoint `checkpoint` of `run_dir` for TF Serving.
+
+  Args:
+    run_dir: a run directory (path or RunDir).
+    checkpoint: "best", "last" or a checkpoint prefix.
+    export_dir: base directory; default <run_dir>/export.
+    model_name: TF Serving model name (a subdirectory of export_dir).
+    version: positive integer; default the next free one.
+    beam_size: beam of the `beam_search` signature; default decode_config.beam_size.
+    nbest: hypotheses returned by `beam_search`; default beam_size (the whole beam).
+    max_source_length: longer sources are cut to this many tokens and flagged `truncated`.
+    decode_config: DecodeConfig (penalties, max_length...); default the run's config.decode.
+
+  Returns:
+    The path of the written version directory.
+  """
+  run = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
+  if not model_name or os.sep in model_name or model_name.startswith("."):
+    raise ExportError(f"Received model_name={model_name!r}; expected a plain directory name "
+                      "such as 'nmt'.")
+  if not (isinstance(max_source_length, int) and max_source_length > 0):
+    raise ExportError(f"Received max_source_length={max_source_length!r}; expected a "
+                      "positive integer.")
+  model, config, src_tok, tgt_tok = run.load_model(checkpoint)
+  decode_config = decode_config or config.decode
+  beam_size = beam_size or decode_config.beam_size
+  nbest = nbest or beam_size
+  if nbest > beam_size:
+    raise ExportError(f"Received nbest={nbest} > beam_size={beam_size}; lower nbest or raise "
+                      "the beam size.")
+  model_dir = os.path.join(export_dir or run.export_dir, model_name)
+  version = next_version(model_dir) if version is None else version
+  if not (isinstance(version, int) and version > 0):
+    raise ExportError(f"Received version={version!r}; expected a positive integer.")
+  path = os.path.join(model_dir, str(version))
+  if os.path.exists(path):
+    raise ExportError(f"{path} already exists; pass another version or leave it unset to "
+                      "use the next free one.")
+
+  translator = Translator(model, src_tok, tgt_tok, decode_config, max_source_length,
+                          reverse_source=config.pipeline.reverse_source)
+  module = ServingModule(translator, beam_size, nbest)
+  tmp = os.path.join(model_dir, f".tmp-{version}")
+  shutil.rmtree(tmp, ignore_errors=True)
+  signatures = {name: fn.get_concrete_function() for name, fn in module.signatures().items()}
+  tf.saved_model.save(saved_root(module, signatures.values()), tmp, signatures=signatures)
+  check_forbidden_ops(tmp)
+  metadata = {
+      "run_dir": run.path, "checkpoint": run.checkpoint_path(checkpoint),
+      "model_name": model_name, "version": version, "beam_size": beam_size, "nbest": nbest,
+      "max_source_length": max_source_length, "decode": dataclasses.asdict(decode_config),
+      "model": config.model.to_dict(), "tokenizer": src_tok.kind,
+  }
+  os.makedirs(os.path.join(tmp, "assets.extra"), exist_ok=True)
+  with open(os.path.join(tmp, "assets.extra", METADATA_FILE), "w", encoding="utf-8") as f:
+    json.dump(metadata, f, indent=2, sort_keys=True)
+  os.replace(tmp, path)  # atomic: TF Serving only picks up complete versions
+  return path

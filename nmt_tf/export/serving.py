@@ -1,0 +1,141 @@
+"""The tf.Module whose signatures TF Serving runs: raw strings in, translations out.
+
+Three signatures, all string-in and tokenized inside the graph (docs/EXPORT.md):
+  serving_default  greedy search (Translator.translate with beam_size=1);
+  beam_search      beam search with the beam size and n-best size fixed at export;
+  score            log P(y | x) of given (source, target) pairs, teacher-forced (Eq. 2 of
+                   equations.md: sum_t log p(y_t | y_<t, x), EOS included).
+
+Guarding the server: every input is transcoded UTF-8 -> UTF-8 with invalid bytes replaced by
+U+FFFD before tokenizing; sources longer than `max_source_length` tokens are cut (flag
+`truncated`); an input with no token (empty or blank) gets an empty translation with
+log_prob 0 and length 0.
+"""
+
+import tensorflow as tf
+
+from nmt_tf import special_tokens
+from nmt_tf.training.losses import token_nll
+
+SIGNATURES = ("serving_default", "beam_search", "score")
+_TEXT = tf.TensorSpec([None], tf.string, name="text")
+_SOURCE = tf.TensorSpec([None], tf.string, name="source")
+_TARGET = tf.TensorSpec([None], tf.string, name="target")
+
+
+def clean_text(text):
+  """tf.string [batch] -> [batch] valid UTF-8 (invalid bytes -> U+FFFD), so tokenizers and
+  detokenizers never see malformed input."""
+  return tf.strings.unicode_transcode(text, input_encoding="UTF-8", output_encoding="UTF-8",
+                                      errors="replace", replacement_char=0xFFFD)
+
+
+class ServingModule(tf.Module):
+  """Serving signatures over a Translator (nmt_tf/inference/translator.py).
+
+  Args:
+    translator: a Translator; its model, tokenizers and decode config are exported.
+    beam_size: beam of the `beam_search` signature (python int >= 1).
+    nbest: hypotheses returned by `beam_search` (1 <= nbest <= beam_size).
+  """
+
+  def __init__(self, translator, beam_size, nbest, name=None):
+    super().__init__(name=name)
+    if not (isinstance(beam_size, int) and beam_size >= 1):
+      raise ValueError(f"Received beam_size={beam_size!r}; expected a positive integer.")
+    if not (isinstance(nbest, int) and 1 <= nbest <= beam_size):
+      raise ValueError(f"Received nbest={nbest!r}; expected an integer in [1, "
+                       f"beam_size={beam_size}].")
+    self.translator = translator
+    self.beam_size = beam_size
+    self.nbest = nbest
+    self.max_target_length = translator.decode_config.max_length
+
+  def greedy(self, text):
+    """text [batch] -> dict (see docs/EXPORT.md): translation [batch], log_prob [batch],
+    source_tokens [batch, src_len], source_length [batch], target_tokens [batch, tgt_len],
+    target_length [batch], alignment [batch, tgt_len, src_len], truncated [batch]."""
+    result = self.translator.translate(clean_text(text), beam_size=1, nbest=1)
+    outputs = self._outputs(result)
+    for key in ("translation", "log_prob", "target_tokens", "target_length", "alignment"):
+      outputs[key] = outputs[key][:, 0]  # drop the n-best axis of size 1
+    del outputs["score"]  # equal to log_prob without a beam
+    return outputs
+
+  def beam(self, text):
+    """text [batch] -> dict: as `greedy` with an n-best axis after the batch axis
+    (translation [batch, nbest], log_prob, score [batch, nbest], target_tokens
+    [batch, nbest, tgt_len], target_length, alignment [batch, nbest, tgt_len, src_len]),
+    sorted by decreasing score; missing hypotheses have score -inf and length 0."""
+    result = self.translator.translate(clean_text(text), beam_size=self.beam_size,
+                                       nbest=self.nbest)
+    return self._outputs(result)
+
+  def score(self, source, target):
+    """(source [batch], target [batch]) -> dict: log_prob [batch] = log P(target | source),
+    token_log_prob [batch, tgt_len] (EOS last, 0 after), target_length [batch] (EOS
+    included), truncated [batch] (source or target cut)."""
+    translator = self.translator
+    source_ids, source_cut = translator.source_ids(clean_text(source))  # [batch, src_len]
+    tokens = translator.target_tokenizer.tokenize(clean_text(target))  # [batch, (len)]
+    keep = self.max_target_length - 1  # EOS takes the last decoder step
+    target_cut = tokens.row_lengths() > keep  # [batch]
+    tokens = tokens[:, :keep]  # [batch, (<= keep)]
+    column = tf.ones([tokens.nrows(), 1], tf.int32)  # [batch, 1]
+    target_in = tf.concat([column * special_tokens.BOS_ID, tokens], axis=1).to_tensor()
+    target_out = tf.concat([tokens, column * special_tokens.EOS_ID], axis=1).to_tensor()
+    logits = translator.model({"source": source_ids, "target_in": target_in},
+                              training=False)["logits"]  # [batch, tgt_len, vocab]
+    token_log_prob = -token_nll(logits, target_out)  # [batch, tgt_len]
+    return {
+        "log_prob": tf.reduce_sum(token_log_prob, axis=1),
+        "token_log_prob": token_log_prob,
+        "target_length": tf.reduce_sum(tf.cast(target_out != 0, tf.int32), axis=1),
+        "truncated": tf.logical_or(source_cut, target_cut),
+    }
+
+  def signatures(self):
+    """{signature name: concrete function} for tf.saved_model.save.
+
+    The tf.functions are not attributes of the module: tf.saved_model.save would trace every
+    tracked tf.function again (beam search takes seconds to trace).
+    """
+    return {
+        "serving_default": tf.function(self.greedy, input_signature=[_TEXT]),
+        "beam_search": tf.function(self.beam, input_signature=[_TEXT]),
+        "score": tf.function(self.score, input_signature=[_SOURCE, _TARGET]),
+    }
+
+  def _outputs(self, result):
+    """Translator.translate's dict -> the serving outputs with an n-best axis.
+
+    Inputs without any token get empty outputs; token strings and alignments are cut to the
+    longest hypothesis of the batch and padded with "" and 0.
+    """
+    source = result["source"]  # [batch, src_len]
+    source_mask = source != special_tokens.PAD_ID
+    source_length = tf.reduce_sum(tf.cast(source_mask, tf.int32), axis=1)  # [batch]
+    empty = source_length <= 1  # only EOS: no token in the input
+    empty_n = tf.broadcast_to(empty[:, None], tf.shape(result["lengths"]))  # [batch, nbest]
+    lengths = tf.where(empty_n, 0, result["lengths"])  # [batch, nbest]
+    width = tf.maximum(tf.reduce_max(lengths), 0)  # reduce_max of an empty batch is -inf
+    ids = result["ids"][:, :, :width]  # [batch, nbest, width]
+    target_mask = tf.range(width)[None, None, :] < lengths[:, :, None]
+    alignment = result["attention"][:, :, :width, :]  # [batch, nbest, width, src_len]
+    alignment *= tf.cast(target_mask, alignment.dtype)[..., None]
+    # An empty input has one hypothesis, the empty one (log_prob 0); the rest are missing.
+    first = tf.range(tf.shape(lengths)[1])[None, :] == 0  # [1, nbest]
+    empty_value = tf.where(first, 0.0, float("-inf")) * tf.ones_like(result["log_probs"])
+    return {
+        "translation": tf.where(empty_n, "", result["translation"]),
+        "log_prob": tf.where(empty_n, empty_value, result["log_probs"]),
+        "score": tf.where(empty_n, empty_value, result["scores"]),
+        "source_tokens": tf.where(
+            source_mask, self.translator.source_tokenizer.id_to_token(source), ""),
+        "source_length": source_length,
+        "target_tokens": tf.where(
+            target_mask, self.translator.target_tokenizer.id_to_token(ids), ""),
+        "target_length": lengths,
+        "alignment": alignment,
+        "truncated": result["truncated"],
+    }

@@ -1,0 +1,95 @@
+"""Word alignments and UNK replacement read off the attention weights.
+
+* Soft alignment: the attention matrix alpha [target tokens, source tokens] itself
+  (Bahdanau et al. 2015, Sec. 5.2.1 and Fig. 3).
+* Hard alignment: each target token is linked to its most-attended source token,
+  j -> argmax_i alpha[j, i], written in the Pharaoh format `i-j` (source index - target
+  index, 0-based, EOS tokens excluded); a target token whose argmax is the source EOS gets
+  no link.
+* UNK replacement (Luong et al. 2015, "Addressing the rare word problem", here with the
+  attention as the alignment model, as in Jean et al. 2015): every UNK emitted is replaced
+  by the source word it attends to most (argmax over the real source words, EOS excluded).
+"""
+
+import json
+
+import numpy as np
+
+from nmt_tf import special_tokens
+from nmt_tf.data import WordTokenizer
+from nmt_tf.data.word_tokenizer import split_words
+
+
+def source_tokens(tokenizer, text, num_real):
+  """The `num_real` first source tokens of `text` as strings, then EOS.
+
+  For word vocabularies these are the words as written (also those out of the vocabulary,
+  which UNK replacement copies); otherwise the tokenizer's pieces.
+  """
+  if isinstance(tokenizer, WordTokenizer):
+    words = split_words(text, tokenizer.split_punctuation)[:num_real]
+  else:
+    ids = tokenizer.encode(text)[:num_real]
+    words = [t.decode("utf-8") for t in tokenizer.id_to_token(np.asarray(ids, np.int32))
+             .numpy().tolist()] if ids else []
+  return words + [special_tokens.EOS]
+
+
+def target_tokens(tokenizer, ids):
+  """Target ids (EOS included) -> token strings."""
+  return [t.decode("utf-8") for t in tokenizer.id_to_token(np.asarray(ids, np.int32))
+          .numpy().tolist()]
+
+
+def hard_alignment(attention):
+  """Pharaoh links of attention [tgt_len, src_len] (both ending in EOS).
+
+  Returns:
+    list of (source index, target index) pairs, sorted by target index.
+  """
+  attention = np.asarray(attention)
+  src_eos, links = attention.shape[1] - 1, []
+  for j in range(attention.shape[0] - 1):  # the last row emits EOS
+    i = int(np.argmax(attention[j]))
+    if i != src_eos:
+      links.append((i, j))
+  return links
+
+
+def pharaoh(links):
+  """[(i, j), ...] -> "i-j i-j ..."."""
+  return " ".join(f"{i}-{j}" for i, j in links)
+
+
+def soft_alignment(attention, src_tokens, tgt_tokens, decimals=4):
+  """A JSON-ready dict: source tokens, target tokens and the attention rows."""
+  matrix = np.round(np.asarray(attention, np.float64), decimals)
+  return {"source_tokens": list(src_tokens), "target_tokens": list(tgt_tokens),
+          "attention": matrix.tolist()}
+
+
+def soft_alignment_json(attention, src_tokens, tgt_tokens):
+  return json.dumps(soft_alignment(attention, src_tokens, tgt_tokens), ensure_ascii=False)
+
+
+def replace_unknowns(tgt_tokens, tgt_ids, attention, src_tokens):
+  """Target tokens with every UNK replaced by its most-attended real source word.
+
+  Args:
+    tgt_tokens: target token strings (EOS included or not).
+    tgt_ids: target ids, aligned with tgt_tokens.
+    attention: [tgt_len, src_len] with src_len = len(src_tokens) (EOS last).
+    src_tokens: source words then EOS (see `source_tokens`).
+
+  Returns:
+    list of token strings (same length as tgt_tokens).
+  """
+  attention = np.asarray(attention)
+  num_real = len(src_tokens) - 1
+  out = list(tgt_tokens)
+  if num_real <= 0:
+    return out
+  for j, token_id in enumerate(tgt_ids):
+    if token_id == special_tokens.UNK_ID:
+      out[j] = src_tokens[int(np.argmax(attention[j, :num_real]))]
+  return out

@@ -1,0 +1,137 @@
+"""Fault-tolerant checkpoints: atomic saves, corrupt-checkpoint fallback, best-BLEU copy.
+
+A save writes `ckpt-N.data-*` and `ckpt-N.index` first and only then replaces the small
+`checkpoint` state file (write to a temporary file + rename), so a process killed at any moment
+leaves the state file pointing at the previous complete checkpoint. Restoring verifies the
+checkpoint (tensor checksums are checked while reading, and every object of the training state
+must be matched); a corrupt or partial checkpoint is renamed to `ckpt-N.corrupt-*`, reported,
+and the previous one is tried.
+"""
+
+import glob
+import os
+import shutil
+
+from absl import logging
+import tensorflow as tf
+
+from nmt_tf.training.errors import TrainingError
+
+
+class CheckpointKeeper:
+  """The `checkpoints/` (full state) and `best/` (model only) directories of a run.
+
+  Args:
+    checkpoint: tf.train.Checkpoint of the whole training state.
+    model_checkpoint: tf.train.Checkpoint(model=...) for best/.
+    checkpoint_dir, best_dir: the run's directories.
+    keep: checkpoints kept in checkpoint_dir.
+    scratch_dir: where a non-chief worker saves (then deletes); None for the chief.
+  """
+
+  def __init__(self, checkpoint, model_checkpoint, checkpoint_dir, best_dir, keep=3,
+               scratch_dir=None):
+    self.checkpoint = checkpoint
+    self.model_checkpoint = model_checkpoint
+    self.checkpoint_dir = checkpoint_dir
+    self.best_dir = best_dir
+    self.scratch_dir = scratch_dir
+    self.keep = keep
+    self._manager = self._best_manager = None
+
+  def _managers(self):
+    """CheckpointManagers, made after restore_latest so that they see its quarantines."""
+    if self._manager is None:
+      own = self.scratch_dir
+      self._manager = tf.train.CheckpointManager(
+          self.checkpoint, self.checkpoint_dir if own is None else
+          os.path.join(own, "checkpoints"), self.keep)
+      self._best_manager = tf.train.CheckpointManager(
+          self.model_checkpoint, self.best_dir if own is None else os.path.join(own, "best"), 1)
+    return self._manager, self._best_manager
+
+  def restore_latest(self, report=print):
+    """Restores the newest usable checkpoint of checkpoint_dir.
+
+    Args:
+      report: called with a one-line message for each corrupt checkpoint skipped.
+
+    Returns:
+      The restored path, or None when there is none (a fresh run).
+    """
+    state = tf.train.get_checkpoint_state(self.checkpoint_dir)
+    if state is None:
+      return None
+    candidates = list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
+    if state.model_checkpoint_path not in candidates:
+      candidates.append(state.model_checkpoint_path)
+    for path in reversed(candidates):
+      path = path if os.path.isabs(path) else os.path.join(self.checkpoint_dir, path)
+      try:
+        _verify(path)  # before restore(): a failed restore leaves deferred restorations behind
+        status = self.checkpoint.restore(path)
+        status.assert_existing_objects_matched()
+        return path
+      except (tf.errors.OpError, AssertionError, ValueError) as error:
+        reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else \
+            type(error).__name__
+        logging.warning("Checkpoint %s is corrupt or partial (%s: %s); trying the previous "
+                        "one.", path, type(error).__name__, reason)
+        report(f"WARNING: checkpoint {path} is corrupt or partial ({type(error).__name__}); "
+               "using the previous one.")
+        if self.scratch_dir is None:
+          _quarantine(path)
+    raise TrainingError(f"Every checkpoint in {self.checkpoint_dir} is corrupt or partial; move "
+                        "the directory away to start afresh, or pass a new --run_dir.")
+
+  def save(self, step):
+    """Saves the training state as ckpt-<step>; returns the path written by the chief."""
+    path = self._managers()[0].save(checkpoint_number=step)
+    if self.scratch_dir is not None:
+      shutil.rmtree(os.path.join(self.scratch_dir, "checkpoints"), ignore_errors=True)
+      return None
+    return path
+
+  def save_best(self, step):
+    """Saves the model alone into best/ (the previous best is removed after the new save)."""
+    path = self._managers()[1].save(checkpoint_number=step)
+    if self.scratch_dir is not None:
+      shutil.rmtree(os.path.join(self.scratch_dir, "best"), ignore_errors=True)
+      return None
+    return path
+
+  @property
+  def latest(self):
+    return tf.train.latest_checkpoint(self.checkpoint_dir)
+
+  @property
+  def best(self):
+    return tf.train.latest_checkpoint(self.best_dir)
+
+
+def _verify(path):
+  """Reads every tensor of checkpoint `path` (checksums are checked while reading)."""
+  reader = tf.train.load_checkpoint(path)
+  for name in reader.get_variable_to_shape_map():
+    reader.get_tensor(name)
+
+
+def _quarantine(path):
+  """Renames ckpt-N.* to ckpt-N.corrupt.* and drops it from the state file."""
+  for name in glob.glob(glob.escape(path) + ".*"):
+    suffix = name[len(path):]
+    try:
+      os.replace(name, f"{path}.corrupt{suffix}")
+    except OSError:
+      pass
+  directory = os.path.dirname(path)
+  state = tf.train.get_checkpoint_state(directory)
+  if state is None:
+    return
+  def _full(p):
+    return p if os.path.isabs(p) else os.path.join(directory, p)
+  remaining = [p for p in state.all_model_checkpoint_paths if _full(p) != path]
+  if remaining:
+    tf.compat.v1.train.update_checkpoint_state(directory, remaining[-1], remaining)
+  else:
+    os.remove(os.path.join(directory, "checkpoint"))

@@ -1,0 +1,212 @@
+"""The training loop: `Trainer(config, run_dir).train()` or `train(config, run_dir)`.
+
+Each step runs `TrainStep` (one tf.function, distributed by the config's strategy); every
+`log_every` steps the scalars go to TensorBoard, every `eval_every` steps `Validator` computes
+loss, perplexity and greedy BLEU (best BLEU -> run_dir/best, early stopping on `patience`), and
+every `checkpoint_every` steps the whole state (model, optimizer, step, data position, REINFORCE
+baseline, best BLEU, patience counter) is saved atomically. Running the same command again
+resumes from the newest usable checkpoint (see checkpoints.py, data_order.py).
+"""
+
+import contextlib
+import math
+import os
+import time
+
+import keras
+import tensorflow as tf
+
+from nmt_tf.experiment import ExperimentConfig, RunDir
+from nmt_tf.experiment.run_dir import write_json
+from nmt_tf.models import Seq2Seq
+from nmt_tf.training import distribution
+from nmt_tf.training.checkpoints import CheckpointKeeper
+from nmt_tf.training.data_order import BatchOrder
+from nmt_tf.training.errors import TrainingError
+from nmt_tf.training.progress import ProgressPrinter
+from nmt_tf.training.schedules import learning_rate_schedule
+from nmt_tf.training.summaries import Summaries
+from nmt_tf.training.train_step import TrainStep
+from nmt_tf.training.validation import Validator
+
+
+@contextlib.contextmanager
+def dtype_policy(name):
+  """Sets the Keras global dtype policy while the model is built, then restores it."""
+  previous = keras.mixed_precision.global_policy()
+  keras.mixed_precision.set_global_policy(name)
+  try:
+    yield
+  finally:
+    keras.mixed_precision.set_global_policy(previous)
+
+
+def _read(variable):
+  """The host value of a (possibly mirrored) scalar variable."""
+  return variable.read_value().numpy()
+
+
+class Trainer:
+  """Trains one run directory (see module docstring).
+
+  Args:
+    config: ExperimentConfig, or an ml_collections ConfigDict / dict (validated here).
+    run_dir: the run directory (created, or reopened to resume).
+    corpus: optional preloaded corpus splits (default: loaded from config.data).
+    stream: console stream of the progress line (default sys.stdout).
+    stop_after: test hook: return after this many steps without a final save, like a kill.
+    nan_at_step: test hook: the loss becomes NaN at this (0-based) step.
+  """
+
+  def __init__(self, config, run_dir, corpus=None, stream=None, stop_after=None,
+               nan_at_step=None):
+    if not isinstance(config, ExperimentConfig):
+      config = ExperimentConfig.from_dict(config)
+    train_cfg = config.train
+    self.strategy = distribution.make_strategy(train_cfg.strategy)
+    self.worker = distribution.worker_info(train_cfg.strategy)
+    self.run_dir = RunDir(run_dir)
+    if not self.worker.is_chief:
+      distribution.barrier(self.strategy)  # the chief prepares the run directory first
+    self.config, self.corpus, self.src_tok, self.tgt_tok = self.run_dir.prepare(config, corpus)
+    if self.worker.is_chief and self.worker.num_workers > 1:
+      distribution.barrier(self.strategy)
+    self.stop_after = stop_after
+    self.stream = stream
+    keras.utils.set_random_seed(train_cfg.seed)
+    with self.strategy.scope():
+      with dtype_policy(train_cfg.precision):
+        self.model = Seq2Seq(self.config.model)
+        self.model.build_with_dummy_batch()
+      optimizer = keras.optimizers.Adam(learning_rate=learning_rate_schedule(train_cfg))
+      if train_cfg.precision == "mixed_float16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+      optimizer.build(self.model.trainable_variables)
+      self.optimizer = optimizer
+      self.state = {name: tf.Variable(0, dtype=tf.int64, trainable=False, name=name)
+                    for name in ("step", "epoch", "batch_in_epoch", "bad_evals")}
+      self.state["best_bleu"] = tf.Variable(-1.0, trainable=False, name="best_bleu")
+      self.baseline = tf.Variable(0.0, trainable=False, name="reinforce_baseline")
+      self.baseline_steps = tf.Variable(0.0, trainable=False, name="reinforce_baseline_steps")
+      checkpoint = tf.train.Checkpoint(model=self.model, optimizer=optimizer,
+                                       reinforce_baseline=self.baseline,
+                                       reinforce_baseline_steps=self.baseline_steps,
+                                       **self.state)
+    scratch = None if self.worker.is_chief else os.path.join(
+        self.run_dir.path, ".workers", f"worker_{self.worker.index}")
+    self.keeper = CheckpointKeeper(checkpoint, tf.train.Checkpoint(model=self.model),
+                                   self.run_dir.checkpoint_dir, self.run_dir.best_dir,
+                                   train_cfg.keep_checkpoints, scratch_dir=scratch)
+    self.train_step = TrainStep(self.model, optimizer, self.strategy, train_cfg, self.baseline,
+                                self.baseline_steps,
+                                hard_attention=self.config.model.attention_mode == "hard",
+                                nan_at_step=nan_at_step)
+
+  def train(self):
+    """Trains to config.train.steps (or early stopping); returns the summary dict."""
+    cfg = self.config.train
+    start = time.time()
+    progress = ProgressPrinter(cfg.steps, cfg.log_every, self.stream)
+    restored = self.keeper.restore_latest(progress.message)
+    step = int(_read(self.state["step"]))
+    if restored:
+      progress.message(f"Resumed from {restored} at step {step}.")
+    summaries = Summaries(self.run_dir.tensorboard_dir if self.worker.is_chief else None)
+    summaries.config(self.config, step)
+    validator = Validator(self.model, self.src_tok, self.tgt_tok, self.corpus["valid"],
+                          self.config)
+    order = BatchOrder(self.corpus["train"], self.src_tok, self.tgt_tok, self.config.pipeline,
+                       self.worker.num_workers, self.worker.index)
+    epoch, consumed = int(_read(self.state["epoch"])), int(_read(self.state["batch_in_epoch"]))
+    reason, last_result = "completed", None
+    window_tokens, window_start = 0.0, time.time()
+    try:
+      while step < cfg.steps and reason == "completed":
+        dataset = self.strategy.experimental_distribute_dataset(order.epoch(epoch, consumed))
+        seen = 0
+        for batch in dataset:
+          out = self.train_step(batch)
+          loss = float(out["loss"])
+          step, consumed, seen = step + 1, consumed + 1, seen + 1
+          if not math.isfinite(loss):
+            raise TrainingError(
+                f"Non-finite loss ({loss}) at step {step}; training stopped without saving it. "
+                f"The last good checkpoint is {self.keeper.latest}; lower "
+                "train.learning_rate, raise train.warmup_steps, set train.clip_norm or use "
+                "train.precision='float32'.")
+          window_tokens += float(out["tokens"])
+          elapsed = max(time.time() - window_start, 1e-6)
+          progress.update(step, loss, window_tokens / elapsed)
+          if step % cfg.log_every == 0:
+            summaries.scalars({
+                "loss": loss, "perplexity": math.exp(min(loss, 50.0)),
+                "learning_rate": float(out["learning_rate"]),
+                "grad_norm": float(out["grad_norm"]),
+                "tokens_per_sec": window_tokens / elapsed}, step, "train")
+            window_tokens, window_start = 0.0, time.time()
+          if step % cfg.eval_every == 0 or step == cfg.steps:
+            last_result = self._validate(validator, summaries, progress, step)
+            if cfg.patience and int(_read(self.state["bad_evals"])) >= cfg.patience:
+              reason = "early_stopping"
+          if self.stop_after is not None and step >= self.stop_after:
+            return self._summary("stop_after", step, start, last_result)
+          if (step % cfg.checkpoint_every == 0 or step == cfg.steps
+              or reason != "completed"):
+            self._save(step, epoch, consumed)
+          if step >= cfg.steps or reason != "completed":
+            break
+        else:
+          if seen == 0 and consumed == 0:
+            raise TrainingError("The training split gives no batch for this worker; give "
+                                "the corpus more sentences or use fewer workers.")
+          epoch, consumed = epoch + 1, 0
+    finally:
+      progress.close()
+      summaries.close()
+    if reason == "early_stopping":
+      progress.message(f"Early stopping at step {step}: no BLEU gain in {cfg.patience} "
+                       "validations.")
+    return self._summary(reason, step, start, last_result)
+
+  def _validate(self, validator, summaries, progress, step):
+    result = validator.run()
+    summaries.validation(result, step)
+    best = float(_read(self.state["best_bleu"]))
+    if result.bleu > best:
+      self.state["best_bleu"].assign(result.bleu)
+      self.state["bad_evals"].assign(0)
+      self.keeper.save_best(step)
+      mark = " (new best)"
+    else:
+      self.state["bad_evals"].assign_add(1)
+      mark = f" (best {best:.2f})"
+    progress.message(f"validation at step {step}: loss {result.loss:.4f}  perplexity "
+                     f"{result.perplexity:.2f}  BLEU {result.bleu:.2f}{mark}")
+    return result
+
+  def _save(self, step, epoch, consumed):
+    self.state["step"].assign(step)
+    self.state["epoch"].assign(epoch)
+    self.state["batch_in_epoch"].assign(consumed)
+    self.keeper.save(step)
+
+  def _summary(self, reason, step, start, result):
+    summary = {
+        "steps": step,
+        "best_bleu": float(_read(self.state["best_bleu"])),
+        "wall_time": time.time() - start,
+        "checkpoint": self.keeper.latest,
+        "best_checkpoint": self.keeper.best,
+        "stopped": reason,
+        "last_validation": None if result is None else {
+            "loss": result.loss, "perplexity": result.perplexity, "bleu": result.bleu},
+    }
+    if self.worker.is_chief and reason != "stop_after":
+      write_json(os.path.join(self.run_dir.path, "train_summary.json"), summary)
+    return summary
+
+
+def train(config, run_dir, **kwargs):
+  """Trains `config` in `run_dir`; returns the summary dict (steps, best_bleu, wall_time,
+  checkpoint, best_checkpoint, stopped, last_validation). kwargs go to Trainer."""
+  return Trainer(config, run_dir, **kwargs).train()

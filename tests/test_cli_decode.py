@@ -1,0 +1,280 @@
+"""translate / evaluate / score / average commands on a tiny untrained run."""
+
+import contextlib
+import io
+import json
+import os
+import re
+import sys
+import tempfile
+
+from absl import flags
+from absl.testing import flagsaver
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from nmt_tf import cli
+from nmt_tf.cli import average as average_cli
+from nmt_tf.cli import evaluate as evaluate_cli
+from nmt_tf.cli import score as score_cli
+from nmt_tf.cli import translate as translate_cli
+from nmt_tf.experiment import RunDir
+from nmt_tf.special_tokens import UNK_ID
+from tests.run_fixtures import make_tiny_run
+
+FLAGS = flags.FLAGS
+cli.commands()  # imports every command module, as run.py does, so all flags are defined
+
+
+def run_command(module, stdin=None, **flag_values):
+  """Runs module.run([]) with flags set; returns (exit code, stdout, stderr)."""
+  if not FLAGS.is_parsed():
+    FLAGS.mark_as_parsed()
+  # Fixed initializer seed: weights the checkpoint does not hold (see the report on
+  # list/dict-held Keras 3 weights) are then the same in every load.
+  keras.utils.set_random_seed(1234)
+  out, err = io.StringIO(), io.StringIO()
+  old_stdin = sys.stdin
+  sys.stdin = io.StringIO(stdin or "")
+  try:
+    with flagsaver.flagsaver(**flag_values), contextlib.redirect_stdout(out), \
+        contextlib.redirect_stderr(err):
+      code = module.run([])
+  finally:
+    sys.stdin = old_stdin
+  return code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.slow  # ~3 min on 2 busy cores: every command loads the run and traces anew
+class DecodeCommandsTest(tf.test.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.tmp = tempfile.mkdtemp()
+    cls.run_path = os.path.join(cls.tmp, "run")
+    cls.tiny_run, cls.config, corpus = make_tiny_run(cls.run_path)
+    cls.sources = list(corpus["valid"].sources[:4])
+    cls.references = list(corpus["valid"].targets[:4])
+    cls.lines = cls.sources[:2] + [""] + [cls.sources[2] + " zzqq " + cls.sources[3]]
+    cls.src_file = cls.write("src.txt", cls.lines)
+    cls.common = dict(run_dir=cls.run_path, beam_size=2, decode_batch_size=2)
+
+  @classmethod
+  def write(cls, name, lines):
+    path = os.path.join(cls.tmp, name)
+    with open(path, "w", encoding="utf-8") as f:
+      f.writelines(line + "\n" for line in lines)
+    return path
+
+  def translate(self, **flag_values):
+    code, out, err = run_command(translate_cli, **{**self.common,
+                                                   "input_file": self.src_file, **flag_values})
+    self.assertEqual(code, 0, err)
+    return out.splitlines(), err
+
+  def test_plain_empty_and_cut_lines(self):
+    out, err = self.translate(max_input_tokens=6)
+    self.assertLen(out, len(self.lines))
+    self.assertEqual(out[2], "")
+    self.assertTrue(all(out[i] for i in (0, 1, 3)))
+    self.assertRegex(err, r"line 4 has \d+ tokens; cut to the first 6")
+    self.assertNotIn("line 1 ", err)
+
+  def test_stdin_matches_file(self):
+    code, out, err = run_command(translate_cli, stdin="\n".join(self.lines) + "\n",
+                                 **self.common, input_file="-")
+    self.assertEqual(code, 0, err)
+    self.assertEqual(out.splitlines(), self.translate()[0])
+
+  def test_nbest_format(self):
+    out, _ = self.translate(nbest=2)
+    pattern = re.compile(r"^(\d+) \|\|\| (.*) \|\|\| (-?\d+\.\d+) \|\|\| (-?\d+\.\d+)$")
+    rows = [pattern.match(line) for line in out]
+    self.assertTrue(all(rows), out)
+    by_sentence = {}
+    for m in rows:
+      by_sentence.setdefault(int(m.group(1)), []).append(float(m.group(3)))
+    self.assertEqual(sorted(by_sentence), [0, 1, 2, 3])
+    self.assertLen(by_sentence[2], 1)  # the empty line
+    for i in (0, 1, 3):
+      self.assertLen(by_sentence[i], 2)
+      self.assertGreaterEqual(by_sentence[i][0], by_sentence[i][1])
+
+  def test_alignments(self):
+    hard, _ = self.translate(alignments="hard")
+    soft, _ = self.translate(alignments="soft")
+    self.assertLen(hard, len(self.lines))
+    self.assertLen(soft, len(self.lines))
+    for h, s in zip(hard, soft):
+      text, links = h.split(" ||| ")
+      record = json.loads(s)
+      self.assertEqual(record["translation"], text)
+      attention = np.array(record["attention"])
+      if not text:
+        self.assertEqual(links, "")
+        continue
+      self.assertEqual(attention.shape, (len(record["target_tokens"]),
+                                         len(record["source_tokens"])))
+      self.assertAllClose(attention.sum(axis=1), np.ones(len(attention)), atol=1e-3)
+      self.assertEqual(record["target_tokens"][-1], "</s>")
+      self.assertEqual(record["source_tokens"][-1], "</s>")
+      # The JSON rounds weights to 4 decimals, so near-ties of an untrained model may round to
+      # equal values: a link may point at any position within rounding of the row's maximum.
+      eos = attention.shape[1] - 1
+      linked = {}
+      for link in links.split():
+        i, j = map(int, link.split("-"))
+        self.assertNotIn(j, linked)
+        linked[j] = i
+      for j, row in enumerate(attention[:-1]):
+        best = _near_argmax(row)
+        if j in linked:
+          self.assertIn(linked[j], best)
+          self.assertNotEqual(linked[j], eos)
+        else:
+          self.assertIn(eos, best)  # unlinked: the most-attended position is EOS
+
+  def test_unk_replacement(self):
+    # A checkpoint whose output layer prefers UNK: every token but the forced EOS is UNK.
+    model, _, _, _ = self.tiny_run.load_model()
+    bias = model.decoder.output_layer.output_bias
+    bias.assign(tf.tensor_scatter_nd_update(bias, [[UNK_ID]], [50.0]))
+    checkpoint = tf.train.Checkpoint(model=model)
+    _ = checkpoint.save_counter  # RunDir.load_model expects it in the checkpoint
+    prefix = checkpoint.write(os.path.join(self.tmp, "unk", "ckpt"))
+    plain, _ = self.translate(checkpoint=prefix, beam_size=1, alignments="soft")
+    replaced, _ = self.translate(checkpoint=prefix, beam_size=1, alignments="soft",
+                                 replace_unk=True)
+    self.assertIn("<unk>", json.loads(plain[0])["translation"])
+    for line in replaced:
+      record = json.loads(line)
+      if not record["translation"]:
+        continue
+      self.assertNotIn("<unk>", record["translation"])
+      attention = np.array(record["attention"])
+      words = record["source_tokens"][:-1]
+      output = record["translation"].split()
+      self.assertLen(output, len(attention) - 1)
+      for word, row in zip(output, attention[:-1]):
+        self.assertIn(word, {words[i] for i in _near_argmax(row[:len(words)])})
+    self.assertIn("zzqq", json.loads(replaced[3])["source_tokens"])  # OOV words are copied
+
+  def test_ensemble(self):
+    ckpts = [self.tiny_run.checkpoint_path("last"), self.tiny_run.checkpoint_path("best")]
+    out, _ = self.translate(checkpoints=ckpts)
+    self.assertLen(out, len(self.lines))
+    other = os.path.join(self.tmp, "other")
+    make_tiny_run(other, seed=1, decoder="rnnsearch")
+    out, _ = self.translate(checkpoints=[ckpts[0], other])  # same vocab, other model
+    self.assertLen(out, len(self.lines))
+
+  def test_bad_input_file(self):
+    code, out, err = run_command(translate_cli, **self.common,
+                                 input_file=os.path.join(self.tmp, "missing.txt"))
+    self.assertEqual(code, 1)
+    self.assertEqual(out, "")
+    self.assertIn("missing.txt", err)
+    self.assertIn("file not found", err)
+
+  def test_evaluate(self):
+    ref_file = self.write("ref.txt", self.references)
+    src_file = self.write("eval_src.txt", self.sources)
+    eval_dir = os.path.join(self.tmp, "eval")
+    code, out, err = run_command(evaluate_cli, **self.common, source_file=src_file,
+                                 reference_file=ref_file, eval_dir=eval_dir,
+                                 plot_sentences=["0", "3", "99"], length_bucket_width=4)
+    self.assertEqual(code, 0, err)
+    self.assertIn("BLEU  = ", out)
+    self.assertIn("nrefs:1", out)
+    with open(os.path.join(eval_dir, "report.json"), encoding="utf-8") as f:
+      report = json.load(f)
+    self.assertEqual(report["sentences"], 4)
+    self.assertIn("nrefs:1", report["chrf_signature"])
+    self.assertEqual(sum(b["sentences"] for b in report["bleu_by_length"]), 4)
+    for name in ("hypotheses.txt", "bleu_by_length.png", "attention_0.png", "attention_3.png"):
+      self.assertTrue(os.path.isfile(os.path.join(eval_dir, name)), name)
+    self.assertFalse(os.path.exists(os.path.join(eval_dir, "attention_99.png")))
+    with open(os.path.join(eval_dir, "bleu_by_length.png"), "rb") as f:
+      self.assertEqual(f.read(4), b"\x89PNG")
+
+  def test_evaluate_default_split(self):
+    code, out, err = run_command(evaluate_cli, **self.common, eval_split="valid",
+                                 plot_sentences=[])
+    self.assertEqual(code, 0, err)
+    with open(os.path.join(self.run_path, "eval", "valid", "report.json")) as f:
+      self.assertEqual(json.load(f)["sentences"],
+                       RunDir(self.run_path).load_config().data.valid_size)
+
+  def test_score(self):
+    tgt_file = self.write("tgt.txt", self.references)
+    src_file = self.write("score_src.txt", self.sources)
+    code, out, err = run_command(score_cli, **self.common, source_file=src_file,
+                                 target_file=tgt_file)
+    self.assertEqual(code, 0, err)
+    rows = [line.split("\t") for line in out.splitlines()]
+    self.assertLen(rows, 4)
+    model, _, _, tgt_tok = self.tiny_run.load_model()
+    del model
+    for (log_prob, tokens, per_token), ref in zip(rows, self.references):
+      self.assertEqual(int(tokens), len(tgt_tok.encode(ref)) + 1)  # + EOS
+      self.assertLess(float(log_prob), 0.0)
+      self.assertAlmostEqual(float(per_token), float(log_prob) / int(tokens), places=4)
+    self.assertIn("perplexity", err)
+    # Forced decoding of the search's own output gives the log-probability it reported.
+    out, _ = self.translate(input_file=src_file, nbest=2)
+    best = {}
+    for line in out:
+      index, text, _, log_prob = line.split(" ||| ")
+      best.setdefault(int(index), (text, float(log_prob)))
+    hyp_file = self.write("hyp.txt", [best[i][0] for i in range(4)])
+    code, out, err = run_command(score_cli, **self.common, source_file=src_file,
+                                 target_file=hyp_file)
+    self.assertEqual(code, 0, err)
+    forced = [float(line.split("\t")[0]) for line in out.splitlines()]
+    self.assertAllClose(forced, [best[i][1] for i in range(4)], atol=2e-3)
+    code, _, err = run_command(score_cli, **self.common, source_file=src_file,
+                               target_file=self.write("short.txt", self.references[:3]))
+    self.assertEqual(code, 1)
+    self.assertIn("expected one translation per source line", err)
+
+  def test_average(self):
+    path = os.path.join(self.tmp, "avg_run")
+    run, _, _ = make_tiny_run(path)
+    model, _, _, _ = run.load_model("last")
+    for variable in model.weights:  # a second checkpoint with other weights
+      variable.assign(variable + 1.0)
+    first = run.checkpoint_path("last")
+    checkpoint = tf.train.Checkpoint(model=model)
+    _ = checkpoint.save_counter  # as in the trainer's checkpoints
+    second = checkpoint.write(os.path.join(run.checkpoint_dir, "ckpt-2"))
+    tf.compat.v1.train.update_checkpoint_state(run.checkpoint_dir, second,
+                                     all_model_checkpoint_paths=[first, second])
+    paths = tf.train.get_checkpoint_state(run.checkpoint_dir).all_model_checkpoint_paths
+    self.assertLen(paths, 2)
+    code, out, err = run_command(average_cli, run_dir=path, average_last=2)
+    self.assertEqual(code, 0, err)
+    output = os.path.join(path, "averaged", "ckpt-avg")
+    self.assertIn(output, out)
+    readers = [tf.train.load_checkpoint(p) for p in list(paths) + [output]]
+    names = [n for n, _ in tf.train.list_variables(output) if n.startswith("model/")]
+    self.assertNotEmpty(names)
+    for name in names:
+      a, b, avg = (r.get_tensor(name) for r in readers)
+      self.assertAllClose(avg, (a + b) / 2, atol=1e-6)
+    run.load_model(output)  # RunDir.load_model reads it
+    code, _, err = run_command(average_cli, run_dir=os.path.join(self.tmp, "nothing"))
+    self.assertEqual(code, 1)
+    self.assertIn("No checkpoint", err)
+
+
+if __name__ == "__main__":
+  tf.test.main()
+
+
+def _near_argmax(row, tolerance=1.5e-4):
+  """Positions whose (4-decimal rounded) weight is within rounding of the row's maximum."""
+  row = np.asarray(row)
+  return set(np.flatnonzero(row >= row.max() - tolerance).tolist())

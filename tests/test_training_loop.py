@@ -1,0 +1,151 @@
+"""Trainer end to end in-process: BLEU rises, resume equals an uninterrupted run, NaN and
+corrupt-checkpoint handling, TensorBoard contents, config presets."""
+
+import dataclasses
+import glob
+import io
+import os
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+
+from nmt_tf.evaluation.alignment_plot import alignment_png
+from nmt_tf.training import Trainer, TrainingError, train
+from nmt_tf.training.schedules import WarmupSchedule
+from tests.training_fixtures import tiny_train_config
+
+
+def _events(run_dir):
+  """{tag: [(step, summary value)]} from the run's TensorBoard event files."""
+  tags = {}
+  for path in glob.glob(os.path.join(run_dir, "tensorboard", "events.*")):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        tags.setdefault(value.tag, []).append((event.step, value))
+  return tags
+
+
+def _scalar(value):
+  return float(tf.make_ndarray(value.tensor)) if value.HasField("tensor") else value.simple_value
+
+
+class TrainingTest(tf.test.TestCase):
+  """One 200-step reference run shared by the tests below."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.root = tempfile.mkdtemp()
+    cls.config = tiny_train_config(steps=200, eval_every=50, checkpoint_every=20, seed=3)
+    cls.run_dir = os.path.join(cls.root, "ref")
+    cls.trainer = Trainer(cls.config, cls.run_dir, stream=io.StringIO())
+    cls.summary = cls.trainer.train()
+
+  def test_bleu_rises_and_best_kept(self):
+    bleus = [_scalar(v) for _, v in sorted(_events(self.run_dir)["valid/bleu"],
+                                           key=lambda x: x[0])]
+    losses = [_scalar(v) for _, v in sorted(_events(self.run_dir)["valid/loss"],
+                                            key=lambda x: x[0])]
+    self.assertLen(bleus, 4)
+    self.assertGreater(bleus[-1], bleus[0] + 3.0)
+    self.assertLess(losses[-1], losses[0] - 0.3)
+    self.assertAllClose(self.summary["best_bleu"], max(bleus))
+    self.assertEqual(self.summary["steps"], 200)
+    self.assertEndsWith(self.summary["checkpoint"], "ckpt-200")
+    self.assertTrue(tf.io.gfile.exists(self.summary["best_checkpoint"] + ".index"))
+
+  def test_tensorboard_scalars_image_text(self):
+    tags = _events(self.run_dir)
+    for tag in ("train/loss", "train/perplexity", "train/learning_rate", "train/grad_norm",
+                "train/tokens_per_sec", "valid/loss", "valid/perplexity", "valid/bleu",
+                "valid/samples", "config"):
+      self.assertIn(tag, tags)
+    self.assertLen(tags["train/loss"], 200 // 5)
+    image = tags["valid/alignment/0"][0][1]
+    png = tf.make_ndarray(image.tensor)[2]  # [width, height, png...]
+    self.assertEqual(tf.io.decode_png(png).shape[-1], 3)
+    self.assertTrue(any("hparams" in k for k in tags) or
+                    any(v.metadata.plugin_data.plugin_name == "hparams"
+                        for vs in tags.values() for _, v in vs))
+
+  def test_resume_after_corrupt_checkpoint_gives_same_trajectory(self):
+    run_dir = os.path.join(self.root, "resumed")
+    # Same run (seed, data, schedule) cut at 60 steps: steps 1-60 equal the reference's.
+    config = self.config.replace(train=dataclasses.replace(self.config.train, steps=60,
+                                                           eval_every=60))
+    stopped = train(config, run_dir, stop_after=50, stream=io.StringIO())
+    self.assertEqual(stopped["stopped"], "stop_after")
+    self.assertEndsWith(stopped["checkpoint"], "ckpt-40")  # steps 41-50 are lost, as on a kill
+    data_file = glob.glob(os.path.join(run_dir, "checkpoints", "ckpt-40.data-*"))[0]
+    with open(data_file, "r+b") as f:  # damage the newest checkpoint
+      f.seek(os.path.getsize(data_file) // 2)
+      f.write(b"\xff" * 64)
+    stream = io.StringIO()
+    resumed = train(config, run_dir, stream=stream)
+    self.assertIn("ckpt-40 is corrupt or partial", stream.getvalue())
+    self.assertIn("Resumed from", stream.getvalue())
+    self.assertIn("at step 20", stream.getvalue())
+    self.assertTrue(glob.glob(os.path.join(run_dir, "checkpoints", "ckpt-40.corrupt*")))
+    self.assertEqual(resumed["steps"], 60)
+    ref = dict((s, _scalar(v)) for s, v in _events(self.run_dir)["train/loss"])
+    got = dict((s, _scalar(v)) for s, v in _events(run_dir)["train/loss"])
+    for step in (55, 60):
+      self.assertAllClose(got[step], ref[step], rtol=1e-3, msg=f"step {step}")
+
+  def test_nan_loss_stops_and_keeps_checkpoint(self):
+    run_dir = os.path.join(self.root, "nan")
+    with self.assertRaisesRegex(TrainingError, r"Non-finite loss \(nan\) at step 25.*ckpt-20"):
+      train(self.config, run_dir, nan_at_step=24, stream=io.StringIO())
+    self.assertEndsWith(tf.train.latest_checkpoint(os.path.join(run_dir, "checkpoints")),
+                        "ckpt-20")
+
+  def test_train_step_not_retraced_per_bucket(self):
+    self.assertLessEqual(self.trainer.train_step.function.experimental_get_tracing_count(), 3)
+
+
+class HardAttentionTest(tf.test.TestCase):
+
+  def test_reinforce_baseline_trains_and_is_checkpointed(self):
+    config = tiny_train_config(steps=10, eval_every=10, checkpoint_every=10)
+    config = config.replace(model=dataclasses.replace(config.model, attention_mode="hard"))
+    run_dir = tempfile.mkdtemp()
+    trainer = Trainer(config, run_dir, stream=io.StringIO())
+    summary = trainer.train()
+    self.assertEqual(summary["steps"], 10)
+    baseline = float(trainer.baseline.numpy())
+    self.assertLess(baseline, 0.0)  # a moving average of log-likelihoods
+    reader = tf.train.load_checkpoint(summary["checkpoint"])
+    names = [n for n in reader.get_variable_to_shape_map() if "reinforce_baseline/" in n]
+    self.assertTrue(names)
+    self.assertAllClose(reader.get_tensor(names[0]), baseline)
+
+
+class PiecesTest(tf.test.TestCase):
+
+  def test_schedules(self):
+    warm = WarmupSchedule(1.0, "inverse_sqrt", warmup_steps=4)
+    self.assertAllClose([float(warm(s)) for s in (0, 3, 15)], [0.25, 1.0, 0.5])
+    self.assertAllClose(float(WarmupSchedule(2.0, "constant")(100)), 2.0)
+    expo = WarmupSchedule(1.0, "exponential", decay_rate=0.5, decay_steps=10)
+    self.assertAllClose(float(expo(9)), 0.5)
+    with self.assertRaisesRegex(ValueError, "Received schedule='cosine'"):
+      WarmupSchedule(1.0, "cosine")
+
+  def test_alignment_png(self):
+    png = alignment_png(np.eye(3, 4), ["a", "b", "c", "</s>"], [b"x", b"y", b"</s>"], title="t")
+    self.assertEqual(png[:8], b"\x89PNG\r\n\x1a\n")
+    with self.assertRaisesRegex(ValueError, "expected \\[tgt_len, src_len\\]"):
+      alignment_png(np.zeros([3]), ["a"], ["b"])
+
+  def test_presets_validate(self):
+    from nmt_tf.experiment import ExperimentConfig  # pylint: disable=g-import-not-at-top
+    from nmt_tf.training.presets import DATASETS, MODELS, preset  # pylint: disable=g-import-not-at-top
+    for model in MODELS:
+      for dataset in DATASETS:
+        config = ExperimentConfig.from_dict(preset(model, dataset))
+        self.assertTrue(os.path.exists(os.path.join(
+            os.path.dirname(os.path.dirname(__file__)), "configs", f"{model}_{dataset}.py")))
+        if dataset == "multi30k":
+          self.assertEqual((config.model.embedding_dim, config.model.encoder_units,
+                            config.model.decoder_units), (256, 512, 512))

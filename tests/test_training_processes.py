@@ -1,0 +1,130 @@
+"""`run.py train` as real processes: config errors, SIGKILL and resume, MirroredStrategy on two
+logical CPUs, MultiWorkerMirroredStrategy with two workers on 127.0.0.1."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+import tensorflow as tf
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = ["--config.data.train_size=600", "--config.data.valid_size=8",
+        "--config.data.max_length=8", "--config.tokenizer.kind=word",
+        "--config.tokenizer.vocab_size=200", "--config.model.embedding_dim=16",
+        "--config.model.encoder_units=16", "--config.model.decoder_units=32",
+        "--config.pipeline.batch_tokens=400", "--config.train.log_every=5",
+        "--config.train.alignment_images=1", "--config.decode.beam_size=1",
+        "--config.decode.max_length=20"]
+
+
+def _cmd(run_dir, *extra):
+  return [sys.executable, os.path.join(ROOT, "run.py"), "train", f"--run_dir={run_dir}",
+          *TINY, *extra]
+
+
+def _env(**extra):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **extra)
+  env.pop("TF_CONFIG", None)
+  env.update(extra)
+  return env
+
+
+def _free_port():
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+class ConfigErrorTest(tf.test.TestCase):
+
+  def _error(self, *flags):
+    proc = subprocess.run(_cmd(tempfile.mkdtemp(), *flags), capture_output=True, text=True,
+                          env=_env(), timeout=120, check=False)
+    lines = [l for l in proc.stderr.splitlines() if l.startswith("error:")]
+    self.assertEqual(proc.returncode, 2, proc.stderr[-2000:])
+    self.assertLen(lines, 1)
+    self.assertNotIn("Traceback", proc.stderr)
+    return lines[0]
+
+  def test_unknown_key_and_bad_value(self):
+    self.assertIn("unknown key foo", self._error("--config.train.foo=1"))
+    self.assertIn("Received train.steps=-1; expected a positive integer",
+                  self._error("--config.train.steps=-1"))
+
+
+@pytest.mark.slow
+class KillTest(tf.test.TestCase):
+
+  def test_sigkill_then_rerun_resumes(self):
+    run_dir = tempfile.mkdtemp()
+    cmd = _cmd(run_dir, "--config.train.steps=400", "--config.train.checkpoint_every=10",
+               "--config.train.eval_every=400")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env=_env())
+    ckpt_dir = os.path.join(run_dir, "checkpoints")
+    deadline = time.time() + 240
+    while time.time() < deadline and not (tf.io.gfile.exists(ckpt_dir) and
+                                          tf.train.latest_checkpoint(ckpt_dir) and
+                                          tf.train.latest_checkpoint(ckpt_dir).endswith("-30")):
+      time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)  # at an arbitrary moment after the third save
+    proc.wait(timeout=30)
+    killed_at = int(tf.train.latest_checkpoint(ckpt_dir).rsplit("-", 1)[1])
+    self.assertGreaterEqual(killed_at, 30)
+    rerun_cmd = cmd[:-3] + [f"--config.train.steps={killed_at + 10}",
+                            "--config.train.checkpoint_every=10",
+                            f"--config.train.eval_every={killed_at + 10}"]
+    rerun = subprocess.run(rerun_cmd, capture_output=True, text=True, env=_env(), timeout=400,
+                           check=False)
+    self.assertEqual(rerun.returncode, 0, rerun.stderr[-3000:])
+    self.assertIn(f"Resumed from {ckpt_dir}/ckpt-{killed_at} at step {killed_at}",
+                  rerun.stdout)
+    summary = json.loads(rerun.stdout[rerun.stdout.index("{"):])
+    self.assertEqual(summary["steps"], killed_at + 10)
+
+
+@pytest.mark.slow
+class DistributedTest(tf.test.TestCase):
+
+  def test_mirrored_on_two_logical_cpus(self):
+    run_dir = tempfile.mkdtemp()
+    proc = subprocess.run(
+        _cmd(run_dir, "--train_logical_cpus=2", "--config.train.strategy=mirrored",
+             "--config.train.steps=20", "--config.train.eval_every=20"),
+        capture_output=True, text=True, env=_env(), timeout=400, check=False)
+    self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+    summary = json.loads(proc.stdout[proc.stdout.index("{"):])
+    self.assertEqual(summary["steps"], 20)
+    self.assertTrue(summary["checkpoint"].endswith("ckpt-20"))
+
+  def test_two_workers(self):
+    run_dir = tempfile.mkdtemp()
+    workers = [f"127.0.0.1:{_free_port()}", f"127.0.0.1:{_free_port()}"]
+    procs = []
+    for index in range(2):
+      tf_config = json.dumps({"cluster": {"worker": workers},
+                              "task": {"type": "worker", "index": index}})
+      procs.append(subprocess.Popen(
+          _cmd(run_dir, "--config.train.strategy=multi_worker", "--config.train.steps=20",
+               "--config.train.eval_every=20"),
+          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+          env=_env(TF_CONFIG=tf_config)))
+    outputs = []
+    try:
+      for proc in procs:
+        outputs.append(proc.communicate(timeout=400))
+    finally:
+      for proc in procs:
+        if proc.poll() is None:
+          proc.kill()
+    for proc, (_, err) in zip(procs, outputs):
+      self.assertEqual(proc.returncode, 0, err[-3000:])
+    summary = json.loads(outputs[0][0][outputs[0][0].index("{"):])
+    self.assertEqual(summary["steps"], 20)
+    self.assertTrue(tf.io.gfile.exists(os.path.join(run_dir, "checkpoints", "ckpt-20.index")))
