@@ -35,6 +35,10 @@ def _usage():
 
 
 def main(argv):
+  # TensorFlow's own INFO lines (saver, SavedModel builder) drown the progress output; nmt_tf's
+  # absl logging stays at the --verbosity level.
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  tf.get_logger().setLevel("WARNING")
   if len(argv) < 2 or argv[1] in ("help", "-h"):
     print(_usage())
     return 0 if len(argv) >= 2 else 2

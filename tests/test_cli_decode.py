@@ -270,11 +270,12 @@ class DecodeCommandsTest(tf.test.TestCase):
     self.assertIn("No checkpoint", err)
 
 
-if __name__ == "__main__":
-  tf.test.main()
-
-
 def _near_argmax(row, tolerance=1.5e-4):
   """Positions whose (4-decimal rounded) weight is within rounding of the row's maximum."""
   row = np.asarray(row)
   return set(np.flatnonzero(row >= row.max() - tolerance).tolist())
+
+
+if __name__ == "__main__":
+  tf.test.main()
+

@@ -1,0 +1,116 @@
+"""Training speed: target tokens/s of the real train step on Multi30k batches, and model
+FLOPs/s as a fraction of this machine's measured matmul peak.
+
+Usage: .venv/bin/python bench/bench_train.py [--precisions float32,mixed_bfloat16]
+           [--jit false,true] [--batches 30] [--batch_tokens 2000] [--peak]
+For each (precision, jit_compile) setting the reference model (configs/cgru_multi30k.py:
+emb 256, BiGRU 2x512, cGRU 512, deep output, SentencePiece 8k, dropout 0.2, Adam, clipping,
+label smoothing 0.1) is built and `nmt_tf.training.train_step.TrainStep` (the Trainer's step)
+runs over `--batches` real training batches of the bucketed pipeline twice: the first pass is
+the warm-up (tracing, and XLA compiling each batch shape), the second is timed, step by step,
+with the loss fetched to the host after every step as the Trainer does. The batches are
+materialized before timing, so tf.data is not measured here (bench/bench_data.py measures it).
+Prints one JSON object: median and overall target tokens/s (real target tokens incl. EOS),
+and with --peak the analytic model FLOPs/s (forward + backward = 3 x forward, see
+common.forward_flops) over the matmul peak of bench_peak.py.
+"""
+
+import os
+import sys
+
+from absl import app
+from absl import flags
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# pylint: disable=g-import-not-at-top,wrong-import-position
+import keras
+import numpy as np
+import tensorflow as tf
+
+import bench_peak
+import common
+from nmt_tf import data
+from nmt_tf.experiment import TrainConfig
+from nmt_tf.models import ModelConfig, Seq2Seq
+from nmt_tf.training.train_step import TrainStep
+from nmt_tf.training.trainer import dtype_policy
+
+flags.DEFINE_string("pair", "de-en", "Multi30k language pair.")
+flags.DEFINE_list("precisions", ["float32", "mixed_bfloat16"], "Precisions to time.")
+flags.DEFINE_list("jit", ["false"], "jit_compile settings to time (false, true).")
+flags.DEFINE_integer("batches", 30, "Distinct training batches (warm-up pass + timed pass).")
+flags.DEFINE_integer("batch_tokens", 2000, "Padded token budget per batch.")
+flags.DEFINE_bool("peak", True, "Also measure the matmul peak and report FLOPs utilization.")
+FLAGS = flags.FLAGS
+
+
+def make_batches(corpus, src_tok, tgt_tok, count, batch_tokens):
+  config = data.PipelineConfig(max_source_len=50, max_target_len=50, batch_tokens=batch_tokens)
+  ds = data.make_train_dataset(corpus["train"], src_tok, tgt_tok, config)
+  return [{k: tf.constant(v) for k, v in b.items()} for b in ds.take(count).as_numpy_iterator()]
+
+
+def time_setting(batches, vocab, precision, jit):
+  """Per-step (target tokens, source tokens, seconds) of the timed pass."""
+  keras.utils.set_random_seed(0)
+  strategy = tf.distribute.get_strategy()
+  train_cfg = TrainConfig(precision=precision, jit_compile=jit, clip_norm=1.0,
+                          label_smoothing=0.1, learning_rate=5e-4)
+  with dtype_policy(precision):
+    model = Seq2Seq(ModelConfig(**common.reference_model_config(*vocab)))
+    model.build_with_dummy_batch()
+  optimizer = keras.optimizers.Adam(learning_rate=5e-4)
+  optimizer.build(model.trainable_variables)
+  step = TrainStep(model, optimizer, strategy, train_cfg, tf.Variable(0.0), tf.Variable(0.0))
+  for batch in batches:  # warm-up
+    float(step(batch)["loss"])
+  records = []
+  for batch in batches:
+    with common.Timer() as t:
+      out = step(batch)
+      loss = float(out["loss"])
+    if not np.isfinite(loss):
+      raise RuntimeError(f"Non-finite loss {loss} with {precision}, jit_compile={jit}.")
+    src = int(tf.reduce_sum(tf.cast(batch["source"] != 0, tf.int32)))
+    records.append((float(out["tokens"]), src, t.seconds))
+  return records, loss
+
+
+def main(argv):
+  del argv
+  corpus, src_tok, tgt_tok = common.load_multi30k(FLAGS.pair)
+  vocab = (src_tok.vocab_size, tgt_tok.vocab_size)
+  batches = make_batches(corpus, src_tok, tgt_tok, FLAGS.batches, FLAGS.batch_tokens)
+  tgt_per_batch = [int(tf.reduce_sum(tf.cast(b["target_out"] != 0, tf.int32))) for b in batches]
+  report = {"model": "cgru emb256 birnn 2x512 dec512 deep-output, dropout 0.2",
+            "vocab": list(vocab), "batch_tokens": FLAGS.batch_tokens,
+            "batches": FLAGS.batches,
+            "mean_target_tokens_per_batch": round(float(np.mean(tgt_per_batch)), 1),
+            **common.device_info(), "settings": {}}
+  peak = bench_peak.measure(seconds=2.0) if FLAGS.peak else None
+  for precision in FLAGS.precisions:
+    for jit in (j.lower() in ("1", "true", "yes") for j in FLAGS.jit):
+      records, loss = time_setting(batches, vocab, precision, jit)
+      tgt = sum(r[0] for r in records)
+      src = sum(r[1] for r in records)
+      seconds = sum(r[2] for r in records)
+      entry = {"target_tokens_per_s_median": round(common.median(
+                   [r[0] / r[2] for r in records]), 1),
+               "target_tokens_per_s_overall": round(tgt / seconds, 1),
+               "step_ms_median": round(1000 * common.median([r[2] for r in records]), 1),
+               "last_loss": round(loss, 3)}
+      if peak:
+        flops = 3.0 * common.forward_flops(src, tgt, vocab=vocab[1])
+        achieved = flops / seconds / 1e9
+        ref = peak["bfloat16" if "bfloat16" in precision else "float32"]
+        entry.update({"model_gflops_per_s": round(achieved, 1), "peak_gflops_per_s": ref,
+                      "flops_utilization": round(achieved / ref, 3),
+                      "train_flops_per_target_token": round(flops / tgt)})
+      report["settings"][f"{precision}{'_xla' if jit else ''}"] = entry
+  if peak:
+    report["matmul_peak_gflops"] = peak
+  common.print_json(report)
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,101 @@
+"""Shared setup of the speed benchmarks: Multi30k, cached SentencePiece 8k, the reference model.
+
+The reference model of GitHub issue 7 (configs/cgru_multi30k.py): embeddings 256, BiGRU encoder
+2 x 512, cGRU decoder 512 with Bahdanau attention and deep output, SentencePiece 8k per side.
+The tokenizers are trained once and cached in `vocab_dir` (default /tmp/nmt_tf_bench_vocab),
+so that repeated benchmark runs start in seconds.
+"""
+
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# pylint: disable=g-import-not-at-top,wrong-import-position
+import tensorflow as tf
+
+from nmt_tf import data
+
+DEFAULT_VOCAB_DIR = "/tmp/nmt_tf_bench_vocab"
+
+
+def load_multi30k(pair="de-en", vocab_size=8000, vocab_dir=DEFAULT_VOCAB_DIR):
+  """(corpus splits, source tokenizer, target tokenizer), tokenizers cached in vocab_dir."""
+  corpus = data.load_corpus(f"multi30k/{pair}")
+  os.makedirs(vocab_dir, exist_ok=True)
+  src_tok, tgt_tok = data.load_or_train_tokenizers(
+      os.path.join(vocab_dir, f"{pair}_{vocab_size}"),
+      data.TokenizerConfig(vocab_size=vocab_size), corpus["train"])
+  return corpus, src_tok, tgt_tok
+
+
+def reference_model_config(src_vocab_size, tgt_vocab_size, dropout=0.2):
+  """The ModelConfig fields of configs/cgru_multi30k.py (the issue's reference model)."""
+  return dict(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, embedding_dim=256,
+              encoder="birnn", encoder_units=512, decoder="cgru", decoder_units=512,
+              dropout=dropout)
+
+
+def forward_flops(src_tokens, tgt_tokens, emb=256, enc=512, dec=512, att=512, out=256,
+                  vocab=8000):
+  """Matmul FLOPs (2 per multiply-add) of one teacher-forced forward pass of the reference
+  cgru model, counted analytically.
+
+  Encoder, per source token and direction: input projection emb -> 3 enc, recurrent
+  enc -> 3 enc. Decoder, per target token: GRU1 (emb -> 3d input, d -> 3d recurrent), the
+  attention query d -> att plus the key projection of every source token once per sentence
+  (2 enc -> att, counted per source token), the score v^T tanh(.) and the context sum over the
+  source positions (att + 2 enc multiply-adds per source position; `src_per_tgt` source
+  positions per target token), GRU2 (2 enc -> 3d input, d -> 3d recurrent), deep output
+  (d + emb + 2 enc -> out) and the vocabulary projection out -> V. The bridge is negligible.
+
+  Args:
+    src_tokens, tgt_tokens: real tokens of the batch (with EOS / BOS counted once).
+  Returns:
+    float FLOPs of the forward pass (backward ~ 2x forward, so a training step ~ 3x).
+  """
+  mem = 2 * enc
+  per_src = 2 * (emb * 3 * enc + enc * 3 * enc) + mem * att  # both directions + keys
+  per_tgt = (emb * 3 * dec + dec * 3 * dec + dec * att + mem * 3 * dec + dec * 3 * dec
+             + (dec + emb + mem) * out + out * vocab)
+  per_pair = (att + mem)  # score + context multiply-adds per (target, source) pair
+  src_per_tgt = src_tokens / max(tgt_tokens, 1)  # mean source length seen by a target token
+  return 2.0 * (src_tokens * per_src + tgt_tokens * (per_tgt + per_pair * src_per_tgt))
+
+
+def median(values):
+  values = sorted(values)
+  n = len(values)
+  return values[n // 2] if n % 2 else 0.5 * (values[n // 2 - 1] + values[n // 2])
+
+
+def print_json(report):
+  print(json.dumps(report, indent=2))
+
+
+class Timer:
+  """with Timer() as t: ...; t.seconds."""
+
+  def __enter__(self):
+    self.start = time.perf_counter()
+    return self
+
+  def __exit__(self, *exc):
+    self.seconds = time.perf_counter() - self.start
+
+
+def device_info():
+  """Threads and the CPU flags that decide the matmul kernels (AVX-512, AMX)."""
+  flags = set()
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:
+        if line.startswith("flags"):
+          flags = set(line.split(":", 1)[1].split())
+          break
+  except OSError:
+    pass
+  return {"cpus": os.cpu_count(), "tf": tf.__version__,
+          "avx512f": "avx512f" in flags, "amx_bf16": "amx_bf16" in flags,
+          "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads()}
