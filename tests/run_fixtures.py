@@ -6,15 +6,16 @@ from nmt_tf.experiment import ExperimentConfig, RunDir, base_config
 from nmt_tf.models import Seq2Seq
 
 
-def tiny_experiment(decoder="cgru", **model_overrides):
-  """A small ExperimentConfig on the generated pair (word vocabularies, tiny model)."""
+def tiny_experiment(decoder="cgru", tokenizer="word", **model_overrides):
+  """A small ExperimentConfig on the generated pair (word or SentencePiece vocabularies, tiny
+  model)."""
   config = base_config()
   config.data.train_size = 300
   config.data.valid_size = 16
   config.data.test_size = 16
   config.data.max_length = 20
-  config.tokenizer.kind = "word"
-  config.tokenizer.vocab_size = 90
+  config.tokenizer.kind = tokenizer
+  config.tokenizer.vocab_size = 90 if tokenizer == "word" else 120
   config.model.decoder = decoder
   config.model.embedding_dim = 8
   config.model.encoder_units = 8
@@ -30,14 +31,14 @@ def tiny_experiment(decoder="cgru", **model_overrides):
   return ExperimentConfig.from_dict(config)
 
 
-def make_tiny_run(path, decoder="cgru", seed=0, **model_overrides):
+def make_tiny_run(path, decoder="cgru", seed=0, tokenizer="word", **model_overrides):
   """Prepares a run at `path` and saves one untrained checkpoint (in checkpoints/ and best/).
 
   Returns:
     (RunDir, ExperimentConfig with vocabulary sizes, corpus).
   """
   run = RunDir(path)
-  config, corpus, _, _ = run.prepare(tiny_experiment(decoder, **model_overrides))
+  config, corpus, _, _ = run.prepare(tiny_experiment(decoder, tokenizer, **model_overrides))
   tf.random.set_seed(seed)
   model = Seq2Seq(config.model)
   model.build_with_dummy_batch()

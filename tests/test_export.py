@@ -366,3 +366,35 @@ class ExportTest(tf.test.TestCase):
       client.predict_request(["x"], signature_name="nope")
     with self.assertRaisesRegex(ValueError, "one target per source"):
       client.rest_body(["x", "y"], "score", targets=["a"])
+class SentencePieceExportTest(tf.test.TestCase):
+  """A SentencePiece run (the Multi30k configs' tokenizer) exports, passes the op allow-list
+  and serves from a fresh process that imports only tensorflow and tensorflow_text."""
+
+  def test_sentencepiece_export_in_fresh_process(self):
+    tmp = self.get_temp_dir()
+    run, config, corpus = make_tiny_run(os.path.join(tmp, "sp_run"), tokenizer="sentencepiece",
+                                        decoder="self_attentive_residual")
+    model, _, src_tok, tgt_tok = restored = run.load_model("best")
+    with mock.patch.object(RunDir, "load_model", return_value=restored):
+      path = export_run(run.path)
+    self.assertEqual(disallowed_ops(path), [])
+    self.assertIn("SentencepieceOp", saved_model_ops(path))
+    sentences = list(corpus["test"].sources[:3]) + [""]
+    translator = Translator(model, src_tok, tgt_tok, config.decode, DEFAULT_MAX_SOURCE_LENGTH)
+    expected = tf.function(translator.translate)(texts(sentences), beam_size=1)
+    script = (
+        "import json, sys\n"
+        "import tensorflow as tf, tensorflow_text\n"
+        "m = tf.saved_model.load(sys.argv[1])\n"
+        "g = m.signatures['serving_default'](text=tf.constant(json.loads(sys.argv[2])))\n"
+        "print(json.dumps([t.decode() for t in g['translation'].numpy()]))\n")
+    env = {k: v for k, v in ENV.items() if k != "PYTHONPATH"}
+    out = subprocess.run([PYTHON, "-c", script, path, json.dumps(sentences)], cwd=tmp, env=env,
+                         capture_output=True, text=True, timeout=300)
+    self.assertEqual(out.returncode, 0, out.stderr[-3000:])
+    served = json.loads(out.stdout.strip().splitlines()[-1])
+    # The export gives empty input an empty translation without decoding it.
+    self.assertEqual(served[:-1], decoded(expected["translation"][:-1, 0]))
+    self.assertEqual(served[-1], "")
+
+

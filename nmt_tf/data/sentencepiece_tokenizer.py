@@ -1,6 +1,7 @@
 """SentencePiece subwords (Kudo & Richardson, 2018), trained with the ``sentencepiece``
 package and applied in-graph with ``tensorflow_text.SentencepieceTokenizer``."""
 
+import hashlib
 import io
 import os
 from typing import Iterable, List, Optional
@@ -72,7 +73,13 @@ class SentencePieceTokenizer(Tokenizer):
     if found != expected:
       raise DataError(f"SentencePiece model has reserved pieces {found}; expected "
                       f"{expected} (train it with train_sentencepiece).")
-    self._tokenizer = tf_text.SentencepieceTokenizer(model=model_proto, out_type=tf.int32)
+    # The SentencepieceOp resource is kernel-owned and, without a shared_name, named after its
+    # node. In a loaded SavedModel the source and target resources would then have the same
+    # node name and share one model (the target side detokenized with the source model). A
+    # name scope derived from the model's bytes keeps different models apart.
+    digest = hashlib.sha1(model_proto).hexdigest()[:16]
+    self._tokenizer = tf_text.SentencepieceTokenizer(model=model_proto, out_type=tf.int32,
+                                                     name=f"sentencepiece_{digest}")
 
   @classmethod
   def train(cls, texts: Iterable[str], vocab_size: int = 8000, model_type: str = "unigram",
