@@ -121,6 +121,35 @@ class HardAttentionTest(tf.test.TestCase):
     self.assertAllClose(reader.get_tensor(names[0]), baseline)
 
 
+class PrecisionAndStoppingTest(tf.test.TestCase):
+  """The options the reference run does not use: bf16, label smoothing, warm-up, patience."""
+
+  def test_mixed_bfloat16_with_label_smoothing_and_warmup_trains(self):
+    config = tiny_train_config(steps=30, eval_every=30, checkpoint_every=30,
+                               precision="mixed_bfloat16", label_smoothing=0.1,
+                               schedule="inverse_sqrt", warmup_steps=5)
+    run_dir = tempfile.mkdtemp()
+    trainer = Trainer(config, run_dir, stream=io.StringIO())
+    summary = trainer.train()
+    self.assertEqual(summary["steps"], 30)
+    self.assertEqual(trainer.model.compute_dtype, "bfloat16")
+    self.assertTrue(all(v.dtype == tf.float32 for v in trainer.model.trainable_variables))
+    losses = [_scalar(v) for _, v in sorted(_events(run_dir)["train/loss"], key=lambda x: x[0])]
+    self.assertTrue(np.all(np.isfinite(losses)))
+    self.assertLess(losses[-1], losses[0])
+    rates = [_scalar(v) for _, v in sorted(_events(run_dir)["train/learning_rate"],
+                                           key=lambda x: x[0])]
+    self.assertLess(rates[-1], rates[1])  # inverse square-root decay after the warm-up
+
+  def test_patience_stops_early(self):
+    # A learning rate too small to change BLEU: every validation after the first is no gain.
+    config = tiny_train_config(steps=100, eval_every=5, checkpoint_every=5, patience=2,
+                               learning_rate=1e-9)
+    summary = Trainer(config, tempfile.mkdtemp(), stream=io.StringIO()).train()
+    self.assertEqual(summary["stopped"], "early_stopping")
+    self.assertEqual(summary["steps"], 15)
+
+
 class PiecesTest(tf.test.TestCase):
 
   def test_schedules(self):
