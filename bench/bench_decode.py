@@ -1,11 +1,16 @@
 """Decoding speed (sentences/s) on Multi30k val (1,014 sentences), greedy and beam 5.
 
 Usage: .venv/bin/python bench/bench_decode.py [--pair de-en] [--batch_size 64] [--beams 1,5]
+           [--length_a 2.0 --length_b 10] [--jit false,true]
 Model: the reference cgru (embedding 256, BiGRU 2x512 encoder, cGRU decoder 512) with
 SentencePiece 8k vocabularies trained on Multi30k train, UNTRAINED (random weights): speed
 does not depend on the weights, but a random model rarely emits EOS, so the output length
 is capped per sentence at 2 * source length + 10 tokens (decode.max_length_a/b) and the
-figures are a lower bound for a trained model, which stops earlier. The first batch of each
+figures are a lower bound for a trained model, which stops earlier; --length_a 1 --length_b 0
+caps the output near the reference length (Multi30k de-en pieces: about 1 target per source
+token), the figure to compare with a trained model's. With --jit true the search is
+XLA-compiled; XLA compiles once per batch shape, and the last, smaller batch is one more
+shape (its compile time is inside the timed pass). The first batch of each
 setting is a warm-up (tracing) and is not timed. Prints one JSON object.
 """
 
@@ -31,6 +36,9 @@ flags.DEFINE_integer("batch_size", 64, "Sentences per search call.")
 flags.DEFINE_list("beams", ["1", "5"], "Beam sizes to time (1 = greedy).")
 flags.DEFINE_integer("vocab_size", 8000, "SentencePiece vocabulary size per side.")
 flags.DEFINE_integer("limit", 0, "Only the first N validation sentences (0 = all).")
+flags.DEFINE_float("length_a", 2.0, "Output cap a * source length + b (decode.max_length_a).")
+flags.DEFINE_float("length_b", 10.0, "Output cap a * source length + b (decode.max_length_b).")
+flags.DEFINE_list("jit", ["false"], "jit_compile settings of the search to time (false, true).")
 FLAGS = flags.FLAGS
 
 
@@ -56,22 +64,26 @@ def main(argv):
   report = {"sentences": len(sources), "batch_size": FLAGS.batch_size,
             "model": "cgru emb256 birnn 2x512 dec512, untrained",
             "vocab": [src_tok.vocab_size, tgt_tok.vocab_size],
-            "max_length": "min(128, 2 * src_len + 10)", "setup_s": round(setup, 1),
+            "max_length": f"min(128, {FLAGS.length_a:g} * src_len + {FLAGS.length_b:g})",
+            "setup_s": round(setup, 1),
             "threads": os.cpu_count()}
   for beam in (int(b) for b in FLAGS.beams):
-    decode = DecodeConfig(beam_size=beam, nbest=1, length_penalty=0.6 if beam > 1 else 0.0,
-                          max_length=128, max_length_a=2.0, max_length_b=10.0,
-                          batch_size=FLAGS.batch_size)
-    compiled = CompiledTranslator(Translator(model, src_tok, tgt_tok, decode))
-    translate_lines(compiled, sources[:FLAGS.batch_size], FLAGS.batch_size)  # warm-up
-    start = time.perf_counter()
-    results = translate_lines(compiled, sources, FLAGS.batch_size)
-    seconds = time.perf_counter() - start
-    tokens = sum(len(r.hypotheses[0].ids) for r in results if r.hypotheses)
-    name = "greedy" if beam == 1 else f"beam{beam}"
-    report[name] = {"sentences_per_s": round(len(sources) / seconds, 2),
-                    "seconds": round(seconds, 1),
-                    "output_tokens_per_sentence": round(tokens / len(sources), 1)}
+    for jit in (j.lower() in ("1", "true", "yes") for j in FLAGS.jit):
+      decode = DecodeConfig(beam_size=beam, nbest=1,
+                            length_penalty=0.6 if beam > 1 else 0.0, max_length=128,
+                            max_length_a=FLAGS.length_a, max_length_b=FLAGS.length_b,
+                            batch_size=FLAGS.batch_size)
+      compiled = CompiledTranslator(Translator(model, src_tok, tgt_tok, decode),
+                                    jit_compile=jit)
+      translate_lines(compiled, sources[:FLAGS.batch_size], FLAGS.batch_size)  # warm-up
+      start = time.perf_counter()
+      results = translate_lines(compiled, sources, FLAGS.batch_size)
+      seconds = time.perf_counter() - start
+      tokens = sum(len(r.hypotheses[0].ids) for r in results if r.hypotheses)
+      name = ("greedy" if beam == 1 else f"beam{beam}") + ("_xla" if jit else "")
+      report[name] = {"sentences_per_s": round(len(sources) / seconds, 2),
+                      "seconds": round(seconds, 1),
+                      "output_tokens_per_sentence": round(tokens / len(sources), 1)}
   print(json.dumps(report, indent=2))
 
 

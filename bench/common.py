@@ -6,12 +6,14 @@ The tokenizers are trained once and cached in `vocab_dir` (default /tmp/nmt_tf_b
 so that repeated benchmark runs start in seconds.
 """
 
+import importlib.util
 import json
 import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+if importlib.util.find_spec("nmt_tf") is None:  # run as bench/<script>.py from anywhere
+  sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import tensorflow as tf
 

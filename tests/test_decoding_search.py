@@ -94,7 +94,7 @@ def enumerate_hypotheses(fake, b, max_len, min_length=0):
     logits, att = fake.np_step(b, prefix)
     log_probs = np_log_softmax(logits)
     for tok in range(fake.vocab):
-      if tok == PAD_ID or (t >= max_len - 1 and tok != EOS_ID):
+      if tok in (PAD_ID, BOS_ID) or (t >= max_len - 1 and tok != EOS_ID):  # never outputs
         continue
       if tok == EOS_ID and t < min_length and t < max_len - 1:
         continue
@@ -222,6 +222,7 @@ class LengthConstraintsTest(tf.test.TestCase):
       self.assertAllEqual(result.ids[:, 0, 4], [EOS_ID, EOS_ID])
       self.assertNotIn(EOS_ID, result.ids[:, 0, :4].numpy())
       self.assertNotIn(PAD_ID, result.ids[:, 0, :4].numpy())
+      self.assertNotIn(BOS_ID, result.ids[:, 0, :4].numpy())
 
   def test_per_sentence_max_length(self):
     fake = table_from({}, batch=3, default=np.array([0, 0, 0, -5, 0, 0]))

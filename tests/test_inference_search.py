@@ -56,10 +56,10 @@ class ExhaustiveOptimumTest(tf.test.TestCase):
     translator = translator_for(model, beam_size=100, nbest=nbest, length_penalty=0.0,
                                 max_length=max_length, max_length_a=10.0, max_length_b=0.0)
     result = translator.translate_ids(SOURCES)
-    tokens = [t for t in range(vocab) if t not in (PAD_ID, EOS_ID)]  # PAD never emitted
+    tokens = [t for t in range(vocab) if t not in (PAD_ID, BOS_ID, EOS_ID)]  # never emitted
     candidates = [list(prefix) + [EOS_ID] for n in range(max_length)
                   for prefix in itertools.product(tokens, repeat=n)]
-    self.assertLen(candidates, 1 + 4 + 16 + 64)
+    self.assertLen(candidates, 1 + 3 + 9 + 27)
     for b in range(SOURCES.shape[0]):
       exhaustive = teacher_forced(model, SOURCES[b:b + 1], candidates)
       best = np.argsort(-exhaustive)[:nbest]

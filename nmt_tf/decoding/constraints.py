@@ -9,12 +9,13 @@ Conventions (shared by every search of this package):
     [1, max_length], is enforced the same way.
   * `min_length` counts the tokens before EOS (EOS excluded, as in OpenNMT-tf): EOS is
     forbidden at steps `time < min_length`. A per-sentence maximum wins over `min_length`.
-  * PAD is never emitted: it marks the positions after EOS.
+  * PAD is never emitted: it marks the positions after EOS. Nor is BOS: it only starts the
+    target, and detokenization would drop it.
 """
 
 import tensorflow as tf
 
-from nmt_tf.special_tokens import EOS_ID, PAD_ID
+from nmt_tf.special_tokens import BOS_ID, EOS_ID, PAD_ID
 
 
 def validate_search_args(max_length, min_length, src_length, max_length_a, max_length_b,
@@ -86,7 +87,9 @@ def step_log_probs(logits, time, min_length, max_lengths):
   vocab = tf.range(tf.shape(log_probs)[-1])  # [vocab]
   is_eos = tf.equal(vocab, EOS_ID)[tf.newaxis, :]  # [1, vocab]
   neg_inf = tf.constant(-float("inf"), tf.float32)
-  forbidden = tf.equal(vocab, PAD_ID)[tf.newaxis, :]  # [1, vocab]
+  # PAD and BOS are never outputs (BOS only starts the target); an emitted BOS would also be
+  # dropped by detokenization, so the text would no longer match its score.
+  forbidden = tf.logical_or(tf.equal(vocab, PAD_ID), tf.equal(vocab, BOS_ID))[tf.newaxis, :]
   if min_length > 0:
     forbidden = tf.logical_or(forbidden, tf.logical_and(is_eos, time < min_length))
   forced = tf.greater_equal(time, max_lengths - 1)[:, tf.newaxis]  # [rows, 1]
