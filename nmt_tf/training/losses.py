@@ -31,18 +31,8 @@ def masked_nll(logits, targets, label_smoothing=0.0):
     targets: [batch, tgt_len] int ids, PAD=0 at padding.
     label_smoothing: eps in [0, 1).
   """
-  if not 0.0 <= label_smoothing < 1.0:
-    raise ValueError(f"Received label_smoothing={label_smoothing!r}; expected a value in [0, 1).")
-  mask = target_mask(targets)
-  logits = tf.cast(logits, tf.float32)
-  if label_smoothing:
-    vocab = tf.shape(logits)[-1]
-    labels = tf.one_hot(targets, vocab) * (1.0 - label_smoothing) + \
-        label_smoothing / tf.cast(vocab, tf.float32)  # [batch, tgt_len, vocab]
-    per_token = tf.nn.softmax_cross_entropy_with_logits(labels, logits) * mask
-  else:
-    per_token = token_nll(logits, targets)
-  return tf.reduce_sum(per_token) / tf.maximum(tf.reduce_sum(mask), 1.0)
+  total, count = token_loss_sum(logits, targets, label_smoothing)
+  return total / tf.maximum(count, 1.0)
 
 
 def sentence_log_likelihood(logits, targets):
