@@ -5,13 +5,14 @@ matplotlib's Agg backend (no display needed); used for TensorBoard images while 
 `run.py evaluate`.
 """
 
-import io
 
 import matplotlib
 
 matplotlib.use("Agg")
 from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
 import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+from nmt_tf.evaluation.png import finish_png
 
 
 def _text(token):
@@ -52,11 +53,6 @@ def alignment_png(attention, source_tokens, target_tokens, title=None, dpi=80):
     ax.set_yticklabels(target[:rows], fontsize=8)
     ax.set_xlabel("source")
     ax.set_ylabel("target")
-    if title:
-      ax.set_title(title, fontsize=9)
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    return buffer.getvalue()
+    return finish_png(fig, ax, title)
   finally:
     plt.close(fig)

@@ -1,11 +1,12 @@
 """BLEU against source-sentence length as a PNG (Bahdanau et al. 2015, Fig. 2)."""
 
-import io
 
 import matplotlib
 
 matplotlib.use("Agg")
 from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+from nmt_tf.evaluation.png import finish_png
 
 
 def length_bleu_png(buckets, title=None, dpi=80):
@@ -34,11 +35,6 @@ def length_bleu_png(buckets, title=None, dpi=80):
     ax.grid(alpha=0.3)
     if len(series) > 1:
       ax.legend(fontsize=8)
-    if title:
-      ax.set_title(title, fontsize=9)
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    return buffer.getvalue()
+    return finish_png(fig, ax, title)
   finally:
     plt.close(fig)
