@@ -2,6 +2,7 @@
 
 import os
 
+import keras
 import tensorflow as tf
 
 from nmt_tf import data
@@ -68,8 +69,23 @@ class SentencePieceTest(TokenizerCases, tf.test.TestCase):
 
   def setUp(self):
     super().setUp()
-    # tf.test.TestCase drops the kernel resources between tests: one tokenizer per test.
     self.tok = data.SentencePieceTokenizer(self.proto)
+
+  def test_survives_reseeding_and_keeps_models_apart(self):
+    # tf.random.set_seed clears the eager kernel cache; tensorflow-text's kernel-owned model
+    # resource died with it ("Resource ... SentencepieceOp ... does not exist"), which broke
+    # every SentencePiece training run (the Trainer seeds after loading the tokenizers).
+    expected = self.tok.tokenize(tf.constant([TEXTS[0]])).to_list()
+    other = data.SentencePieceTokenizer(data.train_sentencepiece(TEXTS * 20, vocab_size=40))
+    other_expected = other.tokenize(tf.constant([TEXTS[0]])).to_list()
+    self.assertNotEqual(expected, other_expected)
+    tf.random.set_seed(1)
+    keras.utils.set_random_seed(2)
+    self.assertEqual(self.tok.tokenize(tf.constant([TEXTS[0]])).to_list(), expected)
+    self.assertEqual(other.tokenize(tf.constant([TEXTS[0]])).to_list(), other_expected)
+    twin = data.SentencePieceTokenizer(self.proto)  # same model bytes: same shared resource
+    del twin
+    self.assertEqual(self.tok.tokenize(tf.constant([TEXTS[0]])).to_list(), expected)
 
   def test_vocab_size_and_bpe(self):
     self.assertBetween(self.tok.vocab_size, 20, 150)

@@ -149,6 +149,28 @@ class PrecisionAndStoppingTest(tf.test.TestCase):
     self.assertEqual(summary["stopped"], "early_stopping")
     self.assertEqual(summary["steps"], 15)
 
+  def test_time_budget_validates_saves_and_counts_across_resumes(self):
+    # 0.5 s of budget: the first step (tracing) alone spends it.
+    config = tiny_train_config(steps=100, eval_every=50, checkpoint_every=50,
+                               max_minutes=0.5 / 60)
+    run_dir = tempfile.mkdtemp()
+    summary = Trainer(config, run_dir, stream=io.StringIO()).train()
+    self.assertEqual(summary["stopped"], "time_budget")
+    self.assertLess(summary["steps"], 100)
+    self.assertIsNotNone(summary["last_validation"])  # validated before stopping
+    self.assertGreaterEqual(summary["train_seconds"], 0.5)
+    self.assertEndsWith(summary["checkpoint"], f"-{summary['steps']}")
+    # A resumed run starts with the spent budget: it stops after its first step.
+    again = Trainer(config, run_dir, stream=io.StringIO()).train()
+    self.assertEqual(again["stopped"], "time_budget")
+    self.assertEqual(again["steps"], summary["steps"] + 1)
+    self.assertGreater(again["train_seconds"], summary["train_seconds"])
+    # A larger budget lets the same run go on to its step count.
+    longer = config.replace(train=dataclasses.replace(config.train, max_minutes=0.0, steps=
+                                                      summary["steps"] + 3))
+    self.assertEqual(Trainer(longer, run_dir, stream=io.StringIO()).train()["stopped"],
+                     "completed")
+
 
 class PiecesTest(tf.test.TestCase):
 

@@ -9,12 +9,36 @@ from typing import Iterable, List, Optional
 import sentencepiece as spm
 import tensorflow as tf
 import tensorflow_text as tf_text
+# pylint: disable=g-direct-tensorflow-import
+from tensorflow_text.python.ops.sentencepiece_tokenizer import _SentencepieceModelResource
+from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece_tokenizer
 
 from nmt_tf import special_tokens
 from nmt_tf.data.errors import DataError
 from nmt_tf.data.tokenizer import Tokenizer
 
 MODEL_TYPES = ("unigram", "bpe")
+
+
+class _SharedModelResource(_SentencepieceModelResource):
+  """The SentencePiece model resource under a shared name derived from the model's bytes.
+
+  tensorflow-text creates a kernel-owned resource (its TODO b/318839908). Such a resource dies
+  with its kernel, and eager kernels are dropped whenever the eager kernel cache is cleared,
+  which `tf.random.set_seed` does: a tokenizer made before seeding then fails with "Resource
+  .../SentencepieceOp... does not exist". In a loaded SavedModel the unnamed source and target
+  resources also collided on their node name. A shared name keeps the resource in the resource
+  manager, independent of the kernel, and the same model bytes map to the same name.
+  """
+
+  def __init__(self, model, name, shared_name):
+    self._shared_name = shared_name
+    super().__init__(model, name)
+
+  def _create_resource(self):
+    with tf.name_scope(self._name):
+      return gen_sentencepiece_tokenizer.sentencepiece_op(model=self._model,
+                                                          shared_name=self._shared_name)
 
 
 def train_sentencepiece(texts: Iterable[str], vocab_size: int = 8000,
@@ -73,13 +97,12 @@ class SentencePieceTokenizer(Tokenizer):
     if found != expected:
       raise DataError(f"SentencePiece model has reserved pieces {found}; expected "
                       f"{expected} (train it with train_sentencepiece).")
-    # The SentencepieceOp resource is kernel-owned and, without a shared_name, named after its
-    # node. In a loaded SavedModel the source and target resources would then have the same
-    # node name and share one model (the target side detokenized with the source model). A
-    # name scope derived from the model's bytes keeps different models apart.
     digest = hashlib.sha1(model_proto).hexdigest()[:16]
     self._tokenizer = tf_text.SentencepieceTokenizer(model=model_proto, out_type=tf.int32,
                                                      name=f"sentencepiece_{digest}")
+    # See _SharedModelResource: survives tf.random.set_seed and SavedModel loading.
+    self._tokenizer._model_resource = _SharedModelResource(  # pylint: disable=protected-access
+        model_proto, f"sentencepiece_{digest}", f"nmt_tf_sentencepiece_{digest}")
 
   @classmethod
   def train(cls, texts: Iterable[str], vocab_size: int = 8000, model_type: str = "unigram",

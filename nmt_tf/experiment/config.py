@@ -49,6 +49,8 @@ class TrainConfig:
     checkpoint_every: save a checkpoint every N steps.
     keep_checkpoints: how many recent checkpoints to keep.
     patience: stop after this many validations without a BLEU gain (0 = never).
+    max_minutes: wall-clock budget of the training loop in minutes, summed over resumed runs
+      (0 = none); when spent, the run validates, saves and stops (Marian's --after 2h).
     precision: float32 | mixed_bfloat16 | mixed_float16.
     strategy: default | mirrored | multi_worker (tf.distribute).
     seed: random seed of weights, dropout and data order.
@@ -71,6 +73,7 @@ class TrainConfig:
   checkpoint_every: int = 500
   keep_checkpoints: int = 3
   patience: int = 0
+  max_minutes: float = 0.0
   precision: str = "float32"
   strategy: str = "default"
   seed: int = 1234
@@ -97,6 +100,9 @@ class TrainConfig:
            f"Received train.precision={self.precision!r}; expected one of {PRECISIONS}.")
     _check(self.strategy in STRATEGIES,
            f"Received train.strategy={self.strategy!r}; expected one of {STRATEGIES}.")
+    _check(isinstance(self.max_minutes, (int, float)) and self.max_minutes >= 0,
+           f"Received train.max_minutes={self.max_minutes!r}; expected minutes >= 0 "
+           "(0 = no time budget).")
     _check(self.clip_norm >= 0, f"Received train.clip_norm={self.clip_norm!r}; expected >= 0.")
     _check(0 <= self.label_smoothing < 1, f"Received train.label_smoothing="
            f"{self.label_smoothing!r}; expected a value in [0, 1).")

@@ -86,6 +86,9 @@ class Trainer:
       self.state = {name: tf.Variable(0, dtype=tf.int64, trainable=False, name=name)
                     for name in ("step", "epoch", "batch_in_epoch", "bad_evals")}
       self.state["best_bleu"] = tf.Variable(-1.0, trainable=False, name="best_bleu")
+      # Seconds spent in the training loop by earlier invocations (train.max_minutes).
+      self.state["train_seconds"] = tf.Variable(0.0, dtype=tf.float64, trainable=False,
+                                                name="train_seconds")
       self.baseline = tf.Variable(0.0, trainable=False, name="reinforce_baseline")
       self.baseline_steps = tf.Variable(0.0, trainable=False, name="reinforce_baseline_steps")
       checkpoint = tf.train.Checkpoint(model=self.model, optimizer=optimizer,
@@ -103,14 +106,18 @@ class Trainer:
                                 nan_at_step=nan_at_step)
 
   def train(self):
-    """Trains to config.train.steps (or early stopping); returns the summary dict."""
+    """Trains to config.train.steps, early stopping or the time budget; returns the summary."""
     cfg = self.config.train
     start = time.time()
+    spent_before = float(_read(self.state["train_seconds"]))
     progress = ProgressPrinter(cfg.steps, cfg.log_every, self.stream)
     restored = self.keeper.restore_latest(progress.message)
     step = int(_read(self.state["step"]))
     if restored:
       progress.message(f"Resumed from {restored} at step {step}.")
+      spent_before = float(_read(self.state["train_seconds"]))
+    budget = 60.0 * cfg.max_minutes
+    self._clock = lambda: spent_before + time.time() - start
     summaries = Summaries(self.run_dir.tensorboard_dir if self.worker.is_chief else None)
     summaries.config(self.config, step)
     validator = Validator(self.model, self.src_tok, self.tgt_tok, self.corpus["valid"],
@@ -144,9 +151,12 @@ class Trainer:
                 "grad_norm": float(out["grad_norm"]),
                 "tokens_per_sec": window_tokens / elapsed}, step, "train")
             window_tokens, window_start = 0.0, time.time()
-          if step % cfg.eval_every == 0 or step == cfg.steps:
+          if budget and self._clock() >= budget and reason == "completed":
+            reason = "time_budget"
+          if step % cfg.eval_every == 0 or step == cfg.steps or reason == "time_budget":
             last_result = self._validate(validator, summaries, progress, step)
-            if cfg.patience and int(_read(self.state["bad_evals"])) >= cfg.patience:
+            if (reason == "completed" and cfg.patience
+                and int(_read(self.state["bad_evals"])) >= cfg.patience):
               reason = "early_stopping"
           if self.stop_after is not None and step >= self.stop_after:
             return self._summary("stop_after", step, start, last_result)
@@ -166,6 +176,9 @@ class Trainer:
     if reason == "early_stopping":
       progress.message(f"Early stopping at step {step}: no BLEU gain in {cfg.patience} "
                        "validations.")
+    elif reason == "time_budget":
+      progress.message(f"Stopped at step {step}: the time budget of train.max_minutes="
+                       f"{cfg.max_minutes:g} is spent.")
     return self._summary(reason, step, start, last_result)
 
   def _validate(self, validator, summaries, progress, step):
@@ -185,6 +198,7 @@ class Trainer:
     return result
 
   def _save(self, step, epoch, consumed):
+    self.state["train_seconds"].assign(self._clock())
     self.state["step"].assign(step)
     self.state["epoch"].assign(epoch)
     self.state["batch_in_epoch"].assign(consumed)
@@ -195,6 +209,7 @@ class Trainer:
         "steps": step,
         "best_bleu": float(_read(self.state["best_bleu"])),
         "wall_time": time.time() - start,
+        "train_seconds": self._clock(),
         "checkpoint": self.keeper.latest,
         "best_checkpoint": self.keeper.best,
         "stopped": reason,
