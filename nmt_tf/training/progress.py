@@ -23,10 +23,12 @@ class ProgressPrinter:
     log_every: steps between lines when not on a terminal.
     stream: output stream (default sys.stdout).
     min_interval: seconds between redraws on a terminal.
+    deadline: optional time.time() at which a time budget ends; the ETA is the earlier end.
   """
 
-  def __init__(self, total_steps, log_every, stream=None, min_interval=0.2):
+  def __init__(self, total_steps, log_every, stream=None, min_interval=0.2, deadline=None):
     self.total_steps = total_steps
+    self.deadline = deadline
     self.log_every = log_every
     self.stream = stream or sys.stdout
     self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
@@ -44,6 +46,8 @@ class ProgressPrinter:
     done = step - self._start_step
     rate = done / max(now - self._start_time, 1e-6)
     eta = (self.total_steps - step) / max(rate, 1e-9)
+    if self.deadline is not None:
+      eta = min(eta, self.deadline - now)
     line = (f"step {step}/{self.total_steps}  loss {loss:.4f}  {tokens_per_sec:,.0f} tok/s  "
             f"ETA {_duration(eta)}")
     if self.tty:

@@ -118,6 +118,12 @@ class Trainer:
       spent_before = float(_read(self.state["train_seconds"]))
     budget = 60.0 * cfg.max_minutes
     self._clock = lambda: spent_before + time.time() - start
+    if budget:
+      progress.deadline = start + budget - spent_before
+      if spent_before >= budget:
+        progress.message(f"The time budget train.max_minutes={cfg.max_minutes:g} was spent "
+                         f"by earlier runs (step {step}); raise it to train on.")
+        return self._summary("time_budget", step, start, None)
     summaries = Summaries(self.run_dir.tensorboard_dir if self.worker.is_chief else None)
     summaries.config(self.config, step)
     validator = Validator(self.model, self.src_tok, self.tgt_tok, self.corpus["valid"],
