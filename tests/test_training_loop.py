@@ -197,6 +197,6 @@ class PiecesTest(tf.test.TestCase):
         config = ExperimentConfig.from_dict(preset(model, dataset))
         self.assertTrue(os.path.exists(os.path.join(
             os.path.dirname(os.path.dirname(__file__)), "configs", f"{model}_{dataset}.py")))
-        if dataset == "multi30k":
+        if dataset.startswith("multi30k"):
           self.assertEqual((config.model.embedding_dim, config.model.encoder_units,
                             config.model.decoder_units), (256, 512, 512))

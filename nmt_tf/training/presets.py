@@ -10,6 +10,9 @@ Datasets:
   multi30k   Multi30k task 1 de->en, SentencePiece 8k per side, the reference model:
              embeddings 256, BiGRU encoder 2 x 512, decoder 512, dropout 0.3, beam 5,
              2 hours of training (train.max_minutes=120).
+  multi30k_word  the same with word vocabularies of the 10,000 most frequent words per side
+             and sentences of at most 50 words (Bahdanau et al. 2015's RNNsearch-50 setup;
+             --config.pipeline.max_source_len=30 --config.pipeline.max_target_len=30 gives -30).
 """
 
 from nmt_tf.experiment import base_config
@@ -24,7 +27,7 @@ MODELS = {
     "memory_rnn": dict(decoder="memory_rnn"),
     "self_attentive_rnn": dict(decoder="self_attentive_rnn"),
 }
-DATASETS = ("generated", "multi30k")
+DATASETS = ("generated", "multi30k", "multi30k_word")
 
 
 def _generated(config):
@@ -76,6 +79,12 @@ def _multi30k(config):
   config.decode.max_length = 100
 
 
+def _multi30k_word(config):
+  _multi30k(config)
+  config.tokenizer.kind = "word"
+  config.tokenizer.vocab_size = 10000
+
+
 def preset(model, dataset):
   """The ml_collections ConfigDict of configs/<model>_<dataset>.py."""
   if model not in MODELS:
@@ -83,7 +92,8 @@ def preset(model, dataset):
   if dataset not in DATASETS:
     raise ValueError(f"Received dataset {dataset!r}; expected one of {DATASETS}.")
   config = base_config()
-  {"generated": _generated, "multi30k": _multi30k}[dataset](config)
+  {"generated": _generated, "multi30k": _multi30k,
+   "multi30k_word": _multi30k_word}[dataset](config)
   for key, value in MODELS[model].items():
     config.model[key] = value
   return config
