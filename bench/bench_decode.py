@@ -39,6 +39,8 @@ flags.DEFINE_integer("limit", 0, "Only the first N validation sentences (0 = all
 flags.DEFINE_float("length_a", 2.0, "Output cap a * source length + b (decode.max_length_a).")
 flags.DEFINE_float("length_b", 10.0, "Output cap a * source length + b (decode.max_length_b).")
 flags.DEFINE_list("jit", ["false"], "jit_compile settings of the search to time (false, true).")
+flags.DEFINE_list("matmul_dtypes", ["float32"], "Matrix-product dtypes to time (float32, "
+                  "bfloat16: Seq2Seq.matmul_dtype, layers/precision.py).")
 FLAGS = flags.FLAGS
 
 
@@ -50,8 +52,6 @@ def main(argv):
   src_proto = data.train_sentencepiece(train.sources, FLAGS.vocab_size)
   tgt_proto = data.train_sentencepiece(train.targets, FLAGS.vocab_size)
   setup = time.perf_counter() - start
-  # The seed is set before the tokenizers exist: tf.random.set_seed resets the eager
-  # context, which frees the tf_text SentencePiece resources made before it.
   tf.random.set_seed(0)
   src_tok = data.SentencePieceTokenizer(src_proto)
   tgt_tok = data.SentencePieceTokenizer(tgt_proto)
@@ -67,23 +67,27 @@ def main(argv):
             "max_length": f"min(128, {FLAGS.length_a:g} * src_len + {FLAGS.length_b:g})",
             "setup_s": round(setup, 1),
             "threads": os.cpu_count()}
-  for beam in (int(b) for b in FLAGS.beams):
-    for jit in (j.lower() in ("1", "true", "yes") for j in FLAGS.jit):
-      decode = DecodeConfig(beam_size=beam, nbest=1,
-                            length_penalty=0.6 if beam > 1 else 0.0, max_length=128,
-                            max_length_a=FLAGS.length_a, max_length_b=FLAGS.length_b,
-                            batch_size=FLAGS.batch_size)
-      compiled = CompiledTranslator(Translator(model, src_tok, tgt_tok, decode),
-                                    jit_compile=jit)
-      translate_lines(compiled, sources[:FLAGS.batch_size], FLAGS.batch_size)  # warm-up
-      start = time.perf_counter()
-      results = translate_lines(compiled, sources, FLAGS.batch_size)
-      seconds = time.perf_counter() - start
-      tokens = sum(len(r.hypotheses[0].ids) for r in results if r.hypotheses)
-      name = ("greedy" if beam == 1 else f"beam{beam}") + ("_xla" if jit else "")
-      report[name] = {"sentences_per_s": round(len(sources) / seconds, 2),
-                      "seconds": round(seconds, 1),
-                      "output_tokens_per_sentence": round(tokens / len(sources), 1)}
+  settings = [(beam, jit, dtype) for beam in (int(b) for b in FLAGS.beams)
+              for jit in (j.lower() in ("1", "true", "yes") for j in FLAGS.jit)
+              for dtype in FLAGS.matmul_dtypes]
+  for beam, jit, dtype in settings:
+    model.matmul_dtype = None if dtype == "float32" else dtype
+    decode = DecodeConfig(beam_size=beam, nbest=1,
+                          length_penalty=0.6 if beam > 1 else 0.0, max_length=128,
+                          max_length_a=FLAGS.length_a, max_length_b=FLAGS.length_b,
+                          batch_size=FLAGS.batch_size)
+    compiled = CompiledTranslator(Translator(model, src_tok, tgt_tok, decode),
+                                  jit_compile=jit)
+    translate_lines(compiled, sources[:FLAGS.batch_size], FLAGS.batch_size)  # warm-up
+    start = time.perf_counter()
+    results = translate_lines(compiled, sources, FLAGS.batch_size)
+    seconds = time.perf_counter() - start
+    tokens = sum(len(r.hypotheses[0].ids) for r in results if r.hypotheses)
+    name = (("greedy" if beam == 1 else f"beam{beam}") + ("_xla" if jit else "")
+            + ("" if dtype == "float32" else f"_{dtype}_matmul"))
+    report[name] = {"sentences_per_s": round(len(sources) / seconds, 2),
+                    "seconds": round(seconds, 1),
+                    "output_tokens_per_sentence": round(tokens / len(sources), 1)}
   print(json.dumps(report, indent=2))
 
 

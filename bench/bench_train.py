@@ -31,9 +31,9 @@ import bench_peak
 import common
 from nmt_tf import data
 from nmt_tf.experiment import TrainConfig
-from nmt_tf.models import ModelConfig, Seq2Seq
+from nmt_tf.models import ModelConfig
 from nmt_tf.training.train_step import TrainStep
-from nmt_tf.training.trainer import dtype_policy
+from nmt_tf.training.trainer import build_model
 
 flags.DEFINE_string("pair", "de-en", "Multi30k language pair.")
 flags.DEFINE_list("precisions", ["float32", "mixed_bfloat16"], "Precisions to time.")
@@ -56,9 +56,7 @@ def time_setting(batches, vocab, precision, jit):
   strategy = tf.distribute.get_strategy()
   train_cfg = TrainConfig(precision=precision, jit_compile=jit, clip_norm=1.0,
                           label_smoothing=0.1, learning_rate=5e-4)
-  with dtype_policy(precision):
-    model = Seq2Seq(ModelConfig(**common.reference_model_config(*vocab)))
-    model.build_with_dummy_batch()
+  model = build_model(ModelConfig(**common.reference_model_config(*vocab)), precision)
   optimizer = keras.optimizers.Adam(learning_rate=5e-4)
   optimizer.build(model.trainable_variables)
   step = TrainStep(model, optimizer, strategy, train_cfg, tf.Variable(0.0), tf.Variable(0.0))
@@ -102,7 +100,7 @@ def main(argv):
       if peak:
         flops = 3.0 * common.forward_flops(src, tgt, vocab=vocab[1])
         achieved = flops / seconds / 1e9
-        ref = peak["bfloat16" if "bfloat16" in precision else "float32"]
+        ref = peak["bfloat16" if "bf" in precision else "float32"]
         entry.update({"model_gflops_per_s": round(achieved, 1), "peak_gflops_per_s": ref,
                       "flops_utilization": round(achieved / ref, 3),
                       "train_flops_per_target_token": round(flops / tgt)})

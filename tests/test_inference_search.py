@@ -128,6 +128,21 @@ class CompiledSearchTest(tf.test.TestCase):
     self.assertEqual(compiled.search.experimental_get_tracing_count(), 1)
     self.assertEqual(plain.search.experimental_get_tracing_count(), 1)
 
+  def test_bfloat16_products_score_their_own_hypotheses(self):
+    model = make_model(decoder="cgru")
+    translator = translator_for(model, beam_size=3, max_length=8, max_length_a=10.0,
+                                matmul_dtype="bfloat16")
+    out = CompiledTranslator(translator).search(SOURCES)
+    reference = translator_for(model, beam_size=3, max_length=8,
+                               max_length_a=10.0).translate_ids(SOURCES)
+    # Close to the float32 search; the found hypotheses score alike under teacher forcing.
+    self.assertAllClose(out["log_probs"], reference.log_probs, atol=0.1)
+    for row in range(SOURCES.shape[0]):
+      ids = list(out["ids"][row, 0, :out["lengths"][row, 0]].numpy())
+      forced = teacher_forced(model, SOURCES[row:row + 1], [ids])[0]
+      self.assertAllClose(out["log_probs"][row, 0], forced, atol=0.1)
+    self.assertIsNone(model.matmul_dtype)  # the search's choice, not the model's
+
 
 if __name__ == "__main__":
   tf.test.main()

@@ -7,6 +7,8 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
+from nmt_tf.layers import deferred
+from nmt_tf.layers import precision
 from nmt_tf.models import ConfigError, ModelConfig, Seq2Seq
 from nmt_tf.training import losses
 from tests.model_fixtures import VARIANTS, batch, tiny_config
@@ -106,6 +108,99 @@ class GraphModeStepTest(tf.test.TestCase, parameterized.TestCase):
     full = tf.function(lambda x: model(x))(b)
     stepwise = tf.function(lambda s, t: _stepwise(model, s, t))(b["source"], b["target_in"])
     self.assertAllClose(full["logits"], stepwise[0], atol=1e-5, rtol=1e-5)
+
+
+def _loss_gradients(model, b):
+  with tf.GradientTape() as tape:
+    loss = losses.masked_nll(model(b, training=True)["logits"], b["target_out"])
+  return tape.gradient(loss, model.trainable_variables)
+
+
+class DeferredGradientTest(tf.test.TestCase, parameterized.TestCase):
+  """Weight gradients taken after the time loop (layers/deferred.py) equal the gradients
+  accumulated step by step inside it, for every kind of per-step product, eager and graph."""
+
+  @parameterized.named_parameters(
+      *[(name, name) for name in ("encdec_birnn_2layers", "rnnsearch", "rnnsearch_general",
+                                  "cgru", "luong_lstm_dot", "luong_concat", "memory_rnn",
+                                  "self_attentive_rnn", "self_attentive_residual_cavg",
+                                  "cgru_rnn_reversed")])
+  def test_same_gradients_as_in_loop_accumulation(self, variant):
+    tf.random.set_seed(3)
+    model = Seq2Seq(tiny_config(**VARIANTS[variant]))
+    b = batch()
+    model(b)
+    for run in (lambda f: f(), lambda f: tf.function(f)()):
+      with deferred.forced(True):
+        deferred_grads = run(lambda: _loss_gradients(model, b))
+      with deferred.forced(False):
+        plain_grads = run(lambda: _loss_gradients(model, b))
+      for v, g, h in zip(model.trainable_variables, deferred_grads, plain_grads):
+        self.assertAllClose(tf.convert_to_tensor(g), tf.convert_to_tensor(h), atol=1e-6,
+                            rtol=1e-5, msg=v.path)
+
+  def test_products_outside_a_loop_are_plain(self):
+    x, w = tf.random.normal([3, 4]), tf.random.normal([4, 5])
+    m, q = tf.random.normal([3, 6, 4]), tf.random.normal([3, 4])
+    a = tf.nn.softmax(tf.random.normal([3, 6]))
+    self.assertAllClose(deferred.matmul(x, w), x @ w)
+    self.assertAllClose(deferred.attend(a, m), tf.einsum("bn,bnd->bd", a, m))
+    self.assertAllClose(deferred.score(m, q), tf.einsum("bnd,bd->bn", m, q))
+
+
+class PrecisionTest(tf.test.TestCase):
+  """layers/precision.py: bfloat16 matrix products in a float32 model, casts cached per pass."""
+
+  def test_bf16_matmul_model_is_close_to_float32(self):
+    tf.random.set_seed(4)
+    model = Seq2Seq(tiny_config(decoder="cgru"))
+    b = batch()
+    expected = model(b)["logits"]
+    model.matmul_dtype = "bfloat16"
+    out = model(b)
+    self.assertEqual(out["logits"].dtype, tf.float32)
+    self.assertAllClose(out["logits"], expected, atol=0.05, rtol=0.05)
+    self.assertNotAllClose(out["logits"], expected, atol=1e-6, rtol=1e-6)  # really bf16
+    logits, _ = _stepwise(model, b["source"], b["target_in"])
+    self.assertAllClose(out["logits"], logits, atol=1e-5, rtol=1e-5)
+    grads = _loss_gradients(model, b)
+    self.assertTrue(all(g.dtype == tf.float32 for g in grads))
+    self.assertTrue(all(np.all(np.isfinite(tf.convert_to_tensor(g))) for g in grads))
+
+  def test_weight_cast_once_per_scope(self):
+    v = tf.Variable(tf.ones([2, 3]))
+    with precision.scope("bfloat16"):
+      first = precision.weight(v, tf.float32)
+      self.assertEqual(first.dtype, tf.bfloat16)
+      self.assertIs(precision.weight(v, tf.float32), first)
+      with precision.scope("bfloat16"):  # nested: the same pass
+        self.assertIs(precision.weight(v, tf.float32), first)
+    with precision.scope(None):
+      self.assertEqual(precision.weight(v, tf.float32).dtype, tf.float32)
+    # A graph cannot use a cast made in a sibling graph: it is made anew there.
+    with precision.scope(None):
+      tf.function(lambda: precision.weight(v, tf.float32))()
+      self.assertAllEqual(tf.function(lambda: precision.weight(v, tf.float32) * 2.0)(),
+                          tf.fill([2, 3], 2.0))
+
+  def test_mixed_bfloat16_loops_defer_with_the_same_gradients(self):
+    import keras  # pylint: disable=g-import-not-at-top
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    try:
+      tf.random.set_seed(5)
+      model = Seq2Seq(tiny_config(decoder="cgru"))
+      b = batch()
+      model(b)
+    finally:
+      keras.mixed_precision.set_global_policy(previous)
+    auto = _loss_gradients(model, b)
+    with deferred.forced(False):
+      plain = _loss_gradients(model, b)
+    for v, g, h in zip(model.trainable_variables, auto, plain):
+      g, h = tf.convert_to_tensor(g), tf.convert_to_tensor(h)
+      scale = float(tf.reduce_max(tf.abs(h))) + 1e-6
+      self.assertAllClose(g / scale, h / scale, atol=0.03, msg=v.path)
 
 
 class OverfitTest(tf.test.TestCase, parameterized.TestCase):

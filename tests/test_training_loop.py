@@ -141,6 +141,17 @@ class PrecisionAndStoppingTest(tf.test.TestCase):
                                            key=lambda x: x[0])]
     self.assertLess(rates[-1], rates[1])  # inverse square-root decay after the warm-up
 
+  def test_float32_bf16_matmul_trains(self):
+    config = tiny_train_config(steps=30, eval_every=30, checkpoint_every=30,
+                               precision="float32_bf16_matmul")
+    run_dir = tempfile.mkdtemp()
+    trainer = Trainer(config, run_dir, stream=io.StringIO())
+    trainer.train()
+    self.assertEqual(trainer.model.compute_dtype, "float32")
+    self.assertEqual(trainer.model.matmul_dtype, "bfloat16")
+    losses = [_scalar(v) for _, v in sorted(_events(run_dir)["train/loss"], key=lambda x: x[0])]
+    self.assertLess(losses[-1], losses[0])
+
   def test_patience_stops_early(self):
     # A learning rate too small to change BLEU: every validation after the first is no gain.
     config = tiny_train_config(steps=100, eval_every=5, checkpoint_every=5, patience=2,

@@ -23,6 +23,9 @@ flags.DEFINE_float("length_penalty", None, "GNMT length penalty alpha; default: 
 flags.DEFINE_float("coverage_penalty", None, "GNMT coverage penalty beta; default: the config's.")
 flags.DEFINE_integer("decode_batch_size", None, "Sentences per decoding batch; default: the "
                      "config's.")
+flags.DEFINE_enum("matmul_dtype", None, ["float32", "bfloat16"], "Operand dtype of the "
+                  "search's matrix products (bfloat16: faster on AMX/AVX512-BF16 CPUs); "
+                  "default: the config's decode.matmul_dtype.")
 
 FLAGS = flags.FLAGS
 
@@ -36,7 +39,8 @@ def decode_config(config):
   """config.decode with the decoding flags that were given applied."""
   overrides = {key: getattr(FLAGS, flag) for key, flag in (
       ("beam_size", "beam_size"), ("nbest", "nbest"), ("length_penalty", "length_penalty"),
-      ("coverage_penalty", "coverage_penalty"), ("batch_size", "decode_batch_size"))
+      ("coverage_penalty", "coverage_penalty"), ("batch_size", "decode_batch_size"),
+      ("matmul_dtype", "matmul_dtype"))
       if getattr(FLAGS, flag) is not None}
   if "beam_size" in overrides and "nbest" not in overrides:
     overrides["nbest"] = min(config.decode.nbest, overrides["beam_size"])

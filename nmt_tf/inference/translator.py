@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from nmt_tf import decoding
 from nmt_tf.data import encode_source, strip_special
+from nmt_tf.layers import precision
 
 
 class Translator(tf.Module):
@@ -50,6 +51,11 @@ class Translator(tf.Module):
     cfg = self.decode_config
     beam_size = beam_size or cfg.beam_size
     nbest = nbest or (cfg.nbest if beam_size > 1 else 1)
+    dtype = getattr(self.model, "matmul_dtype", None) or cfg.matmul_dtype  # None: ensembles
+    with precision.scope(dtype, prefetch=self.model.trainable_variables):
+      return self._search(source, cfg, beam_size, nbest)
+
+  def _search(self, source, cfg, beam_size, nbest):
     context = self.model.encode(source)
     state = self.model.initial_state(context, cfg.max_length)
     src_length = tf.reduce_sum(tf.cast(source != 0, tf.int32), axis=1)  # [batch]

@@ -16,6 +16,7 @@ called once per batch, and each step only projects the query.
 import keras
 import tensorflow as tf
 
+from nmt_tf.layers import deferred
 from nmt_tf.layers import ops
 
 MODES = ("soft", "hard")
@@ -78,7 +79,7 @@ class _Attention(keras.layers.Layer):
       select = picked
     else:
       select = weights
-    context = tf.matmul(tf.cast(select, memory.dtype)[:, None, :], memory)[:, 0]  # [batch, mem]
+    context = deferred.attend(tf.cast(select, memory.dtype), memory)  # [batch, mem_dim]
     return context, weights, log_prob
 
   def get_config(self):
@@ -113,10 +114,11 @@ class BahdanauAttention(_Attention):
   def precompute_keys(self, memory):
     if not self.built:
       self.build()
-    return self.key_dense(memory)  # [batch, src_len, units]
+    return ops.dense(self.key_dense, memory)  # [batch, src_len, units]
 
   def score(self, query, keys):
-    hidden = tf.tanh(keys + self.query_dense(query)[:, None, :])  # [batch, src_len, units]
+    query = ops.dense(self.query_dense, query)  # W_a q [batch, units]
+    hidden = tf.tanh(keys + query[:, None, :])  # [batch, src_len, units]
     return tf.reduce_sum(hidden * tf.cast(self.v, hidden.dtype), axis=-1)  # [batch, src_len]
 
   def get_config(self):
@@ -164,17 +166,17 @@ class LuongAttention(_Attention):
     if self.score_type == "dot":
       return memory  # [batch, src_len, mem_dim]
     # general: W_a h_i [batch, src_len, q_dim]; concat: W_h h_i + b [batch, src_len, units]
-    return self.key_dense(memory)
+    return ops.dense(self.key_dense, memory)
 
   def score(self, query, keys):
     if self.score_type == "concat":
-      hidden = tf.tanh(keys + self.query_dense(query)[:, None, :])  # [batch, src_len, units]
+      hidden = tf.tanh(keys + ops.dense(self.query_dense, query)[:, None, :])  # [batch, src_len, units]
       return tf.reduce_sum(hidden * tf.cast(self.v, hidden.dtype), axis=-1)
     if query.shape[-1] != keys.shape[-1]:
       raise ValueError(
           f"Luong score={self.score_type!r} received a query of size {query.shape[-1]} and keys "
           f"of size {keys.shape[-1]}; they must match (use score='general' or 'concat').")
-    return tf.matmul(keys, query[:, :, None])[:, :, 0]  # [batch, src_len]
+    return deferred.score(keys, query)  # [batch, src_len]
 
   def get_config(self):
     return {**super().get_config(), "score": self.score_type, "units": self.units}

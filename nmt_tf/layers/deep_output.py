@@ -99,7 +99,7 @@ class Bridge(keras.layers.Layer):
     [batch, src_len] (masked mean over real positions first)."""
     if source_mask is not None:
       x = ops.masked_mean(x, source_mask)  # [batch, dim]
-    return self.dense(x)
+    return ops.dense(self.dense, x)  # [batch, units]
 
   def get_config(self):
     return {**super().get_config(), "units": self.units}

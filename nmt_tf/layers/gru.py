@@ -11,7 +11,9 @@ Gate order in the fused kernels is [z, r, h~], as in keras.layers.GRUCell.
 import keras
 import tensorflow as tf
 
+from nmt_tf.layers import deferred
 from nmt_tf.layers import ops
+from nmt_tf.layers import precision
 
 
 @keras.saving.register_keras_serializable(package="nmt_tf")
@@ -67,20 +69,20 @@ class GRUCell(keras.layers.Layer):
       h: [batch, units].
     """
     d = self.units
-    u = tf.cast(self.recurrent_kernel, h_prev.dtype)
+    u = precision.weight(self.recurrent_kernel, h_prev.dtype)  # cast once per forward pass
     x_z, x_r, x_h = tf.split(x_proj, 3, axis=-1)  # 3 x [batch, units]
     if self.reset_after:
-      hu = tf.matmul(h_prev, u) + tf.cast(self.recurrent_bias, h_prev.dtype)  # [batch, 3*units]
+      hu = deferred.matmul(h_prev, u) + tf.cast(self.recurrent_bias, h_prev.dtype)  # [batch, 3*units]
       h_z, h_r, h_h = tf.split(hu, 3, axis=-1)
       z = tf.sigmoid(x_z + h_z)
       r = tf.sigmoid(x_r + h_r)
       h_tilde = tf.tanh(x_h + r * h_h)
     else:
-      hu = tf.matmul(h_prev, u[:, :2 * d])  # [batch, 2*units]
+      hu = deferred.matmul(h_prev, u[:, :2 * d])  # [batch, 2*units]
       h_z, h_r = tf.split(hu, 2, axis=-1)
       z = tf.sigmoid(x_z + h_z)
       r = tf.sigmoid(x_r + h_r)
-      h_tilde = tf.tanh(x_h + tf.matmul(r * h_prev, u[:, 2 * d:]))
+      h_tilde = tf.tanh(x_h + deferred.matmul(r * h_prev, u[:, 2 * d:]))
     return z * h_prev + (1.0 - z) * h_tilde  # [batch, units]
 
   def call(self, x, h_prev):

@@ -2,6 +2,9 @@
 
 import tensorflow as tf
 
+from nmt_tf.layers import deferred
+from nmt_tf.layers import precision
+
 # Added to the scores of masked positions; exp() of it underflows to exactly 0 in float32.
 NEG_INF = -1e9
 
@@ -9,25 +12,38 @@ NEG_INF = -1e9
 def project(x, kernel, bias=None):
   """x W (+ b) over the last axis for any leading dims, as one 2-D matmul.
 
+  The product is made in the precision of layers/precision.py; for x [batch, in_dim] inside a
+  time loop it goes through `deferred.matmul`.
+
   Args:
     x: [..., in_dim].
-    kernel: [in_dim, out_dim] variable or tensor (cast to x's dtype).
+    kernel: [in_dim, out_dim] variable or tensor.
     bias: optional [out_dim].
 
   Returns:
-    [..., out_dim].
+    [..., out_dim] in x's dtype.
   """
   x = tf.convert_to_tensor(x)
-  kernel = tf.cast(kernel, x.dtype)
+  kernel = precision.weight(kernel, x.dtype)
   if x.shape.rank == 2:
-    y = tf.matmul(x, kernel)
+    y = deferred.matmul(x, kernel)  # [batch, out_dim]
   else:
     lead = tf.shape(x)[:-1]
-    y = tf.matmul(tf.reshape(x, [-1, x.shape[-1]]), kernel)  # [prod(lead), out_dim]
+    y = precision.matmul(tf.reshape(x, [-1, x.shape[-1]]), kernel)  # [prod(lead), out_dim]
     y = tf.reshape(y, tf.concat([lead, [kernel.shape[-1]]], 0))  # [..., out_dim]
   if bias is not None:
     y = y + tf.cast(bias, x.dtype)
   return y
+
+
+def dense(layer, x):
+  """A keras Dense layer's activation(x W + b) computed by `project` (precision, deferred
+  gradients inside time loops) instead of Keras' own matmul."""
+  x = tf.cast(x, layer.compute_dtype)
+  if not layer.built:
+    layer.build(x.shape)
+  y = project(x, layer.kernel, layer.bias if layer.use_bias else None)
+  return layer.activation(y) if layer.activation is not None else y
 
 
 def masked_softmax(scores, mask):

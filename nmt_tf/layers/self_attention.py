@@ -55,7 +55,7 @@ class SelfAttentiveResidual(keras.layers.Layer):
       return tf.zeros(tf.shape(emb)[:-1], tf.float32)
     if not self.built:
       self.build()
-    hidden = self.score_dense(emb)  # [..., units]
+    hidden = ops.dense(self.score_dense, emb)  # [..., units]
     return tf.cast(tf.reduce_sum(hidden * tf.cast(self.v, hidden.dtype), -1), tf.float32)
 
   def call(self, emb):
@@ -129,7 +129,7 @@ class StateMemory(keras.layers.Layer):
     """Writes s_index (and its key W_m s) into the buffers."""
     size = tf.shape(memory["states"])[1]
     at = tf.one_hot(index, size, on_value=True, off_value=False)[None, :, None]  # [1, L, 1]
-    key = self.key_dense(s)  # [batch, units]
+    key = ops.dense(self.key_dense, s)  # [batch, units]
     return {
         "states": tf.where(at, s[:, None, :], memory["states"]),  # [batch, L, d]
         "keys": tf.where(at, tf.cast(key, memory["keys"].dtype)[:, None, :], memory["keys"]),
@@ -137,7 +137,7 @@ class StateMemory(keras.layers.Layer):
 
   def call(self, s_prev, memory, time):
     """s~_t over entries 0..time: s_prev [batch, d] -> (s~ [batch, d], weights [batch, L])."""
-    hidden = tf.tanh(memory["keys"] + self.query_dense(s_prev)[:, None, :])  # [batch, L, units]
+    hidden = tf.tanh(memory["keys"] + ops.dense(self.query_dense, s_prev)[:, None, :])  # [batch, L, units]
     scores = tf.reduce_sum(hidden * tf.cast(self.v, hidden.dtype), -1)  # [batch, L]
     valid = tf.range(tf.shape(scores)[1]) <= time  # [L]
     weights = ops.masked_softmax(scores, valid[None, :])  # [batch, L]

@@ -11,6 +11,7 @@ input-feeding term W_f h~_{t-1} is projected per step.
 import keras
 import tensorflow as tf
 
+from nmt_tf.layers import ops
 from nmt_tf.layers.attention import make_attention
 from nmt_tf.layers.deep_output import Bridge, OutputProjection
 from nmt_tf.layers.gru import GRUCell
@@ -72,7 +73,7 @@ class LuongDecoder(Decoder):
     return {"rnn": self.rnn.project_inputs(emb)}  # [..., gates*units]
 
   def cell(self, x_t, state, context, t, training):
-    x_proj = x_t["rnn"] + self.feed_proj(state["h_tilde"])
+    x_proj = x_t["rnn"] + ops.dense(self.feed_proj, state["h_tilde"])
     new_state = {}
     if self.rnn_cell == "lstm":
       s, new_state["c"] = self.rnn.step(x_proj, (state["s"], state["c"]))
@@ -80,7 +81,7 @@ class LuongDecoder(Decoder):
       s = self.rnn.step(x_proj, state["s"])  # [batch, units]
     c, alpha, log_prob = self.attention(s, context["memory"], context["keys"], context["mask"],
                                         training=training)
-    h_tilde = self.combine(tf.concat([c, s], axis=-1))  # [batch, units]
+    h_tilde = ops.dense(self.combine, tf.concat([c, s], axis=-1))  # [batch, units]
     new_state.update(s=s, h_tilde=h_tilde)
     return {"h_tilde": h_tilde, "attention": alpha, "log_prob": log_prob}, new_state
 

@@ -14,6 +14,7 @@ encdec, per step for rnnsearch (c_t changes).
 import keras
 import tensorflow as tf
 
+from nmt_tf.layers import ops
 from nmt_tf.layers.attention import make_attention
 from nmt_tf.layers.deep_output import Bridge, DeepOutput
 from nmt_tf.layers.gru import GRUCell
@@ -52,7 +53,8 @@ class EncDecDecoder(Decoder):
                                    name="deep_output")
 
   def make_context(self, memory, summary, mask):
-    return {"summary": summary, "summary_proj": self.context_proj(summary), "mask": mask}
+    return {"summary": summary, "summary_proj": ops.dense(self.context_proj, summary),
+            "mask": mask}
 
   def initial_state(self, context, max_length):
     return {"s": self.bridge(context["summary"])}  # [batch, units]
@@ -130,7 +132,7 @@ class RNNSearchDecoder(Decoder):
     s_prev = state["s"]
     c, alpha, log_prob = self.attention(s_prev, context["memory"], context["keys"],
                                         context["mask"], training=training)
-    s = self.gru.step(x_t["gru"] + self.context_proj(c), s_prev)  # [batch, units]
+    s = self.gru.step(x_t["gru"] + ops.dense(self.context_proj, c), s_prev)  # [batch, units]
     return {"s": s, "context": c, "attention": alpha, "log_prob": log_prob}, {"s": s}
 
   def output_inputs(self, outputs, emb):

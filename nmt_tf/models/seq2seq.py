@@ -8,6 +8,7 @@ import keras
 import tensorflow as tf
 
 from nmt_tf import special_tokens
+from nmt_tf.layers import precision
 from nmt_tf.models.cgru_decoders import CGRUDecoder
 from nmt_tf.models.config import ModelConfig
 from nmt_tf.models.encoders import ConvEncoder, EmbeddingEncoder, RNNEncoder
@@ -58,10 +59,14 @@ class Seq2Seq(keras.Model):
 
   Args:
     config: a ModelConfig or a dict of its fields.
+
+  Attribute `matmul_dtype` (None, or "bfloat16" for the float32_bf16_matmul precision) sets
+  the operand dtype of the matrix products of every forward pass (layers/precision.py).
   """
 
   def __init__(self, config, **kwargs):
     super().__init__(**kwargs)
+    self.matmul_dtype = None
     self.model_config = config if isinstance(config, ModelConfig) else \
         ModelConfig.from_dict(config)
     cfg = self.model_config
@@ -80,26 +85,30 @@ class Seq2Seq(keras.Model):
       dict: logits [batch, tgt_len, tgt_vocab], attention [batch, tgt_len, src_len] (float32),
       attention_log_prob [batch, tgt_len] (hard attention's sampled log alpha, else zeros).
     """
-    context = self.encode(inputs["source"], training=training)
-    emb = self.embedding_dropout(self.tgt_embedding(inputs["target_in"]), training=training)
-    logits, attention, log_prob = self.decoder(emb, context, training=training)
+    with precision.scope(self.matmul_dtype):
+      context = self.encode(inputs["source"], training=training)
+      emb = self.embedding_dropout(self.tgt_embedding(inputs["target_in"]), training=training)
+      logits, attention, log_prob = self.decoder(emb, context, training=training)
     return {"logits": logits, "attention": attention, "attention_log_prob": log_prob}
 
   def encode(self, source, training=False):
     """source [batch, src_len] ids -> decoding context (dict of batch-leading tensors)."""
     mask = tf.not_equal(source, special_tokens.PAD_ID)  # [batch, src_len]
-    x = self.embedding_dropout(self.src_embedding(source), training=training)  # [b, s, e]
-    memory, summary = self.encoder(x, mask)  # [batch, src_len, mem_dim], [batch, mem_dim]
-    return self.decoder.make_context(memory, summary, mask)
+    with precision.scope(self.matmul_dtype):
+      x = self.embedding_dropout(self.src_embedding(source), training=training)  # [b, s, e]
+      memory, summary = self.encoder(x, mask)  # [batch, src_len, mem_dim], [batch, mem_dim]
+      return self.decoder.make_context(memory, summary, mask)
 
   def initial_state(self, context, max_length):
     """Decoder state before the first step, for up to `max_length` steps."""
-    return self.decoder.initial_state(context, max_length)
+    with precision.scope(self.matmul_dtype):
+      return self.decoder.initial_state(context, max_length)
 
   def step(self, prev_ids, state, context, time):
     """One incremental decoding step: prev_ids [batch] -> (logits [batch, vocab],
     attention [batch, src_len], new state)."""
-    return self.decoder.step(self.tgt_embedding(prev_ids), state, context, time)
+    with precision.scope(self.matmul_dtype):
+      return self.decoder.step(self.tgt_embedding(prev_ids), state, context, time)
 
   def build_with_dummy_batch(self):
     """Creates every weight by running one tiny batch (needed before `step` or loading)."""

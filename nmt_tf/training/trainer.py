@@ -41,6 +41,21 @@ def dtype_policy(name):
     keras.mixed_precision.set_global_policy(previous)
 
 
+def build_model(model_config, precision):
+  """A Seq2Seq with its weights created, for a train.precision value.
+
+  float32_bf16_matmul: float32 model whose matrix products take bfloat16 operands
+  (layers/precision.py); the mixed_* values are Keras dtype policies.
+  """
+  bf16_matmul = precision == "float32_bf16_matmul"
+  with dtype_policy("float32" if bf16_matmul else precision):
+    model = Seq2Seq(model_config)
+    if bf16_matmul:
+      model.matmul_dtype = "bfloat16"
+    model.build_with_dummy_batch()
+  return model
+
+
 def _read(variable):
   """The host value of a (possibly mirrored) scalar variable."""
   return variable.read_value().numpy()
@@ -75,9 +90,7 @@ class Trainer:
     self.stream = stream
     keras.utils.set_random_seed(train_cfg.seed)
     with self.strategy.scope():
-      with dtype_policy(train_cfg.precision):
-        self.model = Seq2Seq(self.config.model)
-        self.model.build_with_dummy_batch()
+      self.model = build_model(self.config.model, train_cfg.precision)
       optimizer = keras.optimizers.Adam(learning_rate=learning_rate_schedule(train_cfg))
       if train_cfg.precision == "mixed_float16":
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)

@@ -1,0 +1,93 @@
+"""Precision of the matrix products, and weights cast once per forward pass.
+
+`scope(matmul_dtype)` is entered by Seq2Seq around each forward pass. Inside it:
+  - `weight(w, dtype)` casts a variable to the product dtype once and reuses the cast for the
+    rest of the pass. The time loops run step 0 outside the tf.while_loop, so the cast is made
+    there and captured by the loop instead of being redone at every step.
+  - `matmul(x, w)` multiplies in the dtype of the (cast) weight and returns x's dtype.
+With matmul_dtype="bfloat16" (the "float32_bf16_matmul" training precision) the products take
+bfloat16 operands (AMX / AVX512-BF16 matmul, about 4x the float32 peak of this CPU) while the
+variables, the recurrent states, gates, attention softmax and losses stay float32: only the
+products lose precision, as with TF32 on GPUs, and the elementwise ops keep float32 speed
+(bfloat16 elementwise ops are several times slower than float32 on CPU).
+"""
+
+import contextlib
+import threading
+
+import tensorflow as tf
+
+_local = threading.local()  # per thread: tf.distribute runs one replica per thread
+
+
+class _Scope:
+
+  def __init__(self, matmul_dtype):
+    self.matmul_dtype = None if matmul_dtype is None else tf.as_dtype(matmul_dtype)
+    self.casts = {}  # id(variable), dtype -> (variable, cast tensor)
+
+
+@contextlib.contextmanager
+def scope(matmul_dtype=None, prefetch=()):
+  """One forward pass: products in `matmul_dtype` (None = the inputs' dtype), cached casts.
+
+  A nested scope with the same dtype, or with None, reuses the enclosing one (encode inside
+  call; a model's forward pass inside a search that chose the dtype).
+  `prefetch`: variables whose casts are made on entry, e.g. before a decoding loop whose
+  steps would otherwise make them inside the loop (with a matmul_dtype only).
+  """
+  outer = getattr(_local, "scope", None)
+  if matmul_dtype == "float32":
+    matmul_dtype = None
+  if outer is not None and (matmul_dtype is None
+                            or outer.matmul_dtype == tf.as_dtype(matmul_dtype)):
+    yield outer
+    return
+  _local.scope = _Scope(matmul_dtype)
+  try:
+    if _local.scope.matmul_dtype is not None:
+      for w in prefetch:
+        if w.dtype == tf.float32 and len(w.shape) == 2:  # kernels (embeddings are gathered)
+          weight(w, tf.float32)
+    yield _local.scope
+  finally:
+    _local.scope = outer
+
+
+def product_dtype(dtype):
+  """The dtype products of `dtype` inputs are computed in."""
+  active = getattr(_local, "scope", None)
+  if active is None or active.matmul_dtype is None:
+    return tf.as_dtype(dtype)
+  return active.matmul_dtype
+
+
+def weight(w, dtype):
+  """w cast to the product dtype for `dtype` inputs; variables once per scope."""
+  target = product_dtype(dtype)
+  active = getattr(_local, "scope", None)
+  if active is None or isinstance(w, tf.Tensor):
+    return tf.cast(w, target)
+  key = (id(w), target)
+  if key not in active.casts or not _reachable(active.casts[key][1]):
+    active.casts[key] = (w, tf.cast(w, target))  # keeps w alive so that its id stays unique
+  return active.casts[key][1]
+
+
+def _reachable(tensor):
+  """Whether `tensor` may be used here: eager, or from this graph or one enclosing it (a
+  tf.while_loop body captures tensors of its outer graphs, not of sibling graphs)."""
+  if not hasattr(tensor, "graph") or tf.executing_eagerly():
+    return not hasattr(tensor, "graph")
+  graph = tf.compat.v1.get_default_graph()
+  while graph is not None:
+    if graph is tensor.graph:
+      return True
+    graph = getattr(graph, "outer_graph", None)
+  return False
+
+
+def matmul(x, w):
+  """x [n, in] @ w [in, out] in w's dtype (see `weight`), returned in x's dtype."""
+  y = tf.matmul(tf.cast(x, w.dtype), w)  # [n, out]
+  return tf.cast(y, x.dtype)
