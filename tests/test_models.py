@@ -228,6 +228,29 @@ class OverfitTest(tf.test.TestCase, parameterized.TestCase):
     self.assertLess(last, 0.25 * first)
 
 
+class InitialisationTest(tf.test.TestCase):
+  """Regression test of the Multi30k plateau (docs/RESULTS.md, "Initialisation"): with Keras'
+  uniform(+-0.05) embeddings every activation started near zero and Adam learnt the unigram
+  distribution through a saturated deep output, where the training loss then stayed."""
+
+  def test_embeddings_give_unit_scale_gru_inputs(self):
+    tf.random.set_seed(0)
+    model = Seq2Seq(tiny_config(src_vocab_size=90, tgt_vocab_size=90, embedding_dim=32,
+                                encoder_units=32, decoder_units=32))
+    model.build_with_dummy_batch()
+    for table in (model.src_embedding, model.tgt_embedding):
+      self.assertBetween(float(tf.math.reduce_std(table.embeddings)), 0.9, 1.1)
+    ids = tf.range(4, 90)[None, :]  # [1, 86]
+    projected = model.decoder.cgru.project_inputs(model.tgt_embedding(ids))  # [1, 86, 96]
+    self.assertBetween(float(tf.math.reduce_std(projected)), 0.3, 3.0)
+
+  def test_std_is_configurable(self):
+    tf.random.set_seed(0)
+    model = Seq2Seq(tiny_config(src_vocab_size=90, embedding_dim=32, embedding_init_std=0.1))
+    model.build_with_dummy_batch()
+    self.assertBetween(float(tf.math.reduce_std(model.src_embedding.embeddings)), 0.09, 0.11)
+
+
 class ConfigTest(tf.test.TestCase):
 
   def test_round_trip(self):
@@ -257,6 +280,8 @@ class ConfigTest(tf.test.TestCase):
                                                             decoder="encdec"),
         "gru_reset='middle'": dict(gru_reset="middle"),
         "conv_kernel_size=4": dict(conv_kernel_size=4, encoder="conv"),
+        "embedding_init_std=0": dict(embedding_init_std=0.0),
+        "embedding_init_std=True": dict(embedding_init_std=True),
     }
     for message, overrides in cases.items():
       with self.subTest(message), self.assertRaisesRegex(ConfigError, message):

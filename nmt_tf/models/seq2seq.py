@@ -70,9 +70,12 @@ class Seq2Seq(keras.Model):
     self.model_config = config if isinstance(config, ModelConfig) else \
         ModelConfig.from_dict(config)
     cfg = self.model_config
+    init = keras.initializers.RandomNormal(stddev=float(cfg.embedding_init_std))
     self.src_embedding = keras.layers.Embedding(cfg.src_vocab_size, cfg.embedding_dim,
+                                                embeddings_initializer=init,
                                                 name="src_embedding")
     self.tgt_embedding = keras.layers.Embedding(cfg.tgt_vocab_size, cfg.embedding_dim,
+                                                embeddings_initializer=init,
                                                 name="tgt_embedding")
     self.embedding_dropout = keras.layers.Dropout(cfg.dropout)
     self.encoder = build_encoder(cfg)
