@@ -15,10 +15,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2
+from tensorflow_serving.apis import prediction_log_pb2
 
 from nmt_tf.experiment import RunDir
 from nmt_tf.export import (DEFAULT_MAX_SOURCE_LENGTH, disallowed_ops, export_run, ExportError,
-                           ForbiddenOpError, METADATA_FILE, next_version, SIGNATURES)
+                           ForbiddenOpError, METADATA_FILE, next_version, SIGNATURES,
+                           WARMUP_FILE)
 from nmt_tf.export.ops import check_forbidden_ops, saved_model_ops
 from nmt_tf.inference.translator import Translator
 from tests.run_fixtures import make_tiny_run
@@ -346,6 +348,29 @@ class ExportTest(tf.test.TestCase):
     direct = self.sig("score", source=texts(["der Hund"]), target=texts(["x"]))
     self.assertAllClose(scored["log_prob"], direct["log_prob"][0])
     self.assertEqual(scored["target_length"], 2)
+
+  def test_warmup_requests_replay(self):
+    """TF Serving replays assets.extra/tf_serving_warmup_requests at load: every record is a
+    PredictLog whose request runs on its signature."""
+    path = os.path.join(self.path, "assets.extra", WARMUP_FILE)
+    logs = [prediction_log_pb2.PredictionLog.FromString(record.numpy())
+            for record in tf.data.TFRecordDataset(path)]
+    self.assertLen(logs, 12)  # 3 signatures x (1, 8 sentences) x (short, long)
+    self.assertEqual({log.predict_log.request.model_spec.signature_name for log in logs},
+                     set(SIGNATURES))
+    client = load_client()
+    batches, source_lengths = set(), set()
+    for log in logs:
+      request = log.predict_log.request
+      self.assertEqual(request.model_spec.name, "nmt")
+      outputs = client.response_to_dict(self.serve(request))
+      batch = len(next(iter(client.request_inputs(request).values())))
+      self.assertLen(outputs["log_prob"], batch)
+      batches.add(batch)
+      if "source_length" in outputs:
+        source_lengths.add(int(outputs["source_length"][0]))
+    self.assertEqual(sorted(batches), [1, 8])
+    self.assertLen(source_lengths, 2)  # a short and a long sentence
 
   def test_client_rest_body_and_answer(self):
     client = load_client()

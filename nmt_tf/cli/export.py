@@ -22,6 +22,8 @@ flags.DEFINE_integer("export_nbest", None, "Hypotheses returned by the beam_sear
                      "default: the beam size.")
 flags.DEFINE_integer("export_max_source_length", DEFAULT_MAX_SOURCE_LENGTH,
                      "Longer inputs are cut to this many tokens; the output `truncated` says so.")
+flags.DEFINE_boolean("export_warmup", True, "Write assets.extra/tf_serving_warmup_requests, "
+                     "which TF Serving replays before the version serves.")
 
 FLAGS = flags.FLAGS
 
@@ -36,6 +38,7 @@ def run(argv):
   path = export_run(run_dir, checkpoint=FLAGS.checkpoint, export_dir=FLAGS.export_dir,
                     model_name=FLAGS.export_model_name, version=FLAGS.export_version,
                     beam_size=decode.beam_size, nbest=FLAGS.export_nbest,
-                    max_source_length=FLAGS.export_max_source_length, decode_config=decode)
+                    max_source_length=FLAGS.export_max_source_length, decode_config=decode,
+                    warmup=FLAGS.export_warmup)
   print(path)
   return 0

@@ -8,3 +8,4 @@ from nmt_tf.export.exporter import (DEFAULT_MAX_SOURCE_LENGTH, ExportError, expo
 from nmt_tf.export.ops import (allowed_ops, check_forbidden_ops, disallowed_ops,
                                FORBIDDEN_OPS, ForbiddenOpError, saved_model_ops, TF_TEXT_OPS)
 from nmt_tf.export.serving import clean_text, ServingModule, SIGNATURES
+from nmt_tf.export.warmup import WARMUP_FILE, warmup_requests, write_warmup_file

@@ -15,6 +15,7 @@ import tensorflow as tf
 from nmt_tf.experiment import RunDir
 from nmt_tf.export.ops import check_forbidden_ops
 from nmt_tf.export.serving import ServingModule
+from nmt_tf.export.warmup import write_warmup_file
 from nmt_tf.inference.translator import Translator
 
 DEFAULT_MAX_SOURCE_LENGTH = 200
@@ -55,7 +56,7 @@ def saved_root(module, functions):
 
 def export_run(run_dir, checkpoint="best", export_dir=None, model_name="nmt", version=None,
                beam_size=None, nbest=None, max_source_length=DEFAULT_MAX_SOURCE_LENGTH,
-               decode_config=None):
+               decode_config=None, warmup=True):
   """Exports checkpoint `checkpoint` of `run_dir` for TF Serving.
 
   Args:
@@ -68,6 +69,8 @@ def export_run(run_dir, checkpoint="best", export_dir=None, model_name="nmt", ve
     nbest: hypotheses returned by `beam_search`; default beam_size (the whole beam).
     max_source_length: longer sources are cut to this many tokens and flagged `truncated`.
     decode_config: DecodeConfig (penalties, max_length...); default the run's config.decode.
+    warmup: write assets.extra/tf_serving_warmup_requests (export/warmup.py), which TF
+      Serving replays before the version serves.
 
   Returns:
     The path of the written version directory.
@@ -112,5 +115,7 @@ def export_run(run_dir, checkpoint="best", export_dir=None, model_name="nmt", ve
   os.makedirs(os.path.join(tmp, "assets.extra"), exist_ok=True)
   with open(os.path.join(tmp, "assets.extra", METADATA_FILE), "w", encoding="utf-8") as f:
     json.dump(metadata, f, indent=2, sort_keys=True)
+  if warmup:
+    write_warmup_file(tmp, model_name, src_tok)
   os.replace(tmp, path)  # atomic: TF Serving only picks up complete versions
   return path
