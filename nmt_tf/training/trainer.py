@@ -122,13 +122,12 @@ class Trainer:
     """Trains to config.train.steps, early stopping or the time budget; returns the summary."""
     cfg = self.config.train
     start = time.time()
-    spent_before = float(_read(self.state["train_seconds"]))
     progress = ProgressPrinter(cfg.steps, cfg.log_every, self.stream)
     restored = self.keeper.restore_latest(progress.message)
     step = int(_read(self.state["step"]))
     if restored:
       progress.message(f"Resumed from {restored} at step {step}.")
-      spent_before = float(_read(self.state["train_seconds"]))
+    spent_before = float(_read(self.state["train_seconds"]))  # by earlier invocations
     budget = 60.0 * cfg.max_minutes
     self._clock = lambda: spent_before + time.time() - start
     if budget:
