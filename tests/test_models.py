@@ -251,36 +251,6 @@ class InitialisationTest(tf.test.TestCase):
     self.assertBetween(float(tf.math.reduce_std(model.src_embedding.embeddings)), 0.09, 0.11)
 
 
-class OutputMaskTest(tf.test.TestCase, parameterized.TestCase):
-  """The output layer applied only at the real target tokens (the training loss's path) gives
-  the same logits and gradients as the full output followed by masking."""
-
-  @parameterized.named_parameters(
-      *[(name, VARIANTS[name]) for name in ("encdec", "rnnsearch", "cgru", "luong",
-                                            "self_attentive_residual", "self_attentive_rnn")])
-  def test_same_logits_and_gradients(self, overrides):
-    tf.random.set_seed(3)
-    model = Seq2Seq(tiny_config(**overrides))
-    b = batch()
-    inputs = {"source": b["source"], "target_in": b["target_in"]}
-    mask = tf.not_equal(b["target_out"], 0)  # [batch, tgt_len]
-    model(inputs)
-    with tf.GradientTape(persistent=True) as tape:
-      full = model(inputs)["logits"]  # [batch, tgt_len, V]
-      full_loss, _ = losses.token_loss_sum(full, b["target_out"], 0.1)
-      masked = model(inputs, output_mask=mask)["logits"]  # [n, V]
-      masked_loss, _ = losses.token_loss_sum(masked, tf.boolean_mask(b["target_out"], mask),
-                                             0.1)
-    self.assertEqual(masked.shape[0], int(tf.reduce_sum(tf.cast(mask, tf.int32))))
-    self.assertAllClose(masked, tf.boolean_mask(full, mask), atol=1e-6)
-    self.assertAllClose(masked_loss, full_loss, rtol=1e-6)
-    variables = model.trainable_variables
-    for v, g, h in zip(variables, tape.gradient(full_loss, variables),
-                       tape.gradient(masked_loss, variables)):
-      self.assertAllClose(tf.convert_to_tensor(g), tf.convert_to_tensor(h), atol=1e-6,
-                          msg=v.path)
-
-
 class ConfigTest(tf.test.TestCase):
 
   def test_round_trip(self):

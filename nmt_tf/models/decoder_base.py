@@ -44,28 +44,21 @@ class Decoder(keras.layers.Layer):
   def output_inputs(self, outputs, emb):
     raise NotImplementedError
 
-  def call(self, emb, context, training=False, output_mask=None):
+  def call(self, emb, context, training=False):
     """Teacher-forced decoding.
 
     Args:
       emb: [batch, tgt_len, e], embeddings of BOS y_1 .. y_{n-1} (target_in).
       context: from `make_context`.
-      output_mask: optional bool [batch, tgt_len]: apply the output layer only at the True
-        positions (the real target tokens in training: padding costs no vocabulary product).
 
     Returns:
-      logits [batch, tgt_len, vocab] (with output_mask: [n, vocab] at its n True positions,
-      row-major), attention [batch, tgt_len, src_len] float32, log_prob [batch, tgt_len]
-      float32 (hard attention's sampled log alpha, else zeros).
+      logits [batch, tgt_len, vocab], attention [batch, tgt_len, src_len] float32,
+      log_prob [batch, tgt_len] float32 (hard attention's sampled log alpha, else zeros).
     """
     state = self.initial_state(context, tf.shape(emb)[1])
     step = lambda x_t, s, t: self.cell(x_t, s, context, t, training)
     outputs, _ = scan_time(step, self.precompute(emb), state)  # each [batch, tgt_len, ...]
-    inputs = self.output_inputs(outputs, emb)  # tensor(s) [batch, tgt_len, dim]
-    if output_mask is not None:
-      # [n, dim]: the n True positions, row-major
-      inputs = tf.nest.map_structure(lambda x: tf.boolean_mask(x, output_mask), inputs)
-    logits = self.output_layer(inputs, training=training)
+    logits = self.output_layer(self.output_inputs(outputs, emb), training=training)
     return logits, outputs["attention"], outputs["log_prob"]
 
   def step(self, emb_t, state, context, time):

@@ -81,24 +81,17 @@ class Seq2Seq(keras.Model):
     self.encoder = build_encoder(cfg)
     self.decoder = build_decoder(cfg)
 
-  def call(self, inputs, training=False, output_mask=None):
+  def call(self, inputs, training=False):
     """Teacher-forced forward pass.
 
-    Args:
-      inputs: dict with `source` and `target_in`.
-      training: dropout (and hard attention's sampling) on.
-      output_mask: optional bool [batch, tgt_len]; logits only at its True positions.
-
     Returns:
-      dict: logits [batch, tgt_len, tgt_vocab] (with output_mask: [n, tgt_vocab] at its n True
-      positions, row-major), attention [batch, tgt_len, src_len] (float32),
+      dict: logits [batch, tgt_len, tgt_vocab], attention [batch, tgt_len, src_len] (float32),
       attention_log_prob [batch, tgt_len] (hard attention's sampled log alpha, else zeros).
     """
     with precision.scope(self.matmul_dtype):
       context = self.encode(inputs["source"], training=training)
       emb = self.embedding_dropout(self.tgt_embedding(inputs["target_in"]), training=training)
-      logits, attention, log_prob = self.decoder(emb, context, training=training,
-                                                 output_mask=output_mask)
+      logits, attention, log_prob = self.decoder(emb, context, training=training)
     return {"logits": logits, "attention": attention, "attention_log_prob": log_prob}
 
   def encode(self, source, training=False):

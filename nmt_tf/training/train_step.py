@@ -55,15 +55,10 @@ class TrainStep:
     """Forward and backward pass of one replica (no collective: can be XLA-compiled)."""
     variables = self.model.trainable_variables
     with tf.GradientTape() as tape:
-      inputs = {"source": batch["source"], "target_in": batch["target_in"]}
-      if self.hard_attention:  # the reward needs every sentence's log-likelihood
-        outputs = self.model(inputs, training=True)
-        logits, targets = outputs["logits"], batch["target_out"]
-      else:
-        outputs, targets = real_token_logits(self.model, inputs, batch["target_out"],
-                                             training=True)
-        logits = outputs["logits"]
-      loss_sum, _ = losses.token_loss_sum(logits, targets, self.config.label_smoothing)
+      outputs = self.model({"source": batch["source"], "target_in": batch["target_in"]},
+                           training=True)
+      loss_sum, _ = losses.token_loss_sum(outputs["logits"], batch["target_out"],
+                                          self.config.label_smoothing)
       loss = loss_sum / global_tokens
       reward_sum = tf.constant(0.0)
       if self.hard_attention:
@@ -122,19 +117,10 @@ class TrainStep:
     return out
 
 
-def real_token_logits(model, inputs, target_out, training):
-  """The model's outputs with logits [n, vocab] at the n real target tokens only, and those
-  tokens' ids [n]: the output layer and the softmax skip the padding."""
-  mask = tf.not_equal(target_out, special_tokens.PAD_ID)  # [batch, tgt_len]
-  outputs = model(inputs, training=training, output_mask=mask)
-  return outputs, tf.boolean_mask(target_out, mask)
-
-
 def make_eval_loss_fn(model):
   """tf.function(batch) -> (sum of token NLL, tokens) with training=False."""
   @tf.function(reduce_retracing=True)
   def eval_loss(source, target_in, target_out):
-    outputs, targets = real_token_logits(model, {"source": source, "target_in": target_in},
-                                         target_out, training=False)
-    return losses.token_loss_sum(outputs["logits"], targets)
+    outputs = model({"source": source, "target_in": target_in}, training=False)
+    return losses.token_loss_sum(outputs["logits"], target_out)
   return eval_loss
