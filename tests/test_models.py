@@ -11,6 +11,7 @@ from nmt_tf.layers import deferred
 from nmt_tf.layers import precision
 from nmt_tf.models import ConfigError, ModelConfig, Seq2Seq
 from nmt_tf.training import losses
+from nmt_tf.training.presets import preset
 from tests.model_fixtures import VARIANTS, batch, tiny_config
 
 # Every decoder type plus hard attention; the encoder variants share the cgru training path.
@@ -235,8 +236,9 @@ class InitialisationTest(tf.test.TestCase):
 
   def test_embeddings_give_unit_scale_gru_inputs(self):
     tf.random.set_seed(0)
+    self.assertEqual(preset("cgru", "multi30k").model.embedding_init_std, 1.0)
     model = Seq2Seq(tiny_config(src_vocab_size=90, tgt_vocab_size=90, embedding_dim=32,
-                                encoder_units=32, decoder_units=32))
+                                encoder_units=32, decoder_units=32, embedding_init_std=1.0))
     model.build_with_dummy_batch()
     for table in (model.src_embedding, model.tgt_embedding):
       self.assertBetween(float(tf.math.reduce_std(table.embeddings)), 0.9, 1.1)

@@ -51,11 +51,11 @@ class ModelConfig:
     summary: avg | cavg (self_attentive_residual only).
     summary_units: hidden size of the cavg and state-memory scores (default: decoder_units).
     dropout: rate on embeddings and on the output layer's hidden state.
-    embedding_init_std: standard deviation of the normal initialisation of both embedding
-      tables. 1.0 (as torch.nn.Embedding) gives the GRUs inputs of unit scale; Keras' default
-      uniform(+-0.05) leaves every activation near zero, and Adam then learns the unigram
-      distribution through a saturated output layer and stays stuck there (docs/RESULTS.md,
-      "Initialisation").
+    embedding_init_std: standard deviation of a normal initialisation of both embedding
+      tables; None keeps Keras' uniform(+-0.05). The multi30k presets use 1.0 (as
+      torch.nn.Embedding): with uniform(+-0.05) every activation starts near zero and on
+      Multi30k Adam learnt the unigram distribution through a saturated output layer and
+      stayed stuck there (docs/RESULTS.md, "Initialisation").
   """
 
   src_vocab_size: int = 8000
@@ -78,7 +78,7 @@ class ModelConfig:
   summary: str = "avg"
   summary_units: Optional[int] = None
   dropout: float = 0.0
-  embedding_init_std: float = 1.0
+  embedding_init_std: Optional[float] = None
 
   def __post_init__(self):
     for field in dataclasses.fields(self):
@@ -105,11 +105,12 @@ class ModelConfig:
                         "reversal needs encoder='rnn'.")
     if not isinstance(self.dropout, (int, float)) or not 0.0 <= self.dropout < 1.0:
       raise ConfigError(f"Received dropout={self.dropout!r}; expected a rate in [0, 1).")
-    if (isinstance(self.embedding_init_std, bool)
+    if self.embedding_init_std is not None and (
+        isinstance(self.embedding_init_std, bool)
         or not isinstance(self.embedding_init_std, (int, float))
         or not self.embedding_init_std > 0):
       raise ConfigError(f"Received embedding_init_std={self.embedding_init_std!r}; expected a "
-                        "standard deviation > 0 (default 1.0).")
+                        "standard deviation > 0, or None for Keras' uniform(+-0.05).")
     if self.conv_kernel_size % 2 == 0:
       raise ConfigError(f"Received conv_kernel_size={self.conv_kernel_size}; expected an odd "
                         "width.")

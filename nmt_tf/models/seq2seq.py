@@ -70,7 +70,8 @@ class Seq2Seq(keras.Model):
     self.model_config = config if isinstance(config, ModelConfig) else \
         ModelConfig.from_dict(config)
     cfg = self.model_config
-    init = keras.initializers.RandomNormal(stddev=float(cfg.embedding_init_std))
+    init = ("uniform" if cfg.embedding_init_std is None else
+            keras.initializers.RandomNormal(stddev=float(cfg.embedding_init_std)))
     self.src_embedding = keras.layers.Embedding(cfg.src_vocab_size, cfg.embedding_dim,
                                                 embeddings_initializer=init,
                                                 name="src_embedding")
