@@ -6,6 +6,7 @@ import glob
 import io
 import os
 import tempfile
+import types
 
 import numpy as np
 import tensorflow as tf
@@ -13,6 +14,7 @@ import tensorflow as tf
 from nmt_tf.evaluation.alignment_plot import alignment_png
 from nmt_tf.training import Trainer, TrainingError, train
 from nmt_tf.training.schedules import WarmupSchedule
+from nmt_tf.training.validation import ValidationResult
 from tests.training_fixtures import tiny_train_config
 
 
@@ -159,6 +161,23 @@ class PrecisionAndStoppingTest(tf.test.TestCase):
     summary = Trainer(config, tempfile.mkdtemp(), stream=io.StringIO()).train()
     self.assertEqual(summary["stopped"], "early_stopping")
     self.assertEqual(summary["steps"], 15)
+
+  def test_repeated_bleu_is_no_gain(self):
+    # 0.30285582748 is not a float32: compared with its stored float32 rounding it looked
+    # larger, so every validation was a "new best" and patience never ran out.
+    trainer = Trainer(tiny_train_config(), tempfile.mkdtemp(), stream=io.StringIO())
+    result = ValidationResult(loss=4.87, perplexity=130.6, bleu=0.30285582748240436,
+                              samples=[], alignments=[])
+    validator = types.SimpleNamespace(run=lambda: result)
+    summaries = types.SimpleNamespace(validation=lambda result, step: None)
+    messages = []
+    progress = types.SimpleNamespace(message=messages.append)
+    for step in (5, 10, 15):
+      trainer._validate(validator, summaries, progress, step)
+    self.assertEqual(int(trainer.state["bad_evals"].numpy()), 2)
+    self.assertIn("(new best)", messages[0])
+    self.assertNotIn("new best", messages[1] + messages[2])
+    self.assertEndsWith(trainer.keeper.best, "-5")
 
   def test_time_budget_validates_saves_and_counts_across_resumes(self):
     # 0.5 s of budget: the first step (tracing) alone spends it.

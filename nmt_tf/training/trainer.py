@@ -14,6 +14,7 @@ import os
 import time
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from nmt_tf.experiment import ExperimentConfig, RunDir
@@ -203,8 +204,11 @@ class Trainer:
     result = validator.run()
     summaries.validation(result, step)
     best = float(_read(self.state["best_bleu"]))
-    if result.bleu > best:
-      self.state["best_bleu"].assign(result.bleu)
+    # Compared as stored: a float64 BLEU above its own float32 rounding would otherwise be a
+    # "new best" at every validation, and early stopping would never trigger.
+    bleu = float(np.float32(result.bleu))
+    if bleu > best:
+      self.state["best_bleu"].assign(bleu)
       self.state["bad_evals"].assign(0)
       self.keeper.save_best(step)
       mark = " (new best)"
