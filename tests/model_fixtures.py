@@ -1,4 +1,9 @@
-"""Tiny model configurations and batches shared by the model tests."""
+"""Tiny model configurations and batches shared by the model tests.
+
+Seed weights with `keras.utils.set_random_seed`: `tf.random.set_seed` alone does not seed
+Keras 3 initializers (their seeds come from Python's `random`), so a model "seeded" with it
+differs from process to process.
+"""
 
 import tensorflow as tf
 

@@ -1,5 +1,6 @@
 """A tiny run directory (config, word vocabularies, one checkpoint) for command-level tests."""
 
+import keras
 import tensorflow as tf
 
 from nmt_tf.experiment import ExperimentConfig, RunDir, base_config
@@ -39,7 +40,7 @@ def make_tiny_run(path, decoder="cgru", seed=0, tokenizer="word", **model_overri
   """
   run = RunDir(path)
   config, corpus, _, _ = run.prepare(tiny_experiment(decoder, tokenizer, **model_overrides))
-  tf.random.set_seed(seed)
+  keras.utils.set_random_seed(seed)
   model = Seq2Seq(config.model)
   model.build_with_dummy_batch()
   checkpoint = tf.train.Checkpoint(model=model)

@@ -20,6 +20,8 @@ from nmt_tf.models.config import ConfigError
 
 # Sections that define what the run's checkpoints mean; changing them needs a new run_dir.
 FIXED_SECTIONS = ("model", "data", "tokenizer")
+# Model fields used only to initialise fresh weights: a reopened run keeps its saved value.
+INIT_ONLY_MODEL_FIELDS = ("embedding_init_std",)
 
 
 class RunDirError(ValueError):
@@ -65,7 +67,8 @@ class RunDir:
     """Creates or reopens the run for `config`: corpus, tokenizers, vocabulary sizes.
 
     A reopened run must have the same model, data and tokenizer sections (train, pipeline
-    and decode settings may change, e.g. more steps).
+    and decode settings may change, e.g. more steps); it keeps its saved initialisation
+    settings (INIT_ONLY_MODEL_FIELDS), which its checkpoints have made irrelevant.
 
     Returns:
       (config with vocabulary sizes, corpus splits, source tokenizer, target tokenizer).
@@ -78,6 +81,8 @@ class RunDir:
     config = config.replace(model=model_cfg)
     if self.exists():
       saved = self.load_config()
+      config = config.replace(model=config.model.replace(
+          **{name: getattr(saved.model, name) for name in INIT_ONLY_MODEL_FIELDS}))
       for section in FIXED_SECTIONS:
         if getattr(saved, section) != getattr(config, section):
           raise ConfigError(

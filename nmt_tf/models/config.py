@@ -52,10 +52,10 @@ class ModelConfig:
     summary_units: hidden size of the cavg and state-memory scores (default: decoder_units).
     dropout: rate on embeddings and on the output layer's hidden state.
     embedding_init_std: standard deviation of a normal initialisation of both embedding
-      tables; None keeps Keras' uniform(+-0.05). The multi30k presets use 1.0 (as
-      torch.nn.Embedding): with uniform(+-0.05) every activation starts near zero and on
-      Multi30k Adam learnt the unigram distribution through a saturated output layer and
-      stayed stuck there (docs/RESULTS.md, "Initialisation").
+      tables (default 1.0, as torch.nn.Embedding); None gives Keras' uniform(+-0.05), with
+      which every activation starts near zero: on Multi30k Adam then learnt the unigram
+      distribution through a saturated output layer and stayed stuck there
+      (docs/RESULTS.md, "Initialisation").
   """
 
   src_vocab_size: int = 8000
@@ -78,7 +78,7 @@ class ModelConfig:
   summary: str = "avg"
   summary_units: Optional[int] = None
   dropout: float = 0.0
-  embedding_init_std: Optional[float] = None
+  embedding_init_std: Optional[float] = 1.0
 
   def __post_init__(self):
     for field in dataclasses.fields(self):

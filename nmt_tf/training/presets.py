@@ -61,9 +61,6 @@ def _multi30k(config):
   config.model.encoder_units = 512
   config.model.decoder_units = 512
   config.model.dropout = 0.3
-  # N(0, 1) embeddings: Keras' uniform(+-0.05) leaves Multi30k training stuck at the
-  # unigram level (docs/RESULTS.md, "Initialisation").
-  config.model.embedding_init_std = 1.0
   config.pipeline.batch_tokens = 4096
   config.pipeline.max_source_len = 50
   config.pipeline.max_target_len = 50
