@@ -5,7 +5,8 @@ A save writes `ckpt-N.data-*` and `ckpt-N.index` first and only then replaces th
 leaves the state file pointing at the previous complete checkpoint. Restoring verifies the
 checkpoint (tensor checksums are checked while reading, and every object of the training state
 must be matched); a corrupt or partial checkpoint is renamed to `ckpt-N.corrupt-*`, reported,
-and the previous one is tried.
+and the previous one is tried. State added after a checkpoint was written (named `optional`,
+e.g. the time-budget clock) is not required: it keeps its initial value.
 """
 
 import glob
@@ -22,16 +23,23 @@ class CheckpointKeeper:
   """The `checkpoints/` (full state) and `best/` (model only) directories of a run.
 
   Args:
-    checkpoint: tf.train.Checkpoint of the whole training state.
+    objects: {name: trackable} of the whole training state (saved as one tf.train.Checkpoint).
     model_checkpoint: tf.train.Checkpoint(model=...) for best/.
     checkpoint_dir, best_dir: the run's directories.
     keep: checkpoints kept in checkpoint_dir.
     scratch_dir: where a non-chief worker saves (then deletes); None for the chief.
+    optional: names in `objects` that older checkpoints may lack (state added later); a
+      checkpoint without them restores the rest and leaves them at their initial values.
   """
 
-  def __init__(self, checkpoint, model_checkpoint, checkpoint_dir, best_dir, keep=3,
-               scratch_dir=None):
-    self.checkpoint = checkpoint
+  def __init__(self, objects, model_checkpoint, checkpoint_dir, best_dir, keep=3,
+               scratch_dir=None, optional=()):
+    self.objects = dict(objects)
+    self.optional = tuple(optional)
+    unknown = [name for name in self.optional if name not in self.objects]
+    if unknown:
+      raise ValueError(f"optional names {unknown} are not in the checkpointed objects")
+    self.checkpoint = tf.train.Checkpoint(**self.objects)
     self.model_checkpoint = model_checkpoint
     self.checkpoint_dir = checkpoint_dir
     self.best_dir = best_dir
@@ -68,9 +76,16 @@ class CheckpointKeeper:
     for path in reversed(candidates):
       path = path if os.path.isabs(path) else os.path.join(self.checkpoint_dir, path)
       try:
-        _verify(path)  # before restore(): a failed restore leaves deferred restorations behind
-        status = self.checkpoint.restore(path)
+        keys = _verify(path)  # before restore(): a failed one leaves deferred restorations
+        missing = [name for name in self.optional
+                   if not any(key.startswith(name + "/") for key in keys)]
+        checkpoint = self.checkpoint if not missing else tf.train.Checkpoint(
+            **{name: obj for name, obj in self.objects.items() if name not in missing})
+        status = checkpoint.restore(path)
         status.assert_existing_objects_matched()
+        if missing:
+          report(f"Checkpoint {path} predates {', '.join(missing)} (left at the initial "
+                 "value).")
         return path
       except (tf.errors.OpError, AssertionError, ValueError) as error:
         reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else \
@@ -110,10 +125,13 @@ class CheckpointKeeper:
 
 
 def _verify(path):
-  """Reads every tensor of checkpoint `path` (checksums are checked while reading)."""
+  """Reads every tensor of checkpoint `path` (checksums are checked while reading); returns
+  their keys."""
   reader = tf.train.load_checkpoint(path)
-  for name in reader.get_variable_to_shape_map():
+  keys = list(reader.get_variable_to_shape_map())
+  for name in keys:
     reader.get_tensor(name)
+  return keys
 
 
 def _quarantine(path):

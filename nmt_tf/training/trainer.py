@@ -105,15 +105,14 @@ class Trainer:
                                                 name="train_seconds")
       self.baseline = tf.Variable(0.0, trainable=False, name="reinforce_baseline")
       self.baseline_steps = tf.Variable(0.0, trainable=False, name="reinforce_baseline_steps")
-      checkpoint = tf.train.Checkpoint(model=self.model, optimizer=optimizer,
-                                       reinforce_baseline=self.baseline,
-                                       reinforce_baseline_steps=self.baseline_steps,
-                                       **self.state)
+      objects = dict(model=self.model, optimizer=optimizer, reinforce_baseline=self.baseline,
+                     reinforce_baseline_steps=self.baseline_steps, **self.state)
     scratch = None if self.worker.is_chief else os.path.join(
         self.run_dir.path, ".workers", f"worker_{self.worker.index}")
-    self.keeper = CheckpointKeeper(checkpoint, tf.train.Checkpoint(model=self.model),
+    self.keeper = CheckpointKeeper(objects, tf.train.Checkpoint(model=self.model),
                                    self.run_dir.checkpoint_dir, self.run_dir.best_dir,
-                                   train_cfg.keep_checkpoints, scratch_dir=scratch)
+                                   train_cfg.keep_checkpoints, scratch_dir=scratch,
+                                   optional=("train_seconds",))  # added in session 2
     self.train_step = TrainStep(self.model, optimizer, self.strategy, train_cfg, self.baseline,
                                 self.baseline_steps,
                                 hard_attention=self.config.model.attention_mode == "hard",
