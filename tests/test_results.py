@@ -3,6 +3,7 @@
 
 import json
 import os
+import subprocess
 import tempfile
 
 import pytest
@@ -78,3 +79,31 @@ class ResultsTest(tf.test.TestCase):
     code, _, err = run_command(report_cli, report_runs=[os.path.join(self.tmp, "nothing")])
     self.assertEqual(code, 1)
     self.assertIn("no such run directory", err)
+
+
+class AllRowsScriptTest(tf.test.TestCase):
+  """scripts/run_results.sh --dry_run: every row of docs/RESULTS.md, each with a config."""
+
+  def test_dry_run_lists_every_row(self):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, ROWS="")
+    out = subprocess.run(["bash", os.path.join(root, "scripts", "run_results.sh"), "--dry_run"],
+                         capture_output=True, text=True, check=True, env=env).stdout
+    rows = {}
+    for line in out.splitlines():
+      if line.startswith("row "):
+        rows[line.split(":")[0].split()[1]] = line
+      elif line.startswith("done: "):
+        rows[line.split()[1]] = line
+    models = ["cgru", "sar_avg", "sar_cavg", "rnnsearch", "encdec", "luong", "memory_rnn",
+              "self_attentive_rnn"]
+    expected = ([f"{m}_de-en" for m in models] + [f"{m}_en-de" for m in models] +
+                [f"{m}{n}_word_de-en" for m in ("encdec", "rnnsearch") for n in (30, 50)])
+    self.assertCountEqual(rows, expected)
+    for name, line in rows.items():
+      if line.startswith("row "):
+        config = line.split("--config=")[1].split()[0]
+        self.assertTrue(os.path.exists(os.path.join(root, config)), line)
+        self.assertIn(f"--run_dir=runs/results/{name}", line)
+        self.assertEqual("--config.data.source_lang=en" in line, name.endswith("en-de"), line)
+        self.assertEqual("max_source_len=30" in line, "30_word" in name, line)

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Every row of docs/RESULTS.md, one after the other (about 2 hours each, ~40 hours in all on a
+# 2-core CPU), then `run.py report`. A row whose runs/results/<row>/results.json exists is
+# skipped; an interrupted row resumes where its last checkpoint left it (its time budget counts
+# the time already spent). Rerun the same command after any stop.
+#
+#   bash scripts/run_results.sh            # all rows, then the report
+#   bash scripts/run_results.sh --dry_run  # print the commands of the rows still to do
+#   ROWS="sar_avg_de-en rnnsearch_de-en" bash scripts/run_results.sh   # only these rows
+#
+# Data: $NMT_TF_MULTI30K_DIR (default ../shared/data/multi30k). Logs: runs/results/<row>.log.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DRY_RUN=0
+[[ "${1:-}" == "--dry_run" ]] && DRY_RUN=1
+
+MODELS="cgru sar_avg sar_cavg rnnsearch encdec luong memory_rnn self_attentive_rnn"
+EN_DE="--config.data.source_lang=en --config.data.target_lang=de"
+LEN30="--config.pipeline.max_source_len=30 --config.pipeline.max_target_len=30"
+
+# name|config|extra flags
+all_rows() {
+  for m in $MODELS; do echo "${m}_de-en|configs/${m}_multi30k.py|"; done
+  for m in encdec rnnsearch; do
+    echo "${m}50_word_de-en|configs/${m}_multi30k_word.py|"
+    echo "${m}30_word_de-en|configs/${m}_multi30k_word.py|${LEN30}"
+  done
+  for m in $MODELS; do echo "${m}_en-de|configs/${m}_multi30k.py|${EN_DE}"; done
+}
+
+wanted() {  # is row $1 selected by $ROWS (all rows when unset)?
+  [[ -z "${ROWS:-}" ]] && return 0
+  for r in $ROWS; do [[ "$r" == "$1" ]] && return 0; done
+  return 1
+}
+
+todo=0
+while IFS='|' read -r name config extra; do
+  wanted "$name" || continue
+  if [[ -f "runs/results/${name}/results.json" ]]; then
+    echo "done: ${name}"
+    continue
+  fi
+  todo=$((todo + 1))
+  # shellcheck disable=SC2086  # $extra holds several flags
+  cmd=(.venv/bin/python run.py results "--config=${config}" "--run_dir=runs/results/${name}" $extra)
+  echo "row ${name}: ${cmd[*]}"
+  if [[ $DRY_RUN == 0 ]]; then
+    mkdir -p runs/results
+    "${cmd[@]}" >> "runs/results/${name}.log" 2>&1 || {
+      echo "row ${name} failed; see runs/results/${name}.log" >&2
+      exit 1
+    }
+  fi
+done < <(all_rows)
+
+if [[ $DRY_RUN == 0 ]]; then
+  .venv/bin/python run.py report
+else
+  echo "${todo} row(s) to run"
+fi
