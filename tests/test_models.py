@@ -281,6 +281,7 @@ class ConfigTest(tf.test.TestCase):
         "decoder='transformer'": dict(decoder="transformer"),
         "encoder_units=0": dict(encoder_units=0),
         "dropout=1.5": dict(dropout=1.5),
+        "dropout=False": dict(dropout=False),
         "reverse_source=True with encoder='birnn'": dict(reverse_source=True),
         "attention='dot' needs the annotation size \\(16\\) to equal decoder_units \\(12\\)":
             dict(attention="dot", decoder="luong", decoder_units=12),

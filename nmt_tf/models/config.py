@@ -26,6 +26,11 @@ class ConfigError(ValueError):
   """An invalid model configuration value."""
 
 
+def _is_number(value):
+  """An int or float config value (a bool is neither here)."""
+  return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 @dataclasses.dataclass(frozen=True)
 class ModelConfig:
   """Model hyperparameters (see docs/MODELS.md for each decoder's equations).
@@ -103,12 +108,10 @@ class ModelConfig:
     if self.reverse_source and self.encoder != "rnn":
       raise ConfigError(f"Received reverse_source=True with encoder={self.encoder!r}; source "
                         "reversal needs encoder='rnn'.")
-    if not isinstance(self.dropout, (int, float)) or not 0.0 <= self.dropout < 1.0:
+    if not _is_number(self.dropout) or not 0.0 <= self.dropout < 1.0:
       raise ConfigError(f"Received dropout={self.dropout!r}; expected a rate in [0, 1).")
-    if self.embedding_init_std is not None and (
-        isinstance(self.embedding_init_std, bool)
-        or not isinstance(self.embedding_init_std, (int, float))
-        or not self.embedding_init_std > 0):
+    if self.embedding_init_std is not None and not (
+        _is_number(self.embedding_init_std) and self.embedding_init_std > 0):
       raise ConfigError(f"Received embedding_init_std={self.embedding_init_std!r}; expected a "
                         "standard deviation > 0, or None for Keras' uniform(+-0.05).")
     if self.conv_kernel_size % 2 == 0:
