@@ -1,5 +1,5 @@
-"""RunDir.prepare on a reopened run: the model, data and tokenizer sections must match, except
-the settings that only initialise fresh weights."""
+"""ExperimentConfig checks across sections, and RunDir.prepare on a reopened run: the model,
+data and tokenizer sections must match, except the settings that only initialise fresh weights."""
 
 import dataclasses
 import tempfile
@@ -42,3 +42,11 @@ class ReopenTest(tf.test.TestCase):
 
 if __name__ == "__main__":
   tf.test.main()
+
+
+class ExperimentConfigTest(tf.test.TestCase):
+
+  def test_both_source_reversals_are_refused(self):
+    config = _with_model(tiny_experiment(), encoder="rnn", reverse_source=True)
+    with self.assertRaisesRegex(ConfigError, "together they cancel out: set only one"):
+      config.replace(pipeline=dataclasses.replace(config.pipeline, reverse_source=True))

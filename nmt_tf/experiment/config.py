@@ -173,6 +173,11 @@ class ExperimentConfig:
   train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
   decode: DecodeConfig = dataclasses.field(default_factory=DecodeConfig)
 
+  def __post_init__(self):
+    _check(not (self.model.reverse_source and self.pipeline.reverse_source),
+           "Received model.reverse_source=True and pipeline.reverse_source=True; together they "
+           "cancel out: set only one (model.reverse_source reverses inside the encoder).")
+
   def to_dict(self):
     return {name: dataclasses.asdict(getattr(self, name)) for name in SECTIONS}
 
