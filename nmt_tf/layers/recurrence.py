@@ -67,13 +67,11 @@ def scan_time(step, inputs, initial_state, length=None, defer=None):
 
   def body(t, state, tas):
     x_t = tf.nest.pack_sequence_as(inputs, [ta.read(t) for ta in input_tas])
-    if products.records:
-      with products.loop_step([ta.read(t) for ta in probe_tas]) as scope:
-        out_t, new_state = step(x_t, state, t)
-      values = tf.nest.flatten(out_t) + scope.operands
-    else:
+    deferring = products.records
+    with (products.loop_step([ta.read(t) for ta in probe_tas]) if deferring
+          else contextlib.nullcontext()) as scope:
       out_t, new_state = step(x_t, state, t)
-      values = tf.nest.flatten(out_t)
+    values = tf.nest.flatten(out_t) + (scope.operands if deferring else [])
     tas = [ta.write(t, o) for ta, o in zip(tas, values)]
     return t + 1, new_state, tas
 
