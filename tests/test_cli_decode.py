@@ -1,10 +1,11 @@
-"""translate / evaluate / score / average commands on a tiny untrained run."""
+"""translate / evaluate / score / average / export commands on a tiny untrained run."""
 
 import contextlib
 import io
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 
@@ -18,6 +19,7 @@ import tensorflow as tf
 from nmt_tf import cli
 from nmt_tf.cli import average as average_cli
 from nmt_tf.cli import evaluate as evaluate_cli
+from nmt_tf.cli import export as export_cli
 from nmt_tf.cli import score as score_cli
 from nmt_tf.cli import translate as translate_cli
 from nmt_tf.experiment import RunDir
@@ -170,6 +172,24 @@ class DecodeCommandsTest(tf.test.TestCase):
     make_tiny_run(other, seed=1, decoder="rnnsearch")
     out, _ = self.translate(checkpoints=[ckpts[0], other])  # same vocab, other model
     self.assertLen(out, len(self.lines))
+
+  def test_export_errors_are_one_line(self):
+    code, out, err = run_command(export_cli, run_dir=os.path.join(self.tmp, "nothing"))
+    self.assertEqual((code, out), (1, ""))
+    self.assertLen(err.strip().splitlines(), 1)
+    self.assertIn("No config.json", err)
+    flipped = os.path.join(self.tmp, "reversed")  # same weights and vocabularies
+    shutil.copytree(self.run_path, flipped)
+    with open(os.path.join(flipped, "config.json"), encoding="utf-8") as f:
+      config = json.load(f)
+    config["pipeline"]["reverse_source"] = True
+    with open(os.path.join(flipped, "config.json"), "w", encoding="utf-8") as f:
+      json.dump(config, f)
+    code, _, err = run_command(export_cli, run_dir=self.run_path,
+                               checkpoints=[self.run_path, flipped])
+    self.assertEqual(code, 1)
+    self.assertLen(err.strip().splitlines(), 1)
+    self.assertIn("trained with pipeline.reverse_source=True", err)
 
   def test_bad_input_file(self):
     code, out, err = run_command(translate_cli, **self.common,

@@ -22,6 +22,8 @@ from nmt_tf.export import (DEFAULT_MAX_SOURCE_LENGTH, disallowed_ops, export_run
                            ForbiddenOpError, METADATA_FILE, next_version, SIGNATURES,
                            WARMUP_FILE)
 from nmt_tf.export.ops import check_forbidden_ops, saved_model_ops
+from nmt_tf.inference.ensemble import ModelEnsemble
+from nmt_tf.inference.loading import load_models
 from nmt_tf.inference.translator import Translator
 from tests.run_fixtures import make_tiny_run
 
@@ -156,6 +158,31 @@ class ExportTest(tf.test.TestCase):
     expected = tf.function(translator.translate)(texts(self.sentences), beam_size=1, nbest=1)
     got = self.sig("serving_default", text=texts(self.sentences))
     self.assertEqual(decoded(got["translation"]), decoded(expected["translation"][:, 0]))
+
+  def test_ensemble_export_matches_translator(self):
+    other = os.path.join(self.tmp, "ensemble_member")
+    make_tiny_run(other, seed=1, decoder="rnnsearch")  # same vocabularies, another model
+    members = [self.run_dir.path, other]
+    path = export_run(self.run_dir.path, export_dir=os.path.join(self.tmp, "ensemble"),
+                      checkpoints=members, warmup=False)
+    with open(os.path.join(path, "assets.extra", METADATA_FILE), encoding="utf-8") as f:
+      meta = json.load(f)
+    self.assertEqual(meta["checkpoints"], [RunDir(p).checkpoint_path("best") for p in members])
+    model, config, src_tok, tgt_tok, _ = load_models(self.run_dir.path, checkpoints=members)
+    self.assertIsInstance(model, ModelEnsemble)
+    translator = Translator(model, src_tok, tgt_tok, config.decode, DEFAULT_MAX_SOURCE_LENGTH)
+    translate = tf.function(translator.translate)
+    loaded = tf.saved_model.load(path)
+    log_probs = {}
+    for name, beam in (("serving_default", 1), ("beam_search", 3)):
+      expected = translate(texts(self.sentences), beam_size=beam, nbest=beam)
+      got = loaded.signatures[name](text=texts(self.sentences))
+      translation = np.reshape(got["translation"], [len(self.sentences), beam])
+      log_probs[name] = np.reshape(got["log_prob"], [len(self.sentences), beam])
+      self.assertEqual(decoded(translation), decoded(expected["translation"]))
+      self.assertAllClose(log_probs[name], expected["log_probs"], rtol=1e-5, atol=1e-5)
+    single = self.sig("serving_default", text=texts(self.sentences))["log_prob"]
+    self.assertNotAllClose(single, log_probs["serving_default"][:, 0])  # not one member alone
 
   def test_score_equals_search_log_prob(self):
     greedy = self.sig("serving_default", text=texts(self.sentences))

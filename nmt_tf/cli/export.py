@@ -3,11 +3,15 @@
   python run.py export --run_dir=runs/default --beam_size=5
   -> runs/default/export/nmt/<next version>/ with signatures serving_default (greedy),
      beam_search (beam and n-best fixed here) and score.
+  python run.py export --run_dir=runs/a --checkpoints=runs/a,runs/b   (an ensemble)
 """
+
+import sys
 
 from absl import flags
 
 from nmt_tf.cli import common
+from nmt_tf.cli import translate  # pylint: disable=unused-import  (defines --checkpoints)
 from nmt_tf.experiment import RunDir
 from nmt_tf.export import DEFAULT_MAX_SOURCE_LENGTH, export_run
 
@@ -33,12 +37,16 @@ def run(argv):
   if argv:
     print(f"Received unexpected arguments {argv}; `run.py export` takes only flags.")
     return 2
-  run_dir = RunDir(FLAGS.run_dir)
-  decode = common.decode_config(run_dir.load_config())
-  path = export_run(run_dir, checkpoint=FLAGS.checkpoint, export_dir=FLAGS.export_dir,
-                    model_name=FLAGS.export_model_name, version=FLAGS.export_version,
-                    beam_size=decode.beam_size, nbest=FLAGS.export_nbest,
-                    max_source_length=FLAGS.export_max_source_length, decode_config=decode,
-                    warmup=FLAGS.export_warmup)
+  try:
+    run_dir = RunDir(FLAGS.run_dir)
+    decode = common.decode_config(run_dir.load_config())
+    path = export_run(run_dir, checkpoint=FLAGS.checkpoint, export_dir=FLAGS.export_dir,
+                      model_name=FLAGS.export_model_name, version=FLAGS.export_version,
+                      beam_size=decode.beam_size, nbest=FLAGS.export_nbest,
+                      max_source_length=FLAGS.export_max_source_length, decode_config=decode,
+                      warmup=FLAGS.export_warmup, checkpoints=FLAGS.checkpoints)
+  except translate.USER_ERRORS as error:  # ExportError is a ValueError
+    print(f"error: {error}", file=sys.stderr)
+    return 1
   print(path)
   return 0

@@ -16,6 +16,7 @@ from nmt_tf.experiment import RunDir
 from nmt_tf.export.ops import check_forbidden_ops
 from nmt_tf.export.serving import ServingModule
 from nmt_tf.export.warmup import write_warmup_file
+from nmt_tf.inference.loading import load_models
 from nmt_tf.inference.translator import Translator
 
 DEFAULT_MAX_SOURCE_LENGTH = 200
@@ -56,12 +57,15 @@ def saved_root(module, functions):
 
 def export_run(run_dir, checkpoint="best", export_dir=None, model_name="nmt", version=None,
                beam_size=None, nbest=None, max_source_length=DEFAULT_MAX_SOURCE_LENGTH,
-               decode_config=None, warmup=True):
-  """Exports checkpoint `checkpoint` of `run_dir` for TF Serving.
+               decode_config=None, warmup=True, checkpoints=None):
+  """Exports checkpoint `checkpoint` of `run_dir`, or an ensemble, for TF Serving.
 
   Args:
     run_dir: a run directory (path or RunDir).
     checkpoint: "best", "last" or a checkpoint prefix.
+    checkpoints: optional ensemble members, as `run.py translate --checkpoints`
+      (inference/loading.py): checkpoint prefixes of run_dir and/or run directories. Two or
+      more are exported as one model whose every step averages the members' log-probabilities.
     export_dir: base directory; default <run_dir>/export.
     model_name: TF Serving model name (a subdirectory of export_dir).
     version: positive integer; default the next free one.
@@ -82,7 +86,7 @@ def export_run(run_dir, checkpoint="best", export_dir=None, model_name="nmt", ve
   if not (isinstance(max_source_length, int) and max_source_length > 0):
     raise ExportError(f"Received max_source_length={max_source_length!r}; expected a "
                       "positive integer.")
-  model, config, src_tok, tgt_tok = run.load_model(checkpoint)
+  model, config, src_tok, tgt_tok, paths = load_models(run.path, checkpoint, checkpoints)
   decode_config = decode_config or config.decode
   beam_size = beam_size or decode_config.beam_size
   nbest = nbest or beam_size
@@ -107,7 +111,7 @@ def export_run(run_dir, checkpoint="best", export_dir=None, model_name="nmt", ve
   tf.saved_model.save(saved_root(module, signatures.values()), tmp, signatures=signatures)
   check_forbidden_ops(tmp)
   metadata = {
-      "run_dir": run.path, "checkpoint": run.checkpoint_path(checkpoint),
+      "run_dir": run.path, "checkpoint": paths[0], "checkpoints": paths,
       "model_name": model_name, "version": version, "beam_size": beam_size, "nbest": nbest,
       "max_source_length": max_source_length, "decode": dataclasses.asdict(decode_config),
       "model": config.model.to_dict(), "tokenizer": src_tok.kind,

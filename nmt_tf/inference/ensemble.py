@@ -37,6 +37,12 @@ class ModelEnsemble(tf.Module):
     self.average = average
     self._step = ensemble_step_fn([m.step for m in self.models], average=average)
 
+  @property
+  def trainable_variables(self):
+    """The members' weights (tf.Module does not look into Keras models), e.g. for the casts
+    that `precision.scope(prefetch=...)` makes before a search loop."""
+    return [v for m in self.models for v in m.trainable_variables]
+
   def encode(self, source, training=False):
     """source [batch, src_len] -> tuple of the members' contexts."""
     return tuple(m.encode(source, training=training) for m in self.models)
