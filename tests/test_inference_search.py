@@ -108,7 +108,12 @@ class BeamMatchesTeacherForcingTest(tf.test.TestCase):
     self.check(model, beam_size=1)
 
   def test_ensemble(self):
-    self.check(ModelEnsemble([make_model(seed=1), make_model(seed=2, decoder="rnnsearch")]))
+    members = [make_model(seed=1), make_model(seed=2, decoder="rnnsearch")]
+    ensemble = ModelEnsemble(members)
+    self.check(ensemble)
+    # The bfloat16 search prefetches the casts of these before its loop (Translator).
+    self.assertEqual([id(v) for v in ensemble.trainable_variables],
+                     [id(v) for m in members for v in m.trainable_variables])
 
 
 class CompiledSearchTest(tf.test.TestCase):
