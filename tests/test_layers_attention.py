@@ -242,6 +242,16 @@ class HardAttentionTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllEqual(frequency[~mask], np.zeros((~mask).sum()))
     self.assertAllClose(frequency, weights.numpy()[::n], atol=0.1)
 
+  def test_sampling_replays_from_the_seed_generator_state(self):
+    layer, q_dim = layer_for("additive", mode="hard")
+    query, memory, mask = data(2, q_dim)
+    state = layer.seed_generator.state.numpy()
+    first = [attend(layer, query, memory, mask, training=True)[0] for _ in range(3)]
+    self.assertNotAllEqual(layer.seed_generator.state.numpy(), state)  # the stream advanced
+    layer.seed_generator.state.assign(state)  # what restoring a trainer checkpoint does
+    for expected in first:
+      self.assertAllEqual(attend(layer, query, memory, mask, training=True)[0], expected)
+
   @parameterized.parameters(*SCORES)
   def test_argmax_inference(self, score):
     layer, q_dim = layer_for(score, mode="hard", hard_inference="argmax")

@@ -39,7 +39,9 @@ class TrainingTest(tf.test.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.root = tempfile.mkdtemp()
-    cls.config = tiny_train_config(steps=200, eval_every=50, checkpoint_every=20, seed=3)
+    config = tiny_train_config(steps=200, eval_every=50, checkpoint_every=20, seed=3)
+    # With dropout, the resume test also checks that the masks' random streams are restored.
+    cls.config = config.replace(model=config.model.replace(dropout=0.1))
     cls.run_dir = os.path.join(cls.root, "ref")
     cls.trainer = Trainer(cls.config, cls.run_dir, stream=io.StringIO())
     cls.summary = cls.trainer.train()
@@ -73,7 +75,8 @@ class TrainingTest(tf.test.TestCase):
 
   def test_resume_after_corrupt_checkpoint_gives_same_trajectory(self):
     run_dir = os.path.join(self.root, "resumed")
-    # Same run (seed, data, schedule) cut at 60 steps: steps 1-60 equal the reference's.
+    # Same run (seed, data, schedule, dropout streams) cut at 60 steps: steps 1-60 equal the
+    # reference's.
     config = self.config.replace(train=dataclasses.replace(self.config.train, steps=60,
                                                            eval_every=60))
     stopped = train(config, run_dir, stop_after=50, stream=io.StringIO())
@@ -121,6 +124,9 @@ class HardAttentionTest(tf.test.TestCase):
     names = [n for n in reader.get_variable_to_shape_map() if "reinforce_baseline/" in n]
     self.assertTrue(names)
     self.assertAllClose(reader.get_tensor(names[0]), baseline)
+    # The position sampler's stream is checkpointed (no dropout here: it is the only one).
+    rng = [n for n in reader.get_variable_to_shape_map() if n.startswith("rng/")]
+    self.assertLen(rng, 1)
 
 
 class PrecisionAndStoppingTest(tf.test.TestCase):

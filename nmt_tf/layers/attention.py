@@ -40,6 +40,10 @@ class _Attention(keras.layers.Layer):
           f"Received hard_inference={hard_inference!r}; expected one of {HARD_INFERENCE}.")
     self.mode = mode
     self.hard_inference = hard_inference
+    if mode == "hard":
+      # Positions are drawn from a Keras SeedGenerator: seeded by keras.utils.set_random_seed,
+      # and its state is checkpointed by the trainer, so a resumed run draws the same positions.
+      self.seed_generator = keras.random.SeedGenerator(name="position_sampler")
 
   def precompute_keys(self, memory):
     """Step-independent key projections: memory [batch, src_len, mem_dim] -> keys."""
@@ -70,7 +74,8 @@ class _Attention(keras.layers.Layer):
         # Padded positions get -inf: they are never sampled.
         logits = tf.where(tf.cast(mask, tf.bool), tf.math.log(tf.maximum(weights, 1e-30)),
                           -float("inf"))
-        index = tf.random.categorical(logits, 1, dtype=tf.int32)[:, 0]  # [batch]
+        index = keras.random.categorical(logits, 1, dtype="int32",
+                                         seed=self.seed_generator)[:, 0]  # [batch]
       else:
         index = tf.argmax(weights, axis=-1, output_type=tf.int32)  # [batch]
       picked = tf.one_hot(index, tf.shape(weights)[1], dtype=tf.float32)  # [batch, src_len]

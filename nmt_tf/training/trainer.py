@@ -3,8 +3,8 @@
 Each step runs `TrainStep` (one tf.function, distributed by the config's strategy); every
 `log_every` steps the scalars go to TensorBoard, every `eval_every` steps `Validator` computes
 loss, perplexity and greedy BLEU (best BLEU -> run_dir/best, early stopping on `patience`), and
-every `checkpoint_every` steps the whole state (model, optimizer, step, data position, REINFORCE
-baseline, best BLEU, patience counter) is saved atomically. Running the same command again
+every `checkpoint_every` steps the whole state (model, optimizer, step, data position, dropout
+random streams, REINFORCE baseline, best BLEU, patience counter) is saved atomically. Running the same command again
 resumes from the newest usable checkpoint (see checkpoints.py, data_order.py).
 """
 
@@ -57,6 +57,14 @@ def build_model(model_config, precision):
   return model
 
 
+def seed_generator_states(model):
+  """The state variables of the model's Keras SeedGenerators (the dropout masks' random
+  streams). Keras leaves them out of tf.train.Checkpoint(model=...); checkpointed separately,
+  a resumed run draws the masks that an uninterrupted run would have drawn."""
+  return [generator.state for layer in model._flatten_layers()  # pylint: disable=protected-access
+          for generator in getattr(layer, "_seed_generators", ())]
+
+
 def _read(variable):
   """The host value of a (possibly mirrored) scalar variable."""
   return variable.read_value().numpy()
@@ -105,14 +113,16 @@ class Trainer:
                                                 name="train_seconds")
       self.baseline = tf.Variable(0.0, trainable=False, name="reinforce_baseline")
       self.baseline_steps = tf.Variable(0.0, trainable=False, name="reinforce_baseline_steps")
+      rng = tf.Module(name="rng")
+      rng.seed_generator_states = seed_generator_states(self.model)
       objects = dict(model=self.model, optimizer=optimizer, reinforce_baseline=self.baseline,
-                     reinforce_baseline_steps=self.baseline_steps, **self.state)
+                     reinforce_baseline_steps=self.baseline_steps, rng=rng, **self.state)
     scratch = None if self.worker.is_chief else os.path.join(
         self.run_dir.path, ".workers", f"worker_{self.worker.index}")
     self.keeper = CheckpointKeeper(objects, tf.train.Checkpoint(model=self.model),
                                    self.run_dir.checkpoint_dir, self.run_dir.best_dir,
                                    train_cfg.keep_checkpoints, scratch_dir=scratch,
-                                   optional=("train_seconds",))  # added in session 2
+                                   optional=("train_seconds", "rng"))  # added later
     self.train_step = TrainStep(self.model, optimizer, self.strategy, train_cfg, self.baseline,
                                 self.baseline_steps,
                                 hard_attention=self.config.model.attention_mode == "hard",
