@@ -39,6 +39,8 @@ class ResultsTest(tf.test.TestCase):
     self.assertEqual(row["direction"], "generated")  # no languages: the dataset's name
     self.assertEqual(row["train"]["steps"], 20)
     self.assertGreater(row["train"]["train_seconds"], 0)
+    self.assertBetween(row["train"]["cpu_seconds"], 0.01,
+                       (os.cpu_count() or 1) * row["train"]["train_seconds"])
     self.assertEqual(sorted(row["scores"]), ["beam5", "greedy"])
     self.assertEqual(row["scores"]["greedy"]["beam_size"], 1)
     self.assertEqual(row["scores"]["beam5"]["beam_size"], 5)
@@ -66,6 +68,7 @@ class ResultsTest(tf.test.TestCase):
     self.assertEqual(text.count(results.BEGIN), 1)
     self.assertNotIn("old table", text)
     self.assertIn("| `cgru_tiny` | cgru | word |", text)
+    self.assertRegex(text, r"\| `cgru_tiny` \| cgru \| word \| [^|]+ \| 20 \| [^|]+ \| \d\.\d\d \|")
     self.assertIn("(figures/curves_generated.png)", text)
     self.assertIn("BLEU no UNK", text)  # the word-vocabulary table
     for name in ("curves_generated.png", "bleu_by_length.png", "attention_cgru_tiny_attention_0.png"):

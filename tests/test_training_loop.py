@@ -201,6 +201,11 @@ class PrecisionAndStoppingTest(tf.test.TestCase):
     self.assertEqual(again["stopped"], "time_budget")
     self.assertEqual(again["steps"], summary["steps"])
     self.assertEqual(again["best_checkpoint"], summary["best_checkpoint"])
+    # The CPU clock is saved with the checkpoint and carries over too.
+    saved = tf.train.load_checkpoint(summary["checkpoint"]).get_tensor(
+        "cpu_seconds/.ATTRIBUTES/VARIABLE_VALUE")
+    self.assertBetween(saved, 0.01, summary["cpu_seconds"])
+    self.assertGreaterEqual(again["cpu_seconds"], saved)
     # A larger budget lets the same run go on to its step count.
     longer = config.replace(train=dataclasses.replace(config.train, max_minutes=0.0, steps=
                                                       summary["steps"] + 3))

@@ -95,6 +95,7 @@ def run(argv):
       "max_minutes": config["train"]["max_minutes"],
       "precision": config["train"]["precision"],
       "train": {"steps": summary["steps"], "train_seconds": summary.get("train_seconds"),
+                "cpu_seconds": summary.get("cpu_seconds"),
                 "best_valid_bleu": summary["best_bleu"], "stopped": summary["stopped"]},
       "test_sentences": next(iter(scores.values()))["sentences"],
       "scores": scores,

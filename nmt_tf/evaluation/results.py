@@ -97,6 +97,14 @@ def _duration(seconds):
   return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
 
 
+def _cores(train):
+  """CPU seconds per training second (at most the machine's cores; less when other guests
+  of the VM take CPU time), or "n/a" for rows trained before cpu_seconds was recorded."""
+  if not train.get("cpu_seconds") or not train.get("train_seconds"):
+    return "n/a"
+  return f"{train['cpu_seconds'] / train['train_seconds']:.2f}"
+
+
 def _score(entry, key="bleu"):
   value = (entry or {}).get(key)
   return "n/a" if value is None else f"{value:.2f}"
@@ -127,14 +135,15 @@ def render(rows, figure_dir, link_prefix):
     dataset = subset[0]["dataset"]
     title = direction if direction == dataset else f"{dataset} {direction}"
     out += [f"### {title}: test split ({subset[0]['test_sentences']} sentences)", "",
-            "| run | model | tokens | max len | steps | training | BLEU greedy | BLEU beam 5 "
-            "| chrF2 greedy | chrF2 beam 5 | valid BLEU |",
-            "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+            "| run | model | tokens | max len | steps | training | CPU cores | BLEU greedy "
+            "| BLEU beam 5 | chrF2 greedy | chrF2 beam 5 | valid BLEU |",
+            "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in subset:
       greedy, beam = r["scores"].get("greedy"), r["scores"].get("beam5")
       out.append(
           f"| `{r['name']}` | {r['model']} | {r['tokenizer']} | {r.get('max_length') or '-'} "
           f"| {r['train']['steps']:,} | {_duration(r['train']['train_seconds'])} "
+          f"| {_cores(r['train'])} "
           f"| {_score(greedy)} | {_score(beam)} | {_score(greedy, 'chrf')} "
           f"| {_score(beam, 'chrf')} | {_score(r['train'], 'best_valid_bleu')} |")
     out.append("")
