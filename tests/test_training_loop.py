@@ -197,7 +197,10 @@ class PrecisionAndStoppingTest(tf.test.TestCase):
     self.assertGreaterEqual(summary["train_seconds"], 0.5)
     self.assertEndsWith(summary["checkpoint"], f"-{summary['steps']}")
     # A resumed run starts with the spent budget: it does not train.
-    again = Trainer(config, run_dir, stream=io.StringIO()).train()
+    stream = io.StringIO()
+    again = Trainer(config, run_dir, stream=stream).train()
+    self.assertIn("Resumed from", stream.getvalue())
+    self.assertNotIn("predates", stream.getvalue())  # nothing is missing from new checkpoints
     self.assertEqual(again["stopped"], "time_budget")
     self.assertEqual(again["steps"], summary["steps"])
     self.assertEqual(again["best_checkpoint"], summary["best_checkpoint"])

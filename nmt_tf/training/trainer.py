@@ -3,9 +3,10 @@
 Each step runs `TrainStep` (one tf.function, distributed by the config's strategy); every
 `log_every` steps the scalars go to TensorBoard, every `eval_every` steps `Validator` computes
 loss, perplexity and greedy BLEU (best BLEU -> run_dir/best, early stopping on `patience`), and
-every `checkpoint_every` steps the whole state (model, optimizer, step, data position, dropout
-random streams, REINFORCE baseline, best BLEU, patience counter) is saved atomically. Running the same command again
-resumes from the newest usable checkpoint (see checkpoints.py, data_order.py).
+every `checkpoint_every` steps the whole state (model, optimizer, step, data position, random
+streams of dropout and hard attention, REINFORCE baseline, best BLEU, patience counter) is saved
+atomically. Running the same command again resumes from the newest usable checkpoint (see
+checkpoints.py, data_order.py).
 """
 
 import contextlib
@@ -55,6 +56,10 @@ def build_model(model_config, precision):
       model.matmul_dtype = "bfloat16"
     model.build_with_dummy_batch()
   return model
+
+
+# Training state added after the first checkpoints were written: older checkpoints lack it.
+NEWER_STATE = ("train_seconds", "rng", "cpu_seconds")
 
 
 def seed_generator_states(model):
@@ -117,16 +122,17 @@ class Trainer:
                                               name="cpu_seconds")
       self.baseline = tf.Variable(0.0, trainable=False, name="reinforce_baseline")
       self.baseline_steps = tf.Variable(0.0, trainable=False, name="reinforce_baseline_steps")
-      rng = tf.Module(name="rng")
-      rng.seed_generator_states = seed_generator_states(self.model)
       objects = dict(model=self.model, optimizer=optimizer, reinforce_baseline=self.baseline,
-                     reinforce_baseline_steps=self.baseline_steps, rng=rng, **self.state)
+                     reinforce_baseline_steps=self.baseline_steps, **self.state)
+      if seed_generator_states(self.model):  # none without dropout and hard attention
+        objects["rng"] = tf.Module(name="rng")
+        objects["rng"].seed_generator_states = seed_generator_states(self.model)
     scratch = None if self.worker.is_chief else os.path.join(
         self.run_dir.path, ".workers", f"worker_{self.worker.index}")
     self.keeper = CheckpointKeeper(objects, tf.train.Checkpoint(model=self.model),
                                    self.run_dir.checkpoint_dir, self.run_dir.best_dir,
                                    train_cfg.keep_checkpoints, scratch_dir=scratch,
-                                   optional=("train_seconds", "rng", "cpu_seconds"))  # added later
+                                   optional=[name for name in NEWER_STATE if name in objects])
     self.train_step = TrainStep(self.model, optimizer, self.strategy, train_cfg, self.baseline,
                                 self.baseline_steps,
                                 hard_attention=self.config.model.attention_mode == "hard",
