@@ -5,30 +5,21 @@ import tensorflow as tf
 
 from nmt_tf.experiment import ExperimentConfig, RunDir, base_config
 from nmt_tf.models import Seq2Seq
+from nmt_tf.training.presets import apply
 
 
 def tiny_experiment(decoder="cgru", tokenizer="word", **model_overrides):
   """A small ExperimentConfig on the generated pair (word or SentencePiece vocabularies, tiny
   model)."""
-  config = base_config()
-  config.data.train_size = 300
-  config.data.valid_size = 16
-  config.data.test_size = 16
-  config.data.max_length = 20
-  config.tokenizer.kind = tokenizer
-  config.tokenizer.vocab_size = 90 if tokenizer == "word" else 120
-  config.model.decoder = decoder
-  config.model.embedding_dim = 8
-  config.model.encoder_units = 8
-  config.model.decoder_units = 16
-  for key, value in model_overrides.items():
-    setattr(config.model, key, value)
-  config.pipeline.batch_tokens = 512
-  config.train.steps = 20
-  config.train.eval_every = 10
-  config.train.checkpoint_every = 10
-  config.decode.beam_size = 3
-  config.decode.max_length = 40
+  config = apply(base_config(), {
+      "data": dict(train_size=300, valid_size=16, test_size=16, max_length=20),
+      "tokenizer": dict(kind=tokenizer, vocab_size=90 if tokenizer == "word" else 120),
+      "model": {**dict(decoder=decoder, embedding_dim=8, encoder_units=8, decoder_units=16),
+                **model_overrides},
+      "pipeline": dict(batch_tokens=512),
+      "train": dict(steps=20, eval_every=10, checkpoint_every=10),
+      "decode": dict(beam_size=3, max_length=40),
+  })
   return ExperimentConfig.from_dict(config)
 
 

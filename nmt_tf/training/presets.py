@@ -27,64 +27,41 @@ MODELS = {
     "memory_rnn": dict(decoder="memory_rnn"),
     "self_attentive_rnn": dict(decoder="self_attentive_rnn"),
 }
-DATASETS = ("generated", "multi30k", "multi30k_word")
+# Dataset presets: {config section: {field: value}} applied over base_config().
+GENERATED = {
+    "data": dict(name="generated", train_size=20000, valid_size=200, test_size=200),
+    "tokenizer": dict(kind="word", vocab_size=1000),
+    "model": dict(embedding_dim=64, encoder_units=64, decoder_units=128),
+    "pipeline": dict(batch_tokens=2048),
+    "train": dict(steps=1500, learning_rate=2e-3, eval_every=500, checkpoint_every=250,
+                  log_every=50),
+    "decode": dict(beam_size=5, max_length=100),
+}
+MULTI30K = {
+    "data": dict(name="multi30k", source_lang="de", target_lang="en"),
+    "tokenizer": dict(kind="sentencepiece", vocab_size=8000),
+    "model": dict(embedding_dim=256, encoder="birnn", encoder_units=512, decoder_units=512,
+                  dropout=0.3),
+    "pipeline": dict(batch_tokens=4096, max_source_len=50, max_target_len=50),
+    "train": dict(
+        steps=30000, learning_rate=1e-3, warmup_steps=500, schedule="inverse_sqrt",
+        # 1.3x the float32 training speed on AMX CPUs (docs/PERFORMANCE.md).
+        precision="float32_bf16_matmul", clip_norm=1.0, label_smoothing=0.1,
+        max_minutes=120.0,  # the issue-8 budget: 2 hours on the 2-core CPU machine
+        eval_every=500, checkpoint_every=500, patience=10, log_every=100),
+    "decode": dict(beam_size=5, max_length=100),
+}
+MULTI30K_WORD = {**MULTI30K, "tokenizer": dict(kind="word", vocab_size=10000)}
+DATASET_PRESETS = {"generated": GENERATED, "multi30k": MULTI30K, "multi30k_word": MULTI30K_WORD}
+DATASETS = tuple(DATASET_PRESETS)
 
 
-def _generated(config):
-  config.data.name = "generated"
-  config.data.train_size = 20000
-  config.data.valid_size = 200
-  config.data.test_size = 200
-  config.tokenizer.kind = "word"
-  config.tokenizer.vocab_size = 1000
-  config.model.embedding_dim = 64
-  config.model.encoder_units = 64
-  config.model.decoder_units = 128
-  config.pipeline.batch_tokens = 2048
-  config.train.steps = 1500
-  config.train.learning_rate = 2e-3
-  config.train.eval_every = 500
-  config.train.checkpoint_every = 250
-  config.train.log_every = 50
-  config.decode.beam_size = 5
-  config.decode.max_length = 100
-
-
-def _multi30k(config):
-  config.data.name = "multi30k"
-  config.data.source_lang = "de"
-  config.data.target_lang = "en"
-  config.tokenizer.kind = "sentencepiece"
-  config.tokenizer.vocab_size = 8000
-  config.model.embedding_dim = 256
-  config.model.encoder = "birnn"
-  config.model.encoder_units = 512
-  config.model.decoder_units = 512
-  config.model.dropout = 0.3
-  config.pipeline.batch_tokens = 4096
-  config.pipeline.max_source_len = 50
-  config.pipeline.max_target_len = 50
-  config.train.steps = 30000
-  config.train.learning_rate = 1e-3
-  config.train.warmup_steps = 500
-  config.train.schedule = "inverse_sqrt"
-  # 1.3x the float32 training speed on AMX CPUs (docs/PERFORMANCE.md).
-  config.train.precision = "float32_bf16_matmul"
-  config.train.clip_norm = 1.0
-  config.train.label_smoothing = 0.1
-  config.train.max_minutes = 120.0  # the issue-8 budget: 2 hours on the 2-core CPU machine
-  config.train.eval_every = 500
-  config.train.checkpoint_every = 500
-  config.train.patience = 10
-  config.train.log_every = 100
-  config.decode.beam_size = 5
-  config.decode.max_length = 100
-
-
-def _multi30k_word(config):
-  _multi30k(config)
-  config.tokenizer.kind = "word"
-  config.tokenizer.vocab_size = 10000
+def apply(config, sections):
+  """Sets config.<section>.<field> = value for {section: {field: value}}; returns config."""
+  for section, values in sections.items():
+    for key, value in values.items():
+      config[section][key] = value
+  return config
 
 
 def preset(model, dataset):
@@ -93,9 +70,5 @@ def preset(model, dataset):
     raise ValueError(f"Received model {model!r}; expected one of {sorted(MODELS)}.")
   if dataset not in DATASETS:
     raise ValueError(f"Received dataset {dataset!r}; expected one of {DATASETS}.")
-  config = base_config()
-  {"generated": _generated, "multi30k": _multi30k,
-   "multi30k_word": _multi30k_word}[dataset](config)
-  for key, value in MODELS[model].items():
-    config.model[key] = value
-  return config
+  return apply(base_config(), {**DATASET_PRESETS[dataset],
+                               "model": {**DATASET_PRESETS[dataset]["model"], **MODELS[model]}})
