@@ -272,6 +272,16 @@ class ConfigTest(tf.test.TestCase):
     clone.set_weights(model.get_weights())
     self.assertAllClose(clone(b)["logits"], out["logits"])
 
+  def test_every_decoder_config_round_trips(self):
+    for name, overrides in VARIANTS.items():
+      with self.subTest(name):
+        decoder = Seq2Seq(tiny_config(**overrides)).decoder
+        config = decoder.get_config()
+        clone = type(decoder).from_config(config)
+        self.assertEqual(clone.get_config(), config)
+        if hasattr(clone, "attention_config"):  # the attention decoders
+          self.assertEqual(config["attention_mode"], overrides.get("attention_mode", "soft"))
+
   def test_unknown_key(self):
     with self.assertRaisesRegex(ConfigError, r"Unknown model config key\(s\) \['decodr'\]"):
       ModelConfig.from_dict({"decodr": "cgru"})

@@ -12,7 +12,6 @@ s_0 = tanh(W_init mean(h)) over real source positions.
 import keras
 import tensorflow as tf
 
-from nmt_tf.layers.attention import make_attention
 from nmt_tf.layers.conditional_gru import ConditionalGRUCell
 from nmt_tf.layers.deep_output import Bridge, DeepOutput
 from nmt_tf.layers.self_attention import SelfAttentiveResidual, StateMemory
@@ -51,15 +50,11 @@ class CGRUDecoder(Decoder):
     self.memory_dim = memory_dim
     self.embedding_dim = embedding_dim
     self.variant = variant
-    self.attention_score = attention
-    self.attention_units = attention_units or units
-    self.attention_mode = attention_mode
-    self.hard_inference = hard_inference
     self.summary = summary
     self.summary_units = summary_units or units
     self.dropout = dropout
-    attention_layer = make_attention(attention, self.attention_units, units, memory_dim,
-                                     attention_mode, hard_inference)
+    attention_layer = self.source_attention(units, memory_dim, attention, attention_units,
+                                            attention_mode, hard_inference)
     self.cgru = ConditionalGRUCell(units, attention=attention_layer, name="cgru")
     self.bridge = Bridge(units, name="bridge")
     self.uses_summary = variant == "self_attentive_residual"
@@ -124,7 +119,5 @@ class CGRUDecoder(Decoder):
   def get_config(self):
     return {**super().get_config(), "units": self.units, "vocab_size": self.vocab_size,
             "output_units": self.output_units, "memory_dim": self.memory_dim,
-            "embedding_dim": self.embedding_dim, "variant": self.variant, "attention": self.attention_score,
-            "attention_units": self.attention_units, "attention_mode": self.attention_mode,
-            "hard_inference": self.hard_inference, "summary": self.summary,
-            "summary_units": self.summary_units, "dropout": self.dropout}
+            "embedding_dim": self.embedding_dim, "variant": self.variant, **self.attention_config,
+            "summary": self.summary, "summary_units": self.summary_units, "dropout": self.dropout}

@@ -12,6 +12,7 @@ same for one position. Hence step-by-step decoding reproduces the teacher-forced
 import keras
 import tensorflow as tf
 
+from nmt_tf.layers.attention import make_attention
 from nmt_tf.layers.recurrence import scan_time
 
 
@@ -25,6 +26,16 @@ class Decoder(keras.layers.Layer):
   def build(self, *args, **kwargs):
     # Sub-layers build lazily on first use (step 0 is run outside the time loop).
     self.built = True
+
+  def source_attention(self, units, memory_dim, attention, attention_units, attention_mode,
+                       hard_inference):
+    """The attention layer over the annotations (layers/attention.py `make_attention`; the
+    query has `units` dims, attention_units defaults to units). Its settings are kept for
+    get_config (`attention_config`)."""
+    self.attention_config = {"attention": attention, "attention_units": attention_units or units,
+                             "attention_mode": attention_mode, "hard_inference": hard_inference}
+    return make_attention(attention, attention_units or units, units, memory_dim, attention_mode,
+                          hard_inference)
 
   def make_context(self, memory, summary, mask):
     """Constant decoding context from the encoder: memory [batch, src_len, mem_dim],

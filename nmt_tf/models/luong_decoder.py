@@ -12,7 +12,6 @@ import keras
 import tensorflow as tf
 
 from nmt_tf.layers import ops
-from nmt_tf.layers.attention import make_attention
 from nmt_tf.layers.deep_output import Bridge, OutputProjection
 from nmt_tf.layers.gru import GRUCell
 from nmt_tf.layers.lstm import LSTMCell
@@ -43,14 +42,10 @@ class LuongDecoder(Decoder):
     self.units = units
     self.vocab_size = vocab_size
     self.memory_dim = memory_dim
-    self.attention_score = attention
-    self.attention_units = attention_units or units
-    self.attention_mode = attention_mode
-    self.hard_inference = hard_inference
     self.rnn_cell = rnn_cell
     self.dropout = dropout
-    self.attention = make_attention(attention, self.attention_units, units, memory_dim,
-                                    attention_mode, hard_inference)
+    self.attention = self.source_attention(units, memory_dim, attention, attention_units,
+                                           attention_mode, hard_inference)
     gates = 3 if rnn_cell == "gru" else 4
     self.rnn = (GRUCell(units, reset_after=True, name="gru") if rnn_cell == "gru"
                 else LSTMCell(units, name="lstm"))
@@ -90,7 +85,5 @@ class LuongDecoder(Decoder):
 
   def get_config(self):
     return {**super().get_config(), "units": self.units, "vocab_size": self.vocab_size,
-            "memory_dim": self.memory_dim, "attention": self.attention_score,
-            "attention_units": self.attention_units, "attention_mode": self.attention_mode,
-            "hard_inference": self.hard_inference, "rnn_cell": self.rnn_cell,
+            "memory_dim": self.memory_dim, **self.attention_config, "rnn_cell": self.rnn_cell,
             "dropout": self.dropout}

@@ -15,7 +15,6 @@ import keras
 import tensorflow as tf
 
 from nmt_tf.layers import ops
-from nmt_tf.layers.attention import make_attention
 from nmt_tf.layers.deep_output import Bridge, DeepOutput
 from nmt_tf.layers.gru import GRUCell
 from nmt_tf.models.decoder_base import Decoder
@@ -105,14 +104,10 @@ class RNNSearchDecoder(Decoder):
     self.vocab_size = vocab_size
     self.output_units = output_units
     self.memory_dim = memory_dim
-    self.attention_score = attention
-    self.attention_units = attention_units or units
-    self.attention_mode = attention_mode
-    self.hard_inference = hard_inference
     self.reset_after = bool(reset_after)
     self.dropout = dropout
-    self.attention = make_attention(attention, self.attention_units, units, memory_dim,
-                                    attention_mode, hard_inference)
+    self.attention = self.source_attention(units, memory_dim, attention, attention_units,
+                                           attention_mode, hard_inference)
     self.bridge = Bridge(units, name="bridge")
     self.gru = GRUCell(units, reset_after=reset_after, name="gru")
     self.context_proj = keras.layers.Dense(3 * units, use_bias=False, name="C")
@@ -141,6 +136,4 @@ class RNNSearchDecoder(Decoder):
   def get_config(self):
     return {**super().get_config(), "units": self.units, "vocab_size": self.vocab_size,
             "output_units": self.output_units, "memory_dim": self.memory_dim,
-            "attention": self.attention_score, "attention_units": self.attention_units,
-            "attention_mode": self.attention_mode, "hard_inference": self.hard_inference,
-            "reset_after": self.reset_after, "dropout": self.dropout}
+            **self.attention_config, "reset_after": self.reset_after, "dropout": self.dropout}
