@@ -1,0 +1,115 @@
+"""Where a training step's time goes: op time by op type (and the largest single ops) over a
+few steps of the reference model under tf.profiler.
+
+Usage: .venv/bin/python bench/profile_train.py [--precision float32_bf16_matmul] [--steps 3]
+           [--top 25] [--detail AddN,ConcatV2]
+Builds the model and `TrainStep` as bench/bench_train.py does, warms up on the profiled batches
+(tracing), then records `--steps` steps with tf.profiler. Prints one JSON object: the op time
+per step summed over every thread of the host (so it exceeds the step's wall time, and ops that
+wrap others, such as While and the function calls, are left out), each op type's share, and for
+the `--detail` types the op names that take the most time (e.g. the gradient sums of a time
+loop's backward pass). Shares are meaningful on a busy machine too; absolute times are not.
+"""
+
+import collections
+import glob
+import os
+import re
+import sys
+import tempfile
+
+from absl import app
+from absl import flags
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# pylint: disable=g-import-not-at-top,wrong-import-position
+import keras
+import tensorflow as tf
+from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+import common
+from bench_train import make_batches  # also defines --pair
+from nmt_tf.experiment import TrainConfig
+from nmt_tf.models import ModelConfig
+from nmt_tf.training.train_step import TrainStep
+from nmt_tf.training.trainer import build_model
+
+flags.DEFINE_string("precision", "float32_bf16_matmul", "train.precision of the profiled step.")
+flags.DEFINE_integer("steps", 3, "Profiled steps (distinct batches, after a warm-up pass).")
+flags.DEFINE_integer("top", 25, "Op types listed.")
+flags.DEFINE_list("detail", ["AddN", "ConcatV2", "Sum", "Mul"],
+                  "Op types whose largest ops (by name) are listed too.")
+FLAGS = flags.FLAGS
+
+# Events that contain other ops' events: the executor's, and ops that call functions.
+_CONTAINERS = {"Process", "Run", "While", "StatelessWhile", "PartitionedCall",
+               "StatefulPartitionedCall", "If", "StatelessIf"}
+
+
+def op_times(xspace_path):
+  """{(op type, op name): [milliseconds, count]} of the leaf TF ops of the host planes."""
+  space = xplane_pb2.XSpace()
+  with open(xspace_path, "rb") as f:
+    space.ParseFromString(f.read())
+  times = collections.defaultdict(lambda: [0.0, 0])
+  for plane in space.planes:
+    if not plane.name.startswith("/host:CPU"):
+      continue
+    for line in plane.lines:
+      for event in line.events:
+        full = plane.event_metadata[event.metadata_id].name
+        if ":" not in full:
+          continue
+        name, op_type = full.rsplit(":", 1)
+        if op_type in _CONTAINERS or "__inference" in full or op_type.startswith((" ", "__")):
+          continue
+        scope, _, op = name.rpartition("/")  # scopes renumbered per trace: seq2_seq_1 -> seq2_seq
+        entry = times[(op_type, re.sub(r"_\d+(?=/|$)", "", scope) + "/" + op)]
+        entry[0] += event.duration_ps / 1e9
+        entry[1] += 1
+  return times
+
+
+def main(argv):
+  del argv
+  corpus, src_tok, tgt_tok = common.load_multi30k(FLAGS.pair)
+  vocab = (src_tok.vocab_size, tgt_tok.vocab_size)
+  batches = make_batches(corpus, src_tok, tgt_tok, FLAGS.steps, 2000)
+  keras.utils.set_random_seed(0)
+  train_cfg = TrainConfig(precision=FLAGS.precision, clip_norm=1.0, label_smoothing=0.1,
+                          learning_rate=5e-4)
+  model = build_model(ModelConfig(**common.reference_model_config(*vocab)), FLAGS.precision)
+  optimizer = keras.optimizers.Adam(learning_rate=5e-4)
+  optimizer.build(model.trainable_variables)
+  step = TrainStep(model, optimizer, tf.distribute.get_strategy(), train_cfg, tf.Variable(0.0),
+                   tf.Variable(0.0))
+  for batch in batches:  # warm-up: tracing
+    float(step(batch)["loss"])
+  logdir = tempfile.mkdtemp(prefix="nmt_tf_profile_")
+  tf.profiler.experimental.start(logdir)
+  for batch in batches:
+    float(step(batch)["loss"])
+  tf.profiler.experimental.stop()
+  times = op_times(sorted(glob.glob(f"{logdir}/plugins/profile/*/*.xplane.pb"))[-1])
+  by_type = collections.defaultdict(lambda: [0.0, 0])
+  for (op_type, _), (ms, count) in times.items():
+    by_type[op_type][0] += ms
+    by_type[op_type][1] += count
+  total = sum(ms for ms, _ in by_type.values())
+  n = FLAGS.steps
+  report = {"precision": FLAGS.precision, "steps": n, "profile_dir": logdir,
+            "op_ms_per_step": round(total / n, 1),
+            "by_type": {t: {"ms_per_step": round(ms / n, 1), "share": round(ms / total, 3),
+                            "ops_per_step": round(count / n)}
+                        for t, (ms, count) in sorted(by_type.items(), key=lambda kv: -kv[1][0])
+                        [:FLAGS.top]},
+            "largest": {}}
+  for op_type in FLAGS.detail:
+    named = sorted(((ms, name) for (t, name), (ms, _) in times.items() if t == op_type),
+                   reverse=True)[:8]
+    report["largest"][op_type] = {name[-100:]: round(ms / n, 1) for ms, name in named}
+  common.print_json(report)
+
+
+if __name__ == "__main__":
+  app.run(main)
