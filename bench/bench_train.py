@@ -2,7 +2,7 @@
 FLOPs/s as a fraction of this machine's measured matmul peak.
 
 Usage: .venv/bin/python bench/bench_train.py [--precisions float32,mixed_bfloat16]
-           [--jit false,true] [--batches 30] [--batch_tokens 2000] [--peak]
+           [--jit false,true] [--batches 30] [--batch_tokens 2000] [--bucket_width 5] [--peak]
 For each (precision, jit_compile) setting the reference model (configs/cgru_multi30k.py:
 emb 256, BiGRU 2x512, cGRU 512, deep output, SentencePiece 8k, dropout 0.2, Adam, clipping,
 label smoothing 0.1) is built and `nmt_tf.training.train_step.TrainStep` (the Trainer's step)
@@ -15,6 +15,7 @@ and with --peak the analytic model FLOPs/s (forward + backward = 3 x forward, se
 common.forward_flops) over the matmul peak of bench_peak.py.
 """
 
+import dataclasses
 import os
 import sys
 
@@ -40,12 +41,16 @@ flags.DEFINE_list("precisions", ["float32", "mixed_bfloat16"], "Precisions to ti
 flags.DEFINE_list("jit", ["false"], "jit_compile settings to time (false, true).")
 flags.DEFINE_integer("batches", 30, "Distinct training batches (warm-up pass + timed pass).")
 flags.DEFINE_integer("batch_tokens", 2000, "Padded token budget per batch.")
+flags.DEFINE_integer("bucket_width", None, "Length range of a bucket of the pipeline; default "
+                     "PipelineConfig's.")
 flags.DEFINE_bool("peak", True, "Also measure the matmul peak and report FLOPs utilization.")
 FLAGS = flags.FLAGS
 
 
-def make_batches(corpus, src_tok, tgt_tok, count, batch_tokens):
+def make_batches(corpus, src_tok, tgt_tok, count, batch_tokens, bucket_width=None):
   config = data.PipelineConfig(max_source_len=50, max_target_len=50, batch_tokens=batch_tokens)
+  if bucket_width:
+    config = dataclasses.replace(config, bucket_width=bucket_width)
   ds = data.make_train_dataset(corpus["train"], src_tok, tgt_tok, config)
   return [{k: tf.constant(v) for k, v in b.items()} for b in ds.take(count).as_numpy_iterator()]
 
@@ -78,10 +83,12 @@ def main(argv):
   del argv
   corpus, src_tok, tgt_tok = common.load_multi30k(FLAGS.pair)
   vocab = (src_tok.vocab_size, tgt_tok.vocab_size)
-  batches = make_batches(corpus, src_tok, tgt_tok, FLAGS.batches, FLAGS.batch_tokens)
+  batches = make_batches(corpus, src_tok, tgt_tok, FLAGS.batches, FLAGS.batch_tokens,
+                         FLAGS.bucket_width)
   tgt_per_batch = [int(tf.reduce_sum(tf.cast(b["target_out"] != 0, tf.int32))) for b in batches]
   report = {"model": "cgru emb256 birnn 2x512 dec512 deep-output, dropout 0.2",
             "vocab": list(vocab), "batch_tokens": FLAGS.batch_tokens,
+            "bucket_width": FLAGS.bucket_width or data.PipelineConfig().bucket_width,
             "batches": FLAGS.batches,
             "mean_target_tokens_per_batch": round(float(np.mean(tgt_per_batch)), 1),
             **common.device_info(), "settings": {}}
