@@ -75,6 +75,21 @@ class ResultsTest(tf.test.TestCase):
       with open(os.path.join(figures, name), "rb") as f:
         self.assertEqual(f.read(4), b"\x89PNG", name)
 
+  def test_residual_comparison_at_equal_steps(self):
+    self.assertEqual(self.code, 0, self.err)
+    with open(os.path.join(self.run_dir, "results.json"), encoding="utf-8") as f:
+      base = json.load(f)
+    base["run_dir"] = self.run_dir
+    sar = dict(base, name="sar_tiny", decoder="self_attentive_residual",
+               model="self_attentive_residual (avg)")
+    lines = results._residual_comparison([base, sar])  # pylint: disable=protected-access
+    row = [line for line in lines if line.startswith("| `sar_tiny`")]
+    self.assertLen(row, 1)
+    points = results.validations(self.run_dir)[0]
+    last = max(points)  # validated at steps 10 and 20
+    self.assertEqual(sorted(points), [10, 20])
+    self.assertIn(f"| +0.00 | 20 | 20 | {points[last][1]:.2f} (step 20) |", row[0])
+
   def test_errors(self):
     code, _, err = run_command(results_cli, results_beams=["0"])
     self.assertEqual(code, 2)

@@ -61,8 +61,9 @@ def load_rows(paths):
   return rows
 
 
-def validation_curve(run_dir):
-  """[(training minutes, validation BLEU)] from the run's TensorBoard events, by step."""
+def validations(run_dir):
+  """({step: (wall time, validation BLEU)}, first event's wall time) from the run's
+  TensorBoard events (a step validated again after a resume keeps its last value)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   points, start = {}, None
   for path in sorted(glob.glob(os.path.join(run_dir, "tensorboard", "events.*"))):
@@ -73,6 +74,12 @@ def validation_curve(run_dir):
           number = (float(tf.make_ndarray(value.tensor)) if value.HasField("tensor")
                     else value.simple_value)
           points[event.step] = (event.wall_time, number)
+  return points, start
+
+
+def validation_curve(run_dir):
+  """[(training minutes, validation BLEU)] from the run's TensorBoard events, by step."""
+  points, start = validations(run_dir)
   return [((wall - start) / 60.0, bleu) for _, (wall, bleu) in sorted(points.items())]
 
 
@@ -193,11 +200,20 @@ def _residual_comparison(rows):
     b = base[0]
     if not out:
       out += ["### Self-attentive decoders against their cgru baseline (same budget and seed)",
-              "", "| run | baseline | BLEU beam 5 | baseline | difference |",
-              "|---|---|---:|---:|---:|"]
+              "", "Test BLEU (beam 5) after the same time budget; the steps each run trained "
+              "in it; and, as a comparison at equal training data, the validation BLEU "
+              "(greedy) of both runs at the last step both validated.", "",
+              "| run | baseline | BLEU beam 5 | baseline | difference | steps | baseline steps "
+              "| valid BLEU at equal steps | baseline |",
+              "|---|---|---:|---:|---:|---:|---:|---|---:|"]
     mine, theirs = r["scores"]["beam5"]["bleu"], b["scores"]["beam5"]["bleu"]
+    ours, base_points = validations(r["run_dir"])[0], validations(b["run_dir"])[0]
+    common = max(set(ours) & set(base_points), default=None)
+    equal = ("n/a | n/a" if common is None else
+             f"{ours[common][1]:.2f} (step {common:,}) | {base_points[common][1]:.2f}")
     out.append(f"| `{r['name']}` ({r['model']}) | `{b['name']}` | {mine:.2f} | {theirs:.2f} "
-               f"| {mine - theirs:+.2f} |")
+               f"| {mine - theirs:+.2f} | {r['train']['steps']:,} | {b['train']['steps']:,} "
+               f"| {equal} |")
   return out + [""] if out else []
 
 
