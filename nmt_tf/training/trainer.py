@@ -124,9 +124,10 @@ class Trainer:
       self.baseline_steps = tf.Variable(0.0, trainable=False, name="reinforce_baseline_steps")
       objects = dict(model=self.model, optimizer=optimizer, reinforce_baseline=self.baseline,
                      reinforce_baseline_steps=self.baseline_steps, **self.state)
-      if seed_generator_states(self.model):  # none without dropout and hard attention
+      states = seed_generator_states(self.model)
+      if states:  # none without dropout and hard attention
         objects["rng"] = tf.Module(name="rng")
-        objects["rng"].seed_generator_states = seed_generator_states(self.model)
+        objects["rng"].seed_generator_states = states
     scratch = None if self.worker.is_chief else os.path.join(
         self.run_dir.path, ".workers", f"worker_{self.worker.index}")
     self.keeper = CheckpointKeeper(objects, tf.train.Checkpoint(model=self.model),
