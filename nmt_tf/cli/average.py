@@ -16,7 +16,7 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-from nmt_tf.cli import translate  # pylint: disable=unused-import  (defines --checkpoints)
+from nmt_tf.cli import common  # pylint: disable=unused-import  (defines --checkpoints)
 from nmt_tf.experiment import RunDir, RunDirError
 from nmt_tf.models import Seq2Seq
 

@@ -6,7 +6,9 @@ import os
 from absl import flags
 from ml_collections import config_flags
 
-from nmt_tf.experiment import ExperimentConfig
+from nmt_tf.data.errors import DataError
+from nmt_tf.experiment import ExperimentConfig, RunDirError
+from nmt_tf.models.config import ConfigError
 
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -17,6 +19,9 @@ config_flags.DEFINE_config_file(
     "Experiment config file (configs/*.py); override fields with --config.SECTION.KEY=VALUE. "
     "Used by `train`; other commands read the run's config.json.", lock_config=True)
 flags.DEFINE_string("checkpoint", "best", "Checkpoint to use: best, last or a checkpoint prefix.")
+flags.DEFINE_list("checkpoints", [], "Ensemble (translate, evaluate, export) or the checkpoints "
+                  "to average (average): checkpoint prefixes of --run_dir and/or run "
+                  "directories (their --checkpoint); log-probabilities are averaged.")
 flags.DEFINE_integer("beam_size", None, "Beam size (1 = greedy); default: the config's.")
 flags.DEFINE_integer("nbest", None, "Hypotheses per sentence; default: the config's.")
 flags.DEFINE_float("length_penalty", None, "GNMT length penalty alpha; default: the config's.")
@@ -28,6 +33,8 @@ flags.DEFINE_enum("matmul_dtype", None, ["float32", "bfloat16"], "Operand dtype 
                   "default: the config's decode.matmul_dtype.")
 
 FLAGS = flags.FLAGS
+# Errors a user's input can cause: the commands print them as one `error:` line.
+USER_ERRORS = (DataError, RunDirError, ConfigError, ValueError, OSError)
 
 
 def experiment_config():

@@ -14,6 +14,7 @@ import sys
 from absl import flags
 
 from nmt_tf import data
+from nmt_tf.cli import common
 from nmt_tf.cli import translate as translate_cli
 from nmt_tf.evaluation import analysis
 from nmt_tf.evaluation.alignment_plot import alignment_png
@@ -132,7 +133,7 @@ def run(argv):
     name, sources, references = _evaluation_set(config)
     out_dir = FLAGS.eval_dir or os.path.join(FLAGS.run_dir, "eval", name)
     report = evaluate(translator, decode, sources, references, out_dir)
-  except translate_cli.USER_ERRORS as error:
+  except common.USER_ERRORS as error:
     print(f"error: {error}", file=sys.stderr)
     return 1
   print(format_report(report))

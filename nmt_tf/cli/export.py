@@ -11,7 +11,6 @@ import sys
 from absl import flags
 
 from nmt_tf.cli import common
-from nmt_tf.cli import translate  # pylint: disable=unused-import  (defines --checkpoints)
 from nmt_tf.experiment import RunDir
 from nmt_tf.export import DEFAULT_MAX_SOURCE_LENGTH, export_run
 
@@ -45,7 +44,7 @@ def run(argv):
                       beam_size=decode.beam_size, nbest=FLAGS.export_nbest,
                       max_source_length=FLAGS.export_max_source_length, decode_config=decode,
                       warmup=FLAGS.export_warmup, checkpoints=FLAGS.checkpoints)
-  except translate.USER_ERRORS as error:  # ExportError is a ValueError
+  except common.USER_ERRORS as error:  # ExportError is a ValueError
     print(f"error: {error}", file=sys.stderr)
     return 1
   print(path)

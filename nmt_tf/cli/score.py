@@ -13,6 +13,7 @@ import sys
 from absl import flags
 
 from nmt_tf import data
+from nmt_tf.cli import common
 from nmt_tf.cli import translate as translate_cli
 
 COMMAND = "score"
@@ -43,7 +44,7 @@ def run(argv):
                        f"{len(targets)}; expected one translation per source line.")
     translator, _, decode, _ = translate_cli.build_translator()
     scores = ForcedScorer(translator).score(sources, targets, decode.batch_size)
-  except translate_cli.USER_ERRORS as error:
+  except common.USER_ERRORS as error:
     print(f"error: {error}", file=sys.stderr)
     return 1
   out = sys.stdout if FLAGS.score_output == "-" else open(FLAGS.score_output, "w",

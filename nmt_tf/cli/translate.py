@@ -19,10 +19,8 @@ from absl import flags
 
 from nmt_tf import data
 from nmt_tf.cli import common
-from nmt_tf.experiment import RunDirError
 from nmt_tf.inference import (alignments, CompiledTranslator, load_models, translate_lines,
                               Translator)
-from nmt_tf.models.config import ConfigError
 
 COMMAND = "translate"
 HELP = "Translate a file or stdin (beam/n-best, alignments, UNK replacement, ensembles)."
@@ -34,14 +32,11 @@ flags.DEFINE_enum("alignments", "none", ["none", "soft", "hard"],
                   "(Pharaoh i-j appended after ' ||| ').")
 flags.DEFINE_bool("replace_unk", False, "Replace each output UNK by its most-attended source "
                   "word (Luong et al. 2015; word vocabularies only).")
-flags.DEFINE_list("checkpoints", [], "Ensemble: checkpoint prefixes of --run_dir and/or run "
-                  "directories (their --checkpoint); log-probabilities are averaged.")
 flags.DEFINE_integer("max_input_tokens", 200, "Longer inputs are cut to this many tokens "
                      "(flagged on stderr).")
 flags.DEFINE_bool("xla", False, "XLA-compile the search (tf.function(jit_compile=True)).")
 
 FLAGS = flags.FLAGS
-USER_ERRORS = (data.DataError, RunDirError, ConfigError, ValueError, OSError)
 
 
 def build_translator():
@@ -121,7 +116,7 @@ def run(argv):
   try:
     lines = read_input(FLAGS.input_file)
     translator, _, decode, _ = build_translator()
-  except USER_ERRORS as error:
+  except common.USER_ERRORS as error:
     print(f"error: {error}", file=sys.stderr)
     return 1
   replace_unk = FLAGS.replace_unk

@@ -77,9 +77,8 @@ def validations(run_dir):
   return points, start
 
 
-def validation_curve(run_dir):
-  """[(training minutes, validation BLEU)] from the run's TensorBoard events, by step."""
-  points, start = validations(run_dir)
+def validation_curve(points, start):
+  """[(training minutes, validation BLEU)] by step, from `validations(run_dir)`."""
   return [((wall - start) / 60.0, bleu) for _, (wall, bleu) in sorted(points.items())]
 
 
@@ -137,6 +136,7 @@ def render(rows, figure_dir, link_prefix):
   out = []
   if not rows:
     return "No result rows yet: run the row commands above, then `python run.py report`.\n"
+  events = {r["run_dir"]: validations(r["run_dir"]) for r in rows}  # read once per run
   for direction in sorted({r["direction"] for r in rows}):
     subset = [r for r in rows if r["direction"] == direction]
     dataset = subset[0]["dataset"]
@@ -154,7 +154,7 @@ def render(rows, figure_dir, link_prefix):
           f"| {_score(greedy)} | {_score(beam)} | {_score(greedy, 'chrf')} "
           f"| {_score(beam, 'chrf')} | {_score(r['train'], 'best_valid_bleu')} |")
     out.append("")
-    curves = {r["name"]: validation_curve(r["run_dir"]) for r in subset}
+    curves = {r["name"]: validation_curve(*events[r["run_dir"]]) for r in subset}
     name = f"curves_{direction}.png"
     with open(os.path.join(figure_dir, name), "wb") as f:
       f.write(curves_png(curves, title=f"{title}: validation BLEU"))
@@ -176,7 +176,7 @@ def render(rows, figure_dir, link_prefix):
     with open(os.path.join(figure_dir, "bleu_by_length.png"), "wb") as f:
       f.write(length_bleu_png(series, title="BLEU (beam 5) by source sentence length"))
     out += ["", f"![BLEU by source length]({link_prefix}/bleu_by_length.png)", ""]
-  out += _residual_comparison(rows)
+  out += _residual_comparison(rows, events)
   out += _attention_maps(rows, figure_dir, link_prefix)
   signatures = sorted({(s["bleu_signature"], s["chrf_signature"]) for r in rows
                        for s in r["scores"].values() if s})
@@ -186,8 +186,9 @@ def render(rows, figure_dir, link_prefix):
   return "\n".join(out) + "\n"
 
 
-def _residual_comparison(rows):
-  """Self-attentive decoders against the cgru row of the same direction, budget and seed."""
+def _residual_comparison(rows, events):
+  """Self-attentive decoders against the cgru row of the same direction, budget and seed;
+  `events` maps each run_dir to its `validations`."""
   out = []
   for r in rows:
     if r["decoder"] not in ("self_attentive_residual", "memory_rnn", "self_attentive_rnn"):
@@ -207,7 +208,7 @@ def _residual_comparison(rows):
               "| valid BLEU at equal steps | baseline |",
               "|---|---|---:|---:|---:|---:|---:|---|---:|"]
     mine, theirs = r["scores"]["beam5"]["bleu"], b["scores"]["beam5"]["bleu"]
-    ours, base_points = validations(r["run_dir"])[0], validations(b["run_dir"])[0]
+    ours, base_points = events[r["run_dir"]][0], events[b["run_dir"]][0]
     common = max(set(ours) & set(base_points), default=None)
     equal = ("n/a | n/a" if common is None else
              f"{ours[common][1]:.2f} (step {common:,}) | {base_points[common][1]:.2f}")

@@ -33,6 +33,8 @@ def warmup_sentences(source_tokenizer, lengths=WARMUP_LENGTHS):
 
 
 def _request(model_name, signature, inputs):
+  """A PredictRequest of string inputs. export/client.py `predict_request` builds the same
+  message; it keeps its own copy because the client must run without nmt_tf installed."""
   request = predict_pb2.PredictRequest()
   request.model_spec.name = model_name
   request.model_spec.signature_name = signature

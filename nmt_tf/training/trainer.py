@@ -75,6 +75,13 @@ def _read(variable):
   return variable.read_value().numpy()
 
 
+def _resumed_clock(spent, now, start):
+  """A clock reading the seconds in the variable `spent` (earlier invocations) plus
+  now() - start (this one)."""
+  before = float(_read(spent))
+  return lambda: before + now() - start
+
+
 class Trainer:
   """Trains one run directory (see module docstring).
 
@@ -150,9 +157,9 @@ class Trainer:
       progress.message(f"Resumed from {restored} at step {step}.")
     spent_before = float(_read(self.state["train_seconds"]))  # by earlier invocations
     budget = 60.0 * cfg.max_minutes
-    self._clock = lambda: spent_before + time.time() - start
-    cpu_before, cpu_start = float(_read(self.state["cpu_seconds"])), time.process_time()
-    self._cpu_clock = lambda: cpu_before + time.process_time() - cpu_start
+    self._clock = _resumed_clock(self.state["train_seconds"], time.time, start)
+    self._cpu_clock = _resumed_clock(self.state["cpu_seconds"], time.process_time,
+                                     time.process_time())
     if budget:
       progress.deadline = start + budget - spent_before
       if spent_before >= budget:
