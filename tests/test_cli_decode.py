@@ -191,6 +191,26 @@ class DecodeCommandsTest(tf.test.TestCase):
     self.assertLen(err.strip().splitlines(), 1)
     self.assertIn("trained with pipeline.reverse_source=True", err)
 
+  def test_damaged_checkpoint_is_one_line(self):
+    for damage in ("truncated", "flipped"):
+      damaged = os.path.join(self.tmp, f"damaged_{damage}")
+      shutil.copytree(self.run_path, damaged)
+      data_file = [os.path.join(damaged, "best", name) for name in
+                   os.listdir(os.path.join(damaged, "best")) if ".data-" in name][0]
+      size = os.path.getsize(data_file)
+      with open(data_file, "r+b") as f:
+        if damage == "truncated":  # the reader raised IndexError, a traceback, before
+          f.truncate(size // 2)
+        else:  # checksum mismatch
+          f.seek(size // 2)
+          f.write(b"\xff" * 64)
+      code, out, err = run_command(translate_cli, **{**self.common, "run_dir": damaged},
+                                   input_file=self.src_file)
+      self.assertEqual((code, out), (1, ""), damage)
+      self.assertLen(err.strip().splitlines(), 1, err)
+      self.assertRegex(err, r"^error: Checkpoint .*best/ckpt-\d+ is corrupt .* pass "
+                       r"--checkpoint=last")
+
   def test_bad_input_file(self):
     code, out, err = run_command(translate_cli, **self.common,
                                  input_file=os.path.join(self.tmp, "missing.txt"))

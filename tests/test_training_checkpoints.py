@@ -57,6 +57,23 @@ class OptionalStateTest(tf.test.TestCase):
     self.assertIn("is corrupt or partial", messages[0])
     self.assertNotEmpty(glob.glob(os.path.join(directory, "ckpt-7.corrupt*")))
 
+  def test_truncated_checkpoint_falls_back(self):
+    directory = tempfile.mkdtemp()
+    objects, keeper = _keeper(directory, optional=())
+    for step in (1, 2):
+      objects["step"].assign(step)
+      keeper.save(step)
+    data_file = glob.glob(os.path.join(directory, "ckpt-2.data-*"))[0]
+    with open(data_file, "r+b") as f:  # raised IndexError, uncaught, before
+      f.truncate(os.path.getsize(data_file) // 2)
+    objects["step"].assign(0)
+    messages = []
+    self.assertEndsWith(keeper.restore_latest(messages.append), "ckpt-1")
+    self.assertEqual(int(objects["step"].numpy()), 1)
+    self.assertLen(messages, 1)
+    self.assertIn("ckpt-2 is corrupt or partial", messages[0])
+    self.assertNotEmpty(glob.glob(os.path.join(directory, "ckpt-2.corrupt*")))
+
   def test_unknown_optional_name(self):
     with self.assertRaisesRegex(ValueError, "optional names"):
       CheckpointKeeper({"step": tf.Variable(0)}, None, "a", "b", optional=("clock",))

@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from nmt_tf.cli import common  # pylint: disable=unused-import  (defines --checkpoints)
 from nmt_tf.experiment import RunDir, RunDirError
+from nmt_tf.experiment.run_dir import CHECKPOINT_ERRORS
 from nmt_tf.models import Seq2Seq
 
 COMMAND = "average"
@@ -78,7 +79,7 @@ def run(argv):
              last_checkpoints(run_dir, FLAGS.average_last))
     output = FLAGS.average_output or os.path.join(run_dir.path, "averaged", "ckpt-avg")
     written = average_checkpoints(run_dir, paths, output)
-  except (RunDirError, ValueError, tf.errors.OpError) as error:
+  except (RunDirError,) + CHECKPOINT_ERRORS as error:
     print(f"error: {error}", file=sys.stderr)
     return 1
   print(f"averaged {len(paths)} checkpoints ({', '.join(os.path.basename(p) for p in paths)})"

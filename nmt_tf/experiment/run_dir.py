@@ -18,6 +18,11 @@ from nmt_tf.experiment.config import ExperimentConfig
 from nmt_tf.models import Seq2Seq
 from nmt_tf.models.config import ConfigError
 
+# What reading a damaged or mismatched checkpoint raises: OpError (DataLossError on a bad
+# checksum, NotFoundError), IndexError (a truncated data file: "Read less bytes than
+# requested"), AssertionError / ValueError (objects not matched).
+CHECKPOINT_ERRORS = (tf.errors.OpError, IndexError, AssertionError, ValueError)
+
 # Sections that define what the run's checkpoints mean; changing them needs a new run_dir.
 FIXED_SECTIONS = ("model", "data", "tokenizer")
 # Model fields used only to initialise fresh weights: a reopened run keeps its saved value.
@@ -120,12 +125,32 @@ class RunDir:
     model.build_with_dummy_batch()
     path = self.checkpoint_path(which)
     try:
+      verify_checkpoint(path)  # before restore(): a failed one leaves deferred restorations
       tf.train.Checkpoint(model=model).restore(path).expect_partial().assert_existing_objects_matched()
-    except (tf.errors.OpError, AssertionError, ValueError) as error:
+    except CHECKPOINT_ERRORS as error:
       raise RunDirError(f"Checkpoint {path} is corrupt or does not match the run's model "
-                        f"({type(error).__name__}); pass --checkpoint=last or another "
+                        f"({error_summary(error)}); pass --checkpoint=last or another "
                         "checkpoint prefix.") from error
     return model, config, src_tok, tgt_tok
+
+
+def verify_checkpoint(path):
+  """Reads every tensor of checkpoint `path` (their checksums are checked while reading);
+  returns their keys. Raises one of CHECKPOINT_ERRORS for a damaged checkpoint."""
+  reader = tf.train.load_checkpoint(path)
+  keys = list(reader.get_variable_to_shape_map())
+  for name in keys:
+    reader.get_tensor(name)
+  return keys
+
+
+def error_summary(error, limit=160):
+  """'Type: first line of the message' of an exception, cut to about `limit` characters."""
+  lines = str(error).strip().splitlines()
+  reason = lines[0].strip() if lines else ""
+  if len(reason) > limit:
+    reason = reason[:limit] + "..."
+  return f"{type(error).__name__}: {reason}" if reason else type(error).__name__
 
 
 def _diff(saved, new):

@@ -16,6 +16,8 @@ import shutil
 from absl import logging
 import tensorflow as tf
 
+from nmt_tf.experiment.run_dir import (CHECKPOINT_ERRORS, error_summary,
+                                       verify_checkpoint)
 from nmt_tf.training.errors import TrainingError
 
 
@@ -76,7 +78,7 @@ class CheckpointKeeper:
     for path in reversed(candidates):
       path = path if os.path.isabs(path) else os.path.join(self.checkpoint_dir, path)
       try:
-        keys = _verify(path)  # before restore(): a failed one leaves deferred restorations
+        keys = verify_checkpoint(path)  # before restore(): a failed one leaves deferred restorations
         missing = [name for name in self.optional
                    if not any(key.startswith(name + "/") for key in keys)]
         checkpoint = self.checkpoint if not missing else tf.train.Checkpoint(
@@ -87,11 +89,9 @@ class CheckpointKeeper:
           report(f"Checkpoint {path} predates {', '.join(missing)} (left at the initial "
                  "value).")
         return path
-      except (tf.errors.OpError, AssertionError, ValueError) as error:
-        reason = str(error).strip().splitlines()[0][:200] if str(error).strip() else \
-            type(error).__name__
-        logging.warning("Checkpoint %s is corrupt or partial (%s: %s); trying the previous "
-                        "one.", path, type(error).__name__, reason)
+      except CHECKPOINT_ERRORS as error:
+        logging.warning("Checkpoint %s is corrupt or partial (%s); trying the previous one.",
+                        path, error_summary(error, limit=200))
         report(f"WARNING: checkpoint {path} is corrupt or partial ({type(error).__name__}); "
                "using the previous one.")
         if self.scratch_dir is None:
@@ -122,16 +122,6 @@ class CheckpointKeeper:
   @property
   def best(self):
     return tf.train.latest_checkpoint(self.best_dir)
-
-
-def _verify(path):
-  """Reads every tensor of checkpoint `path` (checksums are checked while reading); returns
-  their keys."""
-  reader = tf.train.load_checkpoint(path)
-  keys = list(reader.get_variable_to_shape_map())
-  for name in keys:
-    reader.get_tensor(name)
-  return keys
 
 
 def _quarantine(path):
