@@ -210,6 +210,11 @@ class DecodeCommandsTest(tf.test.TestCase):
       self.assertLen(err.strip().splitlines(), 1, err)
       self.assertRegex(err, r"^error: Checkpoint .*best/ckpt-\d+ is corrupt .* pass "
                        r"--checkpoint=last")
+      prefix = data_file.split(".data-")[0]
+      code, out, err = run_command(average_cli, run_dir=damaged, checkpoints=[prefix])
+      self.assertEqual((code, out), (1, ""), damage)
+      self.assertLen(err.strip().splitlines(), 1, err)
+      self.assertRegex(err, r"^error: Checkpoint .*best/ckpt-\d+ is corrupt .* leave it out")
 
   def test_bad_input_file(self):
     code, out, err = run_command(translate_cli, **self.common,
