@@ -2,14 +2,19 @@
 FLOPs/s as a fraction of this machine's measured matmul peak.
 
 Usage: .venv/bin/python bench/bench_train.py [--precisions float32,mixed_bfloat16]
-           [--jit false,true] [--batches 30] [--batch_tokens 2000] [--bucket_width 5] [--peak]
-For each (precision, jit_compile) setting the reference model (configs/cgru_multi30k.py:
+           [--jit false,true] [--bucket_widths 2,5] [--interleave] [--batches 30]
+           [--batch_tokens 2000] [--peak]
+For each (precision, jit_compile, bucket width) setting the reference model
+(configs/cgru_multi30k.py:
 emb 256, BiGRU 2x512, cGRU 512, deep output, SentencePiece 8k, dropout 0.2, Adam, clipping,
 label smoothing 0.1) is built and `nmt_tf.training.train_step.TrainStep` (the Trainer's step)
 runs over `--batches` real training batches of the bucketed pipeline twice: the first pass is
 the warm-up (tracing, and XLA compiling each batch shape), the second is timed, step by step,
 with the loss fetched to the host after every step as the Trainer does. The batches are
 materialized before timing, so tf.data is not measured here (bench/bench_data.py measures it).
+With --interleave every setting is built and warmed up first, then the timed pass runs batch i
+of every setting in turn before batch i + 1: on a VM whose speed drifts (other guests) this is
+the fair A/B; without it the settings are timed one after the other.
 Prints one JSON object: median and overall target tokens/s (real target tokens incl. EOS),
 and with --peak the analytic model FLOPs/s (forward + backward = 3 x forward, see
 common.forward_flops) over the matmul peak of bench_peak.py.
@@ -41,8 +46,9 @@ flags.DEFINE_list("precisions", ["float32", "mixed_bfloat16"], "Precisions to ti
 flags.DEFINE_list("jit", ["false"], "jit_compile settings to time (false, true).")
 flags.DEFINE_integer("batches", 30, "Distinct training batches (warm-up pass + timed pass).")
 flags.DEFINE_integer("batch_tokens", 2000, "Padded token budget per batch.")
-flags.DEFINE_integer("bucket_width", None, "Length range of a bucket of the pipeline; default "
-                     "PipelineConfig's.")
+flags.DEFINE_list("bucket_widths", [], "Length ranges of a bucket of the pipeline to time; "
+                  "default: PipelineConfig's.")
+flags.DEFINE_bool("interleave", False, "Time batch i of every setting before batch i + 1.")
 flags.DEFINE_bool("peak", True, "Also measure the matmul peak and report FLOPs utilization.")
 FLAGS = flags.FLAGS
 
@@ -55,8 +61,12 @@ def make_batches(corpus, src_tok, tgt_tok, count, batch_tokens, bucket_width=Non
   return [{k: tf.constant(v) for k, v in b.items()} for b in ds.take(count).as_numpy_iterator()]
 
 
-def time_setting(batches, vocab, precision, jit):
-  """Per-step (target tokens, source tokens, seconds) of the timed pass."""
+def _bools(values):
+  return [v.lower() in ("1", "true", "yes") for v in values]
+
+
+def build_step(vocab, precision, jit):
+  """The Trainer's TrainStep for the reference model (traced on its first call)."""
   keras.utils.set_random_seed(0)
   strategy = tf.distribute.get_strategy()
   train_cfg = TrainConfig(precision=precision, jit_compile=jit, clip_norm=1.0,
@@ -64,54 +74,78 @@ def time_setting(batches, vocab, precision, jit):
   model = build_model(ModelConfig(**common.reference_model_config(*vocab)), precision)
   optimizer = keras.optimizers.Adam(learning_rate=5e-4)
   optimizer.build(model.trainable_variables)
-  step = TrainStep(model, optimizer, strategy, train_cfg, tf.Variable(0.0), tf.Variable(0.0))
-  for batch in batches:  # warm-up
-    float(step(batch)["loss"])
-  records = []
-  for batch in batches:
-    with common.Timer() as t:
-      out = step(batch)
-      loss = float(out["loss"])
-    if not np.isfinite(loss):
-      raise RuntimeError(f"Non-finite loss {loss} with {precision}, jit_compile={jit}.")
-    src = int(tf.reduce_sum(tf.cast(batch["source"] != 0, tf.int32)))
-    records.append((float(out["tokens"]), src, t.seconds))
-  return records, loss
+  return TrainStep(model, optimizer, strategy, train_cfg, tf.Variable(0.0), tf.Variable(0.0))
+
+
+def timed(step, batch, name):
+  """(target tokens, source tokens, seconds, loss) of one step, the loss fetched as the
+  Trainer does."""
+  with common.Timer() as t:
+    out = step(batch)
+    loss = float(out["loss"])
+  if not np.isfinite(loss):
+    raise RuntimeError(f"Non-finite loss {loss} with {name}.")
+  src = int(tf.reduce_sum(tf.cast(batch["source"] != 0, tf.int32)))
+  return float(out["tokens"]), src, t.seconds, loss
+
+
+def time_settings(settings, batch_sets, vocab, interleave):
+  """{name: [(target tokens, source tokens, seconds, loss)] of the timed pass}."""
+  steps = {}
+  records = {name: [] for name, *_ in settings}
+  for name, precision, jit, width in settings:
+    steps[name] = build_step(vocab, precision, jit)
+    for batch in batch_sets[width]:  # warm-up: tracing (and XLA compilations)
+      float(steps[name](batch)["loss"])
+    if not interleave:
+      records[name] = [timed(steps[name], b, name) for b in batch_sets[width]]
+  if interleave:
+    for i in range(min(len(b) for b in batch_sets.values())):
+      for name, *_, width in settings:
+        records[name].append(timed(steps[name], batch_sets[width][i], name))
+  return records
 
 
 def main(argv):
   del argv
   corpus, src_tok, tgt_tok = common.load_multi30k(FLAGS.pair)
   vocab = (src_tok.vocab_size, tgt_tok.vocab_size)
-  batches = make_batches(corpus, src_tok, tgt_tok, FLAGS.batches, FLAGS.batch_tokens,
-                         FLAGS.bucket_width)
-  tgt_per_batch = [int(tf.reduce_sum(tf.cast(b["target_out"] != 0, tf.int32))) for b in batches]
+  widths = [int(w) for w in FLAGS.bucket_widths] or [data.PipelineConfig().bucket_width]
+  batch_sets = {w: make_batches(corpus, src_tok, tgt_tok, FLAGS.batches, FLAGS.batch_tokens, w)
+                for w in widths}
+  settings = []
+  for precision in FLAGS.precisions:
+    for jit in _bools(FLAGS.jit):
+      for width in widths:
+        name = f"{precision}{'_xla' if jit else ''}{f'_bucket{width}' if len(widths) > 1 else ''}"
+        settings.append((name, precision, jit, width))
+  tgt_per_batch = [int(tf.reduce_sum(tf.cast(b["target_out"] != 0, tf.int32)))
+                   for b in batch_sets[widths[0]]]
   report = {"model": "cgru emb256 birnn 2x512 dec512 deep-output, dropout 0.2",
-            "vocab": list(vocab), "batch_tokens": FLAGS.batch_tokens,
-            "bucket_width": FLAGS.bucket_width or data.PipelineConfig().bucket_width,
-            "batches": FLAGS.batches,
+            "vocab": list(vocab), "batch_tokens": FLAGS.batch_tokens, "bucket_widths": widths,
+            "batches": FLAGS.batches, "interleaved": FLAGS.interleave,
             "mean_target_tokens_per_batch": round(float(np.mean(tgt_per_batch)), 1),
             **common.device_info(), "settings": {}}
   peak = bench_peak.measure(seconds=2.0) if FLAGS.peak else None
-  for precision in FLAGS.precisions:
-    for jit in (j.lower() in ("1", "true", "yes") for j in FLAGS.jit):
-      records, loss = time_setting(batches, vocab, precision, jit)
-      tgt = sum(r[0] for r in records)
-      src = sum(r[1] for r in records)
-      seconds = sum(r[2] for r in records)
-      entry = {"target_tokens_per_s_median": round(common.median(
-                   [r[0] / r[2] for r in records]), 1),
-               "target_tokens_per_s_overall": round(tgt / seconds, 1),
-               "step_ms_median": round(1000 * common.median([r[2] for r in records]), 1),
-               "last_loss": round(loss, 3)}
-      if peak:
-        flops = 3.0 * common.forward_flops(src, tgt, vocab=vocab[1])
-        achieved = flops / seconds / 1e9
-        ref = peak["bfloat16" if "bf" in precision else "float32"]
-        entry.update({"model_gflops_per_s": round(achieved, 1), "peak_gflops_per_s": ref,
-                      "flops_utilization": round(achieved / ref, 3),
-                      "train_flops_per_target_token": round(flops / tgt)})
-      report["settings"][f"{precision}{'_xla' if jit else ''}"] = entry
+  all_records = time_settings(settings, batch_sets, vocab, FLAGS.interleave)
+  for name, precision, *_ in settings:
+    records = all_records[name]
+    tgt = sum(r[0] for r in records)
+    src = sum(r[1] for r in records)
+    seconds = sum(r[2] for r in records)
+    entry = {"target_tokens_per_s_median": round(common.median(
+                 [r[0] / r[2] for r in records]), 1),
+             "target_tokens_per_s_overall": round(tgt / seconds, 1),
+             "step_ms_median": round(1000 * common.median([r[2] for r in records]), 1),
+             "last_loss": round(records[-1][3], 3)}
+    if peak:
+      flops = 3.0 * common.forward_flops(src, tgt, vocab=vocab[1])
+      achieved = flops / seconds / 1e9
+      ref = peak["bfloat16" if "bf" in precision else "float32"]
+      entry.update({"model_gflops_per_s": round(achieved, 1), "peak_gflops_per_s": ref,
+                    "flops_utilization": round(achieved / ref, 3),
+                    "train_flops_per_target_token": round(flops / tgt)})
+    report["settings"][name] = entry
   if peak:
     report["matmul_peak_gflops"] = peak
   common.print_json(report)
