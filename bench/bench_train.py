@@ -2,10 +2,10 @@
 FLOPs/s as a fraction of this machine's measured matmul peak.
 
 Usage: .venv/bin/python bench/bench_train.py [--precisions float32,mixed_bfloat16]
-           [--jit false,true] [--bucket_widths 2,5] [--interleave] [--batches 30]
-           [--batch_tokens 2000] [--peak]
-For each (precision, jit_compile, bucket width) setting the reference model
-(configs/cgru_multi30k.py:
+           [--jit false,true] [--fused_attention true,false] [--bucket_widths 2,5]
+           [--interleave] [--batches 30] [--batch_tokens 2000] [--peak]
+For each (precision, jit_compile, fused attention score, bucket width) setting the reference
+model (configs/cgru_multi30k.py:
 emb 256, BiGRU 2x512, cGRU 512, deep output, SentencePiece 8k, dropout 0.2, Adam, clipping,
 label smoothing 0.1) is built and `nmt_tf.training.train_step.TrainStep` (the Trainer's step)
 runs over `--batches` real training batches of the bucketed pipeline twice: the first pass is
@@ -20,6 +20,7 @@ and with --peak the analytic model FLOPs/s (forward + backward = 3 x forward, se
 common.forward_flops) over the matmul peak of bench_peak.py.
 """
 
+import contextlib
 import dataclasses
 import os
 import sys
@@ -37,6 +38,7 @@ import bench_peak
 import common
 from nmt_tf import data
 from nmt_tf.experiment import TrainConfig
+from nmt_tf.layers import fused as fused_ops
 from nmt_tf.models import ModelConfig
 from nmt_tf.training.train_step import TrainStep
 from nmt_tf.training.trainer import build_model
@@ -46,6 +48,8 @@ flags.DEFINE_list("precisions", ["float32", "mixed_bfloat16"], "Precisions to ti
 flags.DEFINE_list("jit", ["false"], "jit_compile settings to time (false, true).")
 flags.DEFINE_integer("batches", 30, "Distinct training batches (warm-up pass + timed pass).")
 flags.DEFINE_integer("batch_tokens", 2000, "Padded token budget per batch.")
+flags.DEFINE_list("fused_attention", ["true"], "Fused XLA tanh attention score while "
+                  "training (layers/fused.py) settings to time (true, false).")
 flags.DEFINE_list("bucket_widths", [], "Length ranges of a bucket of the pipeline to time; "
                   "default: PipelineConfig's.")
 flags.DEFINE_bool("interleave", False, "Time batch i of every setting before batch i + 1.")
@@ -65,7 +69,7 @@ def _bools(values):
   return [v.lower() in ("1", "true", "yes") for v in values]
 
 
-def build_step(vocab, precision, jit):
+def build_step(vocab, precision, jit, fused):
   """The Trainer's TrainStep for the reference model (traced on its first call)."""
   keras.utils.set_random_seed(0)
   strategy = tf.distribute.get_strategy()
@@ -74,7 +78,12 @@ def build_step(vocab, precision, jit):
   model = build_model(ModelConfig(**common.reference_model_config(*vocab)), precision)
   optimizer = keras.optimizers.Adam(learning_rate=5e-4)
   optimizer.build(model.trainable_variables)
-  return TrainStep(model, optimizer, strategy, train_cfg, tf.Variable(0.0), tf.Variable(0.0))
+  step = TrainStep(model, optimizer, strategy, train_cfg, tf.Variable(0.0), tf.Variable(0.0))
+
+  def run(batch):
+    with contextlib.nullcontext() if fused else fused_ops.disabled():  # read while tracing
+      return step(batch)
+  return run
 
 
 def timed(step, batch, name):
@@ -93,8 +102,8 @@ def time_settings(settings, batch_sets, vocab, interleave):
   """{name: [(target tokens, source tokens, seconds, loss)] of the timed pass}."""
   steps = {}
   records = {name: [] for name, *_ in settings}
-  for name, precision, jit, width in settings:
-    steps[name] = build_step(vocab, precision, jit)
+  for name, precision, jit, fused, width in settings:
+    steps[name] = build_step(vocab, precision, jit, fused)
     for batch in batch_sets[width]:  # warm-up: tracing (and XLA compilations)
       float(steps[name](batch)["loss"])
     if not interleave:
@@ -116,9 +125,11 @@ def main(argv):
   settings = []
   for precision in FLAGS.precisions:
     for jit in _bools(FLAGS.jit):
-      for width in widths:
-        name = f"{precision}{'_xla' if jit else ''}{f'_bucket{width}' if len(widths) > 1 else ''}"
-        settings.append((name, precision, jit, width))
+      for fused in _bools(FLAGS.fused_attention):
+        for width in widths:
+          name = (f"{precision}{'_xla' if jit else ''}{'' if fused else '_unfused'}"
+                  f"{f'_bucket{width}' if len(widths) > 1 else ''}")
+          settings.append((name, precision, jit, fused, width))
   tgt_per_batch = [int(tf.reduce_sum(tf.cast(b["target_out"] != 0, tf.int32)))
                    for b in batch_sets[widths[0]]]
   report = {"model": "cgru emb256 birnn 2x512 dec512 deep-output, dropout 0.2",

@@ -7,6 +7,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from nmt_tf.layers import BahdanauAttention, LuongAttention, make_attention
+from nmt_tf.layers.fused import additive_score
 from tests import numpy_reference as ref
 
 BATCH, SRC, MEM, QUERY, UNITS = 3, 5, 6, 4, 7
@@ -154,6 +155,43 @@ class SoftAttentionTest(tf.test.TestCase, parameterized.TestCase):
       attend(layer, data(q_dim=4)[0], memory, mask)
 
 
+class FusedScoreTest(tf.test.TestCase, parameterized.TestCase):
+  """The XLA-fused tanh score used while training (layers/fused.py) against the plain ops."""
+
+  @parameterized.parameters(("additive",), ("concat",))
+  def test_training_matches_equations(self, score):
+    layer, q_dim = layer_for(score)
+    query, memory, mask = data(2, q_dim)
+    _, weights, _ = attend(layer, query, memory, mask, training=True)
+    _, exp_alpha = ref.attend(reference_scores(layer, query, memory), memory, mask)
+    self.assertAllClose(weights, exp_alpha, atol=1e-5)
+
+  @parameterized.parameters((tf.float32, 1e-5), (tf.bfloat16, 2e-2))
+  def test_values_and_gradients_in_a_time_loop(self, dtype, tol):
+    rng = np.random.RandomState(0)
+    v = tf.Variable(rng.normal(size=[UNITS]).astype(np.float32))
+
+    @tf.function(reduce_retracing=True)
+    def run(keys, queries, fused):  # keys [b, n, u], queries [time, b, u]
+      with tf.GradientTape() as tape:
+        tape.watch([keys, queries])
+        def body(t, total):
+          e = additive_score(tf.cast(keys, dtype), tf.cast(queries[t], dtype), v, fused)
+          weights = tf.range(1.0, tf.cast(tf.shape(e)[1], tf.float32) + 1.0)  # [n]
+          return t + 1, total + tf.reduce_sum(tf.cast(e, tf.float32) ** 2 * weights)
+        _, total = tf.while_loop(lambda t, _: t < tf.shape(queries)[0], body, (0, 0.0))
+      return total, tape.gradient(total, [keys, queries, v])
+
+    for batch, src in ((3, 5), (2, 9)):  # one compilation per shape
+      keys = tf.constant(rng.normal(size=[batch, src, UNITS]).astype(np.float32))
+      queries = tf.constant(rng.normal(size=[4, batch, UNITS]).astype(np.float32))
+      plain, plain_grads = run(keys, queries, False)
+      fused, fused_grads = run(keys, queries, True)
+      self.assertAllClose(fused, plain, rtol=tol)
+      for got, want in zip(fused_grads, plain_grads):
+        self.assertAllClose(got, want, rtol=tol, atol=tol * float(tf.reduce_max(abs(want))))
+
+
 class ConfigAndArgumentsTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.parameters(*SCORES)
@@ -276,9 +314,14 @@ class HardAttentionTest(tf.test.TestCase, parameterized.TestCase):
   def test_soft_mode_ignores_training(self):
     layer, _ = layer_for("additive")
     query, memory, mask = data(5)
-    for got, want in zip(attend(layer, query, memory, mask, training=True),
-                         attend(layer, query, memory, mask, training=False)):
-      self.assertAllClose(got, want, atol=0)
+    # No sampling in soft mode. Training computes the tanh score with the fused XLA kernel
+    # (layers/fused.py), whose tanh rounds differently from TensorFlow's: equal to float
+    # rounding, not bit for bit. log_prob stays exactly zero.
+    got = attend(layer, query, memory, mask, training=True)
+    want = attend(layer, query, memory, mask, training=False)
+    self.assertAllClose(got[0], want[0], rtol=1e-5, atol=1e-6)  # context
+    self.assertAllClose(got[1], want[1], rtol=1e-5, atol=1e-6)  # weights
+    self.assertAllEqual(got[2], want[2])
 
   def test_log_prob_gradient_reaches_score_weights(self):
     # REINFORCE needs d log alpha_i / d theta.

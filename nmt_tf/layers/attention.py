@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from nmt_tf.layers import deferred
 from nmt_tf.layers import ops
+from nmt_tf.layers.fused import additive_score
 
 MODES = ("soft", "hard")
 HARD_INFERENCE = ("expectation", "argmax")
@@ -49,8 +50,9 @@ class _Attention(keras.layers.Layer):
     """Step-independent key projections: memory [batch, src_len, mem_dim] -> keys."""
     raise NotImplementedError
 
-  def score(self, query, keys):
-    """Scores e [batch, src_len] of query [batch, q_dim] against precomputed keys."""
+  def score(self, query, keys, fused=False):
+    """Scores e [batch, src_len] of query [batch, q_dim] against precomputed keys; `fused`:
+    the tanh scores in one XLA kernel (layers/fused.py), used while training."""
     raise NotImplementedError
 
   def call(self, query, memory, keys, mask, training=False):
@@ -67,7 +69,8 @@ class _Attention(keras.layers.Layer):
       context [batch, mem_dim], weights alpha [batch, src_len] float32, and log_prob [batch]
       float32: log alpha of the sampled position (hard mode while training), else zeros.
     """
-    weights = ops.masked_softmax(self.score(query, keys), mask)  # [batch, src_len]
+    scores = self.score(query, keys, fused=bool(training))  # [batch, src_len]
+    weights = ops.masked_softmax(scores, mask)  # [batch, src_len]
     log_prob = tf.zeros_like(weights[:, 0])  # [batch]
     if self.mode == "hard" and (training or self.hard_inference == "argmax"):
       if training:
@@ -121,10 +124,9 @@ class BahdanauAttention(_Attention):
       self.build()
     return ops.dense(self.key_dense, memory)  # [batch, src_len, units]
 
-  def score(self, query, keys):
+  def score(self, query, keys, fused=False):
     query = ops.dense(self.query_dense, query)  # W_a q [batch, units]
-    hidden = tf.tanh(keys + query[:, None, :])  # [batch, src_len, units]
-    return tf.reduce_sum(hidden * tf.cast(self.v, hidden.dtype), axis=-1)  # [batch, src_len]
+    return additive_score(keys, query, self.v, fused)  # [batch, src_len]
 
   def get_config(self):
     return {**super().get_config(), "units": self.units}
@@ -173,10 +175,10 @@ class LuongAttention(_Attention):
     # general: W_a h_i [batch, src_len, q_dim]; concat: W_h h_i + b [batch, src_len, units]
     return ops.dense(self.key_dense, memory)
 
-  def score(self, query, keys):
+  def score(self, query, keys, fused=False):
     if self.score_type == "concat":
-      hidden = tf.tanh(keys + ops.dense(self.query_dense, query)[:, None, :])  # [batch, src_len, units]
-      return tf.reduce_sum(hidden * tf.cast(self.v, hidden.dtype), axis=-1)
+      query = ops.dense(self.query_dense, query)  # W_q q [batch, units]
+      return additive_score(keys, query, self.v, fused)  # [batch, src_len]
     if query.shape[-1] != keys.shape[-1]:
       raise ValueError(
           f"Luong score={self.score_type!r} received a query of size {query.shape[-1]} and keys "

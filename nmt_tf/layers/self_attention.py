@@ -19,6 +19,7 @@ import keras
 import tensorflow as tf
 
 from nmt_tf.layers import ops
+from nmt_tf.layers.fused import additive_score
 
 SUMMARIES = ("avg", "cavg")
 
@@ -135,10 +136,11 @@ class StateMemory(keras.layers.Layer):
         "keys": tf.where(at, tf.cast(key, memory["keys"].dtype)[:, None, :], memory["keys"]),
     }
 
-  def call(self, s_prev, memory, time):
-    """s~_t over entries 0..time: s_prev [batch, d] -> (s~ [batch, d], weights [batch, L])."""
-    hidden = tf.tanh(memory["keys"] + ops.dense(self.query_dense, s_prev)[:, None, :])  # [batch, L, units]
-    scores = tf.reduce_sum(hidden * tf.cast(self.v, hidden.dtype), -1)  # [batch, L]
+  def call(self, s_prev, memory, time, training=False):
+    """s~_t over entries 0..time: s_prev [batch, d] -> (s~ [batch, d], weights [batch, L]).
+    While training, the tanh scores are one fused XLA kernel (layers/fused.py)."""
+    query = ops.dense(self.query_dense, s_prev)  # W_s s_{t-1} [batch, units]
+    scores = additive_score(memory["keys"], query, self.v, fused=bool(training))  # [batch, L]
     valid = tf.range(tf.shape(scores)[1]) <= time  # [L]
     weights = ops.masked_softmax(scores, valid[None, :])  # [batch, L]
     summary = tf.matmul(tf.cast(weights, s_prev.dtype)[:, None, :], memory["states"])[:, 0]
