@@ -8,7 +8,7 @@ loss; forward and backward are timed, interleaved over the variants, median per 
   plain       TensorFlow ops (the code of main)
   xla         the score function jit-compiled, TensorFlow's own gradient
   custom      custom gradient recomputing tanh, plain ops
-  custom_xla  custom gradient, XLA forward and backward kernels (nmt_tf/layers/fused.py)
+  custom_xla  custom gradient, XLA forward and backward kernels (as nmt_tf/layers/fused.py)
   nodk        custom_xla without the keys' gradient (a lower bound for deferring it)
 """
 import sys

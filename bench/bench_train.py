@@ -48,8 +48,9 @@ flags.DEFINE_list("precisions", ["float32", "mixed_bfloat16"], "Precisions to ti
 flags.DEFINE_list("jit", ["false"], "jit_compile settings to time (false, true).")
 flags.DEFINE_integer("batches", 30, "Distinct training batches (warm-up pass + timed pass).")
 flags.DEFINE_integer("batch_tokens", 2000, "Padded token budget per batch.")
-flags.DEFINE_list("fused_attention", ["true"], "Fused XLA tanh attention score while "
-                  "training (layers/fused.py) settings to time (true, false).")
+flags.DEFINE_list("fused_attention", ["true"], "Settings to time of the fused XLA tanh "
+                  "attention score (layers/fused.py): true = the default choice of "
+                  "`use_fused` (only with bfloat16 products), false = plain ops always.")
 flags.DEFINE_list("bucket_widths", [], "Length ranges of a bucket of the pipeline to time; "
                   "default: PipelineConfig's.")
 flags.DEFINE_bool("interleave", False, "Time batch i of every setting before batch i + 1.")

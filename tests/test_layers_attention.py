@@ -7,7 +7,8 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from nmt_tf.layers import BahdanauAttention, LuongAttention, make_attention
-from nmt_tf.layers.fused import additive_score
+from nmt_tf.layers import precision
+from nmt_tf.layers.fused import additive_score, disabled, use_fused
 from tests import numpy_reference as ref
 
 BATCH, SRC, MEM, QUERY, UNITS = 3, 5, 6, 4, 7
@@ -158,13 +159,27 @@ class SoftAttentionTest(tf.test.TestCase, parameterized.TestCase):
 class FusedScoreTest(tf.test.TestCase, parameterized.TestCase):
   """The XLA-fused tanh score used while training (layers/fused.py) against the plain ops."""
 
+  def test_used_while_training_with_bfloat16_products_of_float32_keys(self):
+    keys = tf.zeros([2, 3, 4])
+    self.assertFalse(use_fused(True, keys))  # float32 products: measured slower
+    with precision.scope("bfloat16"):
+      self.assertTrue(use_fused(True, keys))
+      self.assertFalse(use_fused(False, keys))  # decoding and export: plain ops
+      self.assertFalse(use_fused(True, tf.cast(keys, tf.bfloat16)))  # not measured
+      with disabled():
+        self.assertFalse(use_fused(True, keys))
+
   @parameterized.parameters(("additive",), ("concat",))
-  def test_training_matches_equations(self, score):
+  def test_training_equals_inference_with_bfloat16_products(self, score):
     layer, q_dim = layer_for(score)
     query, memory, mask = data(2, q_dim)
-    _, weights, _ = attend(layer, query, memory, mask, training=True)
-    _, exp_alpha = ref.attend(reference_scores(layer, query, memory), memory, mask)
-    self.assertAllClose(weights, exp_alpha, atol=1e-5)
+    with precision.scope("bfloat16"):  # training: the fused kernels; inference: plain ops
+      got = attend(layer, query, memory, mask, training=True)
+      want = attend(layer, query, memory, mask, training=False)
+    # Equal up to float rounding: XLA's tanh rounds differently from TensorFlow's.
+    self.assertAllClose(got[0], want[0], rtol=1e-5, atol=1e-6)  # context
+    self.assertAllClose(got[1], want[1], rtol=1e-5, atol=1e-6)  # weights
+    self.assertAllEqual(got[2], want[2])
 
   @parameterized.parameters((tf.float32, 1e-5), (tf.bfloat16, 2e-2))
   def test_values_and_gradients_in_a_time_loop(self, dtype, tol):
@@ -314,14 +329,9 @@ class HardAttentionTest(tf.test.TestCase, parameterized.TestCase):
   def test_soft_mode_ignores_training(self):
     layer, _ = layer_for("additive")
     query, memory, mask = data(5)
-    # No sampling in soft mode. Training computes the tanh score with the fused XLA kernel
-    # (layers/fused.py), whose tanh rounds differently from TensorFlow's: equal to float
-    # rounding, not bit for bit. log_prob stays exactly zero.
-    got = attend(layer, query, memory, mask, training=True)
-    want = attend(layer, query, memory, mask, training=False)
-    self.assertAllClose(got[0], want[0], rtol=1e-5, atol=1e-6)  # context
-    self.assertAllClose(got[1], want[1], rtol=1e-5, atol=1e-6)  # weights
-    self.assertAllEqual(got[2], want[2])
+    for got, want in zip(attend(layer, query, memory, mask, training=True),
+                         attend(layer, query, memory, mask, training=False)):
+      self.assertAllClose(got, want, atol=0)
 
   def test_log_prob_gradient_reaches_score_weights(self):
     # REINFORCE needs d log alpha_i / d theta.

@@ -9,6 +9,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from nmt_tf.layers import deferred
+from nmt_tf.layers import fused as fused_kernels
 from nmt_tf.layers import precision
 from nmt_tf.models import ConfigError, ModelConfig, Seq2Seq
 from nmt_tf.training import losses
@@ -118,6 +119,13 @@ def _loss_gradients(model, b):
   return tape.gradient(loss, model.trainable_variables)
 
 
+def _compiled_functions(fn):
+  """Names of the XLA-compiled functions (jit_compile=True) in fn's traced graph."""
+  graph = tf.function(fn).get_concrete_function().graph
+  return [f.signature.name for f in graph.as_graph_def().library.function
+          if f.attr["_XlaMustCompile"].b]
+
+
 class DeferredGradientTest(tf.test.TestCase, parameterized.TestCase):
   """Weight gradients taken after the time loop (layers/deferred.py) equal the gradients
   accumulated step by step inside it, for every kind of per-step product, eager and graph."""
@@ -184,6 +192,27 @@ class PrecisionTest(tf.test.TestCase):
       tf.function(lambda: precision.weight(v, tf.float32))()
       self.assertAllEqual(tf.function(lambda: precision.weight(v, tf.float32) * 2.0)(),
                           tf.fill([2, 3], 2.0))
+
+  def test_bf16_matmul_training_fuses_the_tanh_scores(self):
+    # layers/fused.py: with bfloat16 products, training computes every tanh score (source
+    # attention, and the memory RNN's attention over previous states) with the XLA kernels;
+    # the gradients equal those of the plain ops up to float rounding.
+    for variant in ("cgru", "memory_rnn", "luong_concat"):
+      keras.utils.set_random_seed(6)
+      model = Seq2Seq(tiny_config(**VARIANTS[variant]))
+      model.matmul_dtype = "bfloat16"
+      b = batch()
+      model(b)
+      self.assertNotEmpty(_compiled_functions(lambda: _loss_gradients(model, b)), variant)
+      with fused_kernels.disabled():
+        self.assertEmpty(_compiled_functions(lambda: _loss_gradients(model, b)), variant)
+      fused = _loss_gradients(model, b)
+      with fused_kernels.disabled():
+        plain = _loss_gradients(model, b)
+      for v, g, h in zip(model.trainable_variables, fused, plain):
+        g, h = tf.convert_to_tensor(g), tf.convert_to_tensor(h)
+        scale = float(tf.reduce_max(tf.abs(h))) + 1e-6
+        self.assertAllClose(g / scale, h / scale, atol=1e-4, msg=f"{variant} {v.path}")
 
   def test_mixed_bfloat16_loops_defer_with_the_same_gradients(self):
     import keras  # pylint: disable=g-import-not-at-top

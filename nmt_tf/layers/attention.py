@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from nmt_tf.layers import deferred
 from nmt_tf.layers import ops
-from nmt_tf.layers.fused import additive_score
+from nmt_tf.layers import fused as fused_kernels
 
 MODES = ("soft", "hard")
 HARD_INFERENCE = ("expectation", "argmax")
@@ -52,7 +52,7 @@ class _Attention(keras.layers.Layer):
 
   def score(self, query, keys, fused=False):
     """Scores e [batch, src_len] of query [batch, q_dim] against precomputed keys; `fused`:
-    the tanh scores in one XLA kernel (layers/fused.py), used while training."""
+    tanh scores as one XLA kernel (layers/fused.py `use_fused`)."""
     raise NotImplementedError
 
   def call(self, query, memory, keys, mask, training=False):
@@ -69,7 +69,7 @@ class _Attention(keras.layers.Layer):
       context [batch, mem_dim], weights alpha [batch, src_len] float32, and log_prob [batch]
       float32: log alpha of the sampled position (hard mode while training), else zeros.
     """
-    scores = self.score(query, keys, fused=bool(training))  # [batch, src_len]
+    scores = self.score(query, keys, fused_kernels.use_fused(training, keys))  # [batch, src_len]
     weights = ops.masked_softmax(scores, mask)  # [batch, src_len]
     log_prob = tf.zeros_like(weights[:, 0])  # [batch]
     if self.mode == "hard" and (training or self.hard_inference == "argmax"):
@@ -126,7 +126,7 @@ class BahdanauAttention(_Attention):
 
   def score(self, query, keys, fused=False):
     query = ops.dense(self.query_dense, query)  # W_a q [batch, units]
-    return additive_score(keys, query, self.v, fused)  # [batch, src_len]
+    return fused_kernels.additive_score(keys, query, self.v, fused)  # [batch, src_len]
 
   def get_config(self):
     return {**super().get_config(), "units": self.units}
@@ -178,7 +178,7 @@ class LuongAttention(_Attention):
   def score(self, query, keys, fused=False):
     if self.score_type == "concat":
       query = ops.dense(self.query_dense, query)  # W_q q [batch, units]
-      return additive_score(keys, query, self.v, fused)  # [batch, src_len]
+      return fused_kernels.additive_score(keys, query, self.v, fused)  # [batch, src_len]
     if query.shape[-1] != keys.shape[-1]:
       raise ValueError(
           f"Luong score={self.score_type!r} received a query of size {query.shape[-1]} and keys "

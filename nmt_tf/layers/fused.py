@@ -13,15 +13,23 @@ storing it) and writes the three gradients
   dk_i = de_i v (.) (1 - tanh^2(k_i + q)),   dq = sum_i dk_i,   dv = sum_i de_i tanh(k_i + q).
 
 XLA compiles each function once per input shape (batch x src_len), a few tens of
-milliseconds each. Used while training (layers/attention.py); decoding and the exported
-SavedModel keep the plain ops, so serving never waits for a compilation. `disabled()` turns
-the kernels off for the functions traced inside it (bench/bench_train.py --fused_attention).
+milliseconds each. XLA:CPU runs a fused kernel on one thread, where the unfused ops use every
+core, so it does not always pay: in interleaved train-step A/Bs of the reference model
+(docs/PERFORMANCE.md, session 6) it gave +4.7% and +6.4% target tokens/s with bfloat16
+products and float32 keys (`float32_bf16_matmul`, the multi30k presets' precision) but -10.6%
+and -5.3% in plain float32. `use_fused` therefore picks it only while training with bfloat16
+products of float32 keys (mixed_bfloat16 was not measured and keeps the plain ops); decoding
+and the exported SavedModel always keep the plain ops, so serving never waits for a
+compilation. `disabled()` turns the kernels off for the functions traced inside it
+(bench/bench_train.py --fused_attention false).
 """
 
 import contextlib
 import threading
 
 import tensorflow as tf
+
+from nmt_tf.layers import precision
 
 _local = threading.local()  # per thread, as layers/deferred.py
 
@@ -35,6 +43,13 @@ def disabled():
     yield
   finally:
     _local.disabled = previous
+
+
+def use_fused(training, keys):
+  """Whether a score of `keys` [batch, src_len, units] uses the fused kernels: while training,
+  with bfloat16 products (layers/precision.py) of float32 keys, unless `disabled()`."""
+  return (bool(training) and not getattr(_local, "disabled", False)
+          and keys.dtype == tf.float32 and precision.product_dtype(keys.dtype) == tf.bfloat16)
 
 
 @tf.function(jit_compile=True)
@@ -65,15 +80,15 @@ def additive_score(keys, query, v, fused=True):
     keys: [batch, src_len, units], the precomputed key side.
     query: [batch, units], the projected query of this step.
     v: [units] variable or tensor.
-    fused: True = the XLA kernels above; False = plain TensorFlow ops (same values up to
-      float rounding).
+    fused: True = the XLA kernels above (see `use_fused`); False = plain TensorFlow ops
+      (same values up to float rounding).
 
   Returns:
     [batch, src_len] in keys' dtype.
   """
   v = tf.cast(v, keys.dtype)
   query = tf.cast(query, keys.dtype)
-  if fused and not getattr(_local, "disabled", False):
+  if fused:
     return _fused_score(keys, query, v)
   hidden = tf.tanh(keys + query[:, None, :])  # [batch, src_len, units]
   return tf.reduce_sum(hidden * v, axis=-1)  # [batch, src_len]

@@ -19,7 +19,7 @@ import keras
 import tensorflow as tf
 
 from nmt_tf.layers import ops
-from nmt_tf.layers.fused import additive_score
+from nmt_tf.layers import fused as fused_kernels
 
 SUMMARIES = ("avg", "cavg")
 
@@ -138,9 +138,11 @@ class StateMemory(keras.layers.Layer):
 
   def call(self, s_prev, memory, time, training=False):
     """s~_t over entries 0..time: s_prev [batch, d] -> (s~ [batch, d], weights [batch, L]).
-    While training, the tanh scores are one fused XLA kernel (layers/fused.py)."""
+    The tanh scores may be one fused XLA kernel while training (layers/fused.py)."""
     query = ops.dense(self.query_dense, s_prev)  # W_s s_{t-1} [batch, units]
-    scores = additive_score(memory["keys"], query, self.v, fused=bool(training))  # [batch, L]
+    keys = memory["keys"]  # [batch, L, units]
+    scores = fused_kernels.additive_score(keys, query, self.v,
+                                          fused_kernels.use_fused(training, keys))  # [batch, L]
     valid = tf.range(tf.shape(scores)[1]) <= time  # [L]
     weights = ops.masked_softmax(scores, valid[None, :])  # [batch, L]
     summary = tf.matmul(tf.cast(weights, s_prev.dtype)[:, None, :], memory["states"])[:, 0]
