@@ -3,9 +3,10 @@ FLOPs/s as a fraction of this machine's measured matmul peak.
 
 Usage: .venv/bin/python bench/bench_train.py [--precisions float32,mixed_bfloat16]
            [--jit false,true] [--fused_attention true,false] [--bucket_widths 2,5]
-           [--interleave] [--batches 30] [--batch_tokens 2000] [--peak]
-For each (precision, jit_compile, fused attention score, bucket width) setting the reference
-model (configs/cgru_multi30k.py:
+           [--optimizers fused,keras] [--interleave] [--batches 30] [--batch_tokens 2000]
+           [--peak]
+For each (precision, jit_compile, fused attention score, bucket width, Adam) setting the
+reference model (configs/cgru_multi30k.py:
 emb 256, BiGRU 2x512, cGRU 512, deep output, SentencePiece 8k, dropout 0.2, Adam, clipping,
 label smoothing 0.1) is built and `nmt_tf.training.train_step.TrainStep` (the Trainer's step)
 runs over `--batches` real training batches of the bucketed pipeline twice: the first pass is
@@ -20,8 +21,10 @@ and with --peak the analytic model FLOPs/s (forward + backward = 3 x forward, se
 common.forward_flops) over the matmul peak of bench_peak.py.
 """
 
+import collections
 import contextlib
 import dataclasses
+import itertools
 import os
 import sys
 
@@ -40,6 +43,7 @@ from nmt_tf import data
 from nmt_tf.experiment import TrainConfig
 from nmt_tf.layers import fused as fused_ops
 from nmt_tf.models import ModelConfig
+from nmt_tf.training.optimizers import FusedAdam
 from nmt_tf.training.train_step import TrainStep
 from nmt_tf.training.trainer import build_model
 
@@ -51,6 +55,9 @@ flags.DEFINE_integer("batch_tokens", 2000, "Padded token budget per batch.")
 flags.DEFINE_list("fused_attention", ["true"], "Settings to time of the fused XLA tanh "
                   "attention score (layers/fused.py): true = the default choice of "
                   "`use_fused` (only with bfloat16 products), false = plain ops always.")
+flags.DEFINE_list("optimizers", ["fused"], "Adam implementations to time: fused "
+                  "(training/optimizers.py FusedAdam, the Trainer's) and keras "
+                  "(keras.optimizers.Adam).")
 flags.DEFINE_list("bucket_widths", [], "Length ranges of a bucket of the pipeline to time; "
                   "default: PipelineConfig's.")
 flags.DEFINE_bool("interleave", False, "Time batch i of every setting before batch i + 1.")
@@ -70,19 +77,25 @@ def _bools(values):
   return [v.lower() in ("1", "true", "yes") for v in values]
 
 
-def build_step(vocab, precision, jit, fused):
+# One timed configuration: precision, jit_compile, fused attention score, bucket width and
+# Adam implementation.
+Setting = collections.namedtuple("Setting", "name precision jit fused width optimizer")
+OPTIMIZERS = {"fused": FusedAdam, "keras": keras.optimizers.Adam}
+
+
+def build_step(vocab, setting):
   """The Trainer's TrainStep for the reference model (traced on its first call)."""
   keras.utils.set_random_seed(0)
   strategy = tf.distribute.get_strategy()
-  train_cfg = TrainConfig(precision=precision, jit_compile=jit, clip_norm=1.0,
+  train_cfg = TrainConfig(precision=setting.precision, jit_compile=setting.jit, clip_norm=1.0,
                           label_smoothing=0.1, learning_rate=5e-4)
-  model = build_model(ModelConfig(**common.reference_model_config(*vocab)), precision)
-  optimizer = keras.optimizers.Adam(learning_rate=5e-4)
+  model = build_model(ModelConfig(**common.reference_model_config(*vocab)), setting.precision)
+  optimizer = OPTIMIZERS[setting.optimizer](learning_rate=5e-4)
   optimizer.build(model.trainable_variables)
   step = TrainStep(model, optimizer, strategy, train_cfg, tf.Variable(0.0), tf.Variable(0.0))
 
   def run(batch):
-    with contextlib.nullcontext() if fused else fused_ops.disabled():  # read while tracing
+    with contextlib.nullcontext() if setting.fused else fused_ops.disabled():  # when tracing
       return step(batch)
   return run
 
@@ -102,17 +115,17 @@ def timed(step, batch, name):
 def time_settings(settings, batch_sets, vocab, interleave):
   """{name: [(target tokens, source tokens, seconds, loss)] of the timed pass}."""
   steps = {}
-  records = {name: [] for name, *_ in settings}
-  for name, precision, jit, fused, width in settings:
-    steps[name] = build_step(vocab, precision, jit, fused)
-    for batch in batch_sets[width]:  # warm-up: tracing (and XLA compilations)
-      float(steps[name](batch)["loss"])
+  records = {s.name: [] for s in settings}
+  for s in settings:
+    steps[s.name] = build_step(vocab, s)
+    for batch in batch_sets[s.width]:  # warm-up: tracing (and XLA compilations)
+      float(steps[s.name](batch)["loss"])
     if not interleave:
-      records[name] = [timed(steps[name], b, name) for b in batch_sets[width]]
+      records[s.name] = [timed(steps[s.name], b, s.name) for b in batch_sets[s.width]]
   if interleave:
     for i in range(min(len(b) for b in batch_sets.values())):
-      for name, *_, width in settings:
-        records[name].append(timed(steps[name], batch_sets[width][i], name))
+      for s in settings:
+        records[s.name].append(timed(steps[s.name], batch_sets[s.width][i], s.name))
   return records
 
 
@@ -124,13 +137,13 @@ def main(argv):
   batch_sets = {w: make_batches(corpus, src_tok, tgt_tok, FLAGS.batches, FLAGS.batch_tokens, w)
                 for w in widths}
   settings = []
-  for precision in FLAGS.precisions:
-    for jit in _bools(FLAGS.jit):
-      for fused in _bools(FLAGS.fused_attention):
-        for width in widths:
-          name = (f"{precision}{'_xla' if jit else ''}{'' if fused else '_unfused'}"
-                  f"{f'_bucket{width}' if len(widths) > 1 else ''}")
-          settings.append((name, precision, jit, fused, width))
+  for precision, jit, fused, width, optimizer in itertools.product(
+      FLAGS.precisions, _bools(FLAGS.jit), _bools(FLAGS.fused_attention), widths,
+      FLAGS.optimizers):
+    name = (f"{precision}{'_xla' if jit else ''}{'' if fused else '_unfused'}"
+            f"{f'_bucket{width}' if len(widths) > 1 else ''}"
+            f"{'' if optimizer == 'fused' else '_' + optimizer + '_adam'}")
+    settings.append(Setting(name, precision, jit, fused, width, optimizer))
   tgt_per_batch = [int(tf.reduce_sum(tf.cast(b["target_out"] != 0, tf.int32)))
                    for b in batch_sets[widths[0]]]
   report = {"model": "cgru emb256 birnn 2x512 dec512 deep-output, dropout 0.2",
@@ -140,7 +153,7 @@ def main(argv):
             **common.device_info(), "settings": {}}
   peak = bench_peak.measure(seconds=2.0) if FLAGS.peak else None
   all_records = time_settings(settings, batch_sets, vocab, FLAGS.interleave)
-  for name, precision, *_ in settings:
+  for name, precision, *_ in settings:  # Setting fields
     records = all_records[name]
     tgt = sum(r[0] for r in records)
     src = sum(r[1] for r in records)

@@ -31,6 +31,7 @@ import common
 from bench_train import make_batches  # also defines --pair
 from nmt_tf.experiment import TrainConfig
 from nmt_tf.models import ModelConfig
+from nmt_tf.training.optimizers import FusedAdam
 from nmt_tf.training.train_step import TrainStep
 from nmt_tf.training.trainer import build_model
 
@@ -79,7 +80,7 @@ def main(argv):
   train_cfg = TrainConfig(precision=FLAGS.precision, clip_norm=1.0, label_smoothing=0.1,
                           learning_rate=5e-4)
   model = build_model(ModelConfig(**common.reference_model_config(*vocab)), FLAGS.precision)
-  optimizer = keras.optimizers.Adam(learning_rate=5e-4)
+  optimizer = FusedAdam(learning_rate=5e-4)  # the Trainer's
   optimizer.build(model.trainable_variables)
   step = TrainStep(model, optimizer, tf.distribute.get_strategy(), train_cfg, tf.Variable(0.0),
                    tf.Variable(0.0))

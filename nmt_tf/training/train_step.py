@@ -87,12 +87,12 @@ class TrainStep:
     grads = ctx.all_reduce(SUM, grads)  # the gradient of the global batch
     scale = tf.cast(self.optimizer.dynamic_scale, tf.float32) if self.loss_scaled else 1.0
     norm = tf.linalg.global_norm(grads) / scale
+    # The optimizer all-reduces (sums) once more: hand it this replica's share. Clipping and
+    # the share are one product, so the gradients are read and written once.
+    factor = tf.constant(1.0 / self.strategy.num_replicas_in_sync)
     if self.config.clip_norm > 0:
-      factor = tf.minimum(1.0, self.config.clip_norm / tf.maximum(norm, 1e-12))
-      grads = [g * factor for g in grads]
-    # The optimizer all-reduces (sums) once more: hand it this replica's share.
-    replicas = float(self.strategy.num_replicas_in_sync)
-    grads = [g / replicas for g in grads]
+      factor *= tf.minimum(1.0, self.config.clip_norm / tf.maximum(norm, 1e-12))
+    grads = [g * factor for g in grads]
     self.optimizer.apply(grads, self.model.trainable_variables)
     return {"loss_sum": loss_sum, "tokens": tokens, "sentences": sentences,
             "reward_sum": reward_sum, "grad_norm": norm}

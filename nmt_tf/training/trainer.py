@@ -25,6 +25,7 @@ from nmt_tf.training import distribution
 from nmt_tf.training.checkpoints import CheckpointKeeper
 from nmt_tf.training.data_order import BatchOrder
 from nmt_tf.training.errors import TrainingError
+from nmt_tf.training.optimizers import FusedAdam
 from nmt_tf.training.progress import ProgressPrinter
 from nmt_tf.training.schedules import learning_rate_schedule
 from nmt_tf.training.summaries import Summaries
@@ -112,7 +113,7 @@ class Trainer:
     keras.utils.set_random_seed(train_cfg.seed)
     with self.strategy.scope():
       self.model = build_model(self.config.model, train_cfg.precision)
-      optimizer = keras.optimizers.Adam(learning_rate=learning_rate_schedule(train_cfg))
+      optimizer = FusedAdam(learning_rate=learning_rate_schedule(train_cfg))
       if train_cfg.precision == "mixed_float16":
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
       optimizer.build(self.model.trainable_variables)
