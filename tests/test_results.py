@@ -82,7 +82,8 @@ class ResultsTest(tf.test.TestCase):
     base["run_dir"] = self.run_dir
     sar = dict(base, name="sar_tiny", decoder="self_attentive_residual",
                model="self_attentive_residual (avg)")
-    lines = results._residual_comparison([base, sar])  # pylint: disable=protected-access
+    events = {self.run_dir: results.validations(self.run_dir)}
+    lines = results._residual_comparison([base, sar], events)  # pylint: disable=protected-access
     row = [line for line in lines if line.startswith("| `sar_tiny`")]
     self.assertLen(row, 1)
     points = results.validations(self.run_dir)[0]
