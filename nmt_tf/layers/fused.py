@@ -5,8 +5,8 @@
 Per target step this is elementwise work on a [batch, src_len, units] tensor (about 1 M
 elements for a 2,000-token batch). Unfused, TensorFlow makes one pass over it per op (add,
 tanh, mul, sum) and keeps the tanh output of every step for the backward pass, whose own ops
-(mul, TanhGrad, two sums) make as many passes again: the score is memory-bound, and it took
-about 30% of a training step of the reference model. Fused, the forward pass reads the keys
+(mul, TanhGrad, two sums) make as many passes again: the score is memory-bound, of the order
+of 30% of a training step of the reference model (micro-benchmark, docs/PERFORMANCE.md). Fused, the forward pass reads the keys
 once and writes only e [batch, src_len]; the backward pass recomputes the tanh (cheaper than
 storing it) and writes the three gradients
 
@@ -14,8 +14,9 @@ storing it) and writes the three gradients
 
 XLA compiles each function once per input shape (batch x src_len): 0.6-0.8 s for forward
 and backward of a 2,000-token batch's shape on this loaded 2-core machine; an epoch of
-Multi30k in 4,096-token batches has 36 distinct shapes, so a run pays ~20-30 s once. XLA:CPU runs a fused kernel on one thread, where the unfused ops use every
-core, so it does not always pay: in interleaved train-step A/Bs of the reference model
+Multi30k in 4,096-token batches has 36 distinct shapes, so a run pays ~20-30 s once.
+XLA:CPU runs a fused kernel on one thread, where the unfused ops use every core, so it does
+not always pay: in interleaved train-step A/Bs of the reference model
 (docs/PERFORMANCE.md, session 6) it gave +4.7% and +6.4% target tokens/s with bfloat16
 products and float32 keys (`float32_bf16_matmul`, the multi30k presets' precision) but -10.6%
 and -5.3% in plain float32. `use_fused` therefore picks it only while training with bfloat16
