@@ -1,7 +1,7 @@
 """FusedAdam (training/optimizers.py) against keras.optimizers.Adam: the same updates with a
 learning-rate schedule (dense gradients, as TrainStep hands them over), eager and in a
-tf.function, under MirroredStrategy with one and with two replicas; sparse (embedding) gradients applied as their
-dense equivalent; checkpoints interchangeable."""
+tf.function, under MirroredStrategy with one and with two replicas; sparse (embedding)
+gradients applied as their dense equivalent; checkpoints interchangeable."""
 
 import os
 import subprocess

@@ -6,9 +6,9 @@ Per target step this is elementwise work on a [batch, src_len, units] tensor (ab
 elements for a 2,000-token batch). Unfused, TensorFlow makes one pass over it per op (add,
 tanh, mul, sum) and keeps the tanh output of every step for the backward pass, whose own ops
 (mul, TanhGrad, two sums) make as many passes again: the score is memory-bound, of the order
-of 30% of a training step of the reference model (micro-benchmark, docs/PERFORMANCE.md). Fused, the forward pass reads the keys
-once and writes only e [batch, src_len]; the backward pass recomputes the tanh (cheaper than
-storing it) and writes the three gradients
+of 30% of a training step of the reference model (micro-benchmark, docs/PERFORMANCE.md).
+Fused, the forward pass reads the keys once and writes only e [batch, src_len]; the backward
+pass recomputes the tanh (cheaper than storing it) and writes the three gradients
 
   dk_i = de_i v (.) (1 - tanh^2(k_i + q)),   dq = sum_i dk_i,   dv = sum_i de_i tanh(k_i + q).
 
