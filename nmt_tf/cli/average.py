@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from nmt_tf.cli import common  # pylint: disable=unused-import  (defines --checkpoints)
 from nmt_tf.experiment import RunDir, RunDirError
-from nmt_tf.experiment.run_dir import CHECKPOINT_ERRORS, error_summary, verify_checkpoint
+from nmt_tf.experiment.run_dir import CHECKPOINT_ERRORS, restore_model
 from nmt_tf.models import Seq2Seq
 
 COMMAND = "average"
@@ -55,14 +55,7 @@ def average_checkpoints(run, paths, output_prefix):
   sums = None
   for path in paths:
     run.checkpoint_path(path)  # RunDirError naming a missing prefix
-    try:
-      verify_checkpoint(path)  # before restore(): a failed one leaves deferred restorations
-      tf.train.Checkpoint(model=model).restore(path).expect_partial() \
-          .assert_existing_objects_matched()
-    except CHECKPOINT_ERRORS as error:
-      raise RunDirError(f"Checkpoint {path} is corrupt or does not match the run's model "
-                        f"({error_summary(error)}); leave it out of --checkpoints or lower "
-                        "--average_last.") from error
+    restore_model(model, path, "leave it out of --checkpoints or lower --average_last")
     values = [v.numpy() for v in model.weights]
     sums = values if sums is None else [
         s + v if np.issubdtype(v.dtype, np.floating) else v for s, v in zip(sums, values)]

@@ -38,8 +38,8 @@ class PipelineConfig:
       stays <= batch_tokens, length counting EOS/BOS.
     batch_size: when > 0, training batches of this many pairs instead (still bucketed).
     bucket_width: length range of one bucket, in tokens. 2 pads the targets of Multi30k
-      batches by 10% where 5 padded them by 18% (+14% target tokens/s of the reference
-      model, docs/PERFORMANCE.md session 5).
+      batches by 10% where 5 padded them by 18% (+14-17% target tokens/s of the reference
+      model: `bench/bench_train.py --bucket_widths 5,2 --interleave`, docs/PERFORMANCE.md).
     shuffle_buffer: 0 shuffles a whole in-memory corpus (100,000 pairs for a
       tf.data corpus).
     seed: shuffling seed; the order of every epoch is fixed by it.

@@ -123,15 +123,21 @@ class RunDir:
     src_tok, tgt_tok = self.load_tokenizers()
     model = Seq2Seq(config.model)
     model.build_with_dummy_batch()
-    path = self.checkpoint_path(which)
-    try:
-      verify_checkpoint(path)  # before restore(): a failed one leaves deferred restorations
-      tf.train.Checkpoint(model=model).restore(path).expect_partial().assert_existing_objects_matched()
-    except CHECKPOINT_ERRORS as error:
-      raise RunDirError(f"Checkpoint {path} is corrupt or does not match the run's model "
-                        f"({error_summary(error)}); pass --checkpoint=last or another "
-                        "checkpoint prefix.") from error
+    restore_model(model, self.checkpoint_path(which),
+                  "pass --checkpoint=last or another checkpoint prefix")
     return model, config, src_tok, tgt_tok
+
+
+def restore_model(model, path, fix):
+  """Restores checkpoint `path` into `model`; RunDirError naming the reason and `fix` (how to
+  get round it) when the checkpoint is damaged or belongs to another model."""
+  try:
+    verify_checkpoint(path)  # before restore(): a failed one leaves deferred restorations
+    status = tf.train.Checkpoint(model=model).restore(path).expect_partial()
+    status.assert_existing_objects_matched()
+  except CHECKPOINT_ERRORS as error:
+    raise RunDirError(f"Checkpoint {path} is corrupt or does not match the run's model "
+                      f"({error_summary(error)}); {fix}.") from error
 
 
 def verify_checkpoint(path):

@@ -17,8 +17,8 @@ import keras
 import tensorflow as tf
 
 from nmt_tf.layers import deferred
-from nmt_tf.layers import ops
 from nmt_tf.layers import fused as fused_kernels
+from nmt_tf.layers import ops
 
 MODES = ("soft", "hard")
 HARD_INFERENCE = ("expectation", "argmax")

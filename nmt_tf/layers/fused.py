@@ -54,10 +54,12 @@ def use_fused(training, keys):
           and keys.dtype == tf.float32 and precision.product_dtype(keys.dtype) == tf.bfloat16)
 
 
-@tf.function(jit_compile=True)
-def _score(keys, query, v):
+def _plain_score(keys, query, v):
   hidden = tf.tanh(keys + query[:, None, :])  # [batch, src_len, units]
   return tf.reduce_sum(hidden * v, axis=-1)  # [batch, src_len]
+
+
+_score = tf.function(_plain_score, jit_compile=True)
 
 
 @tf.function(jit_compile=True)
@@ -75,7 +77,7 @@ def _fused_score(keys, query, v):
   return _score(keys, query, v), grad
 
 
-def additive_score(keys, query, v, fused=True):
+def additive_score(keys, query, v, fused=False):
   """e [batch, src_len] = v^T tanh(keys + query) over the last axis.
 
   Args:
@@ -90,7 +92,4 @@ def additive_score(keys, query, v, fused=True):
   """
   v = tf.cast(v, keys.dtype)
   query = tf.cast(query, keys.dtype)
-  if fused:
-    return _fused_score(keys, query, v)
-  hidden = tf.tanh(keys + query[:, None, :])  # [batch, src_len, units]
-  return tf.reduce_sum(hidden * v, axis=-1)  # [batch, src_len]
+  return (_fused_score if fused else _plain_score)(keys, query, v)  # [batch, src_len]

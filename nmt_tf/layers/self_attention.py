@@ -18,8 +18,8 @@ once when s_i is written to the buffer, not at every later step.
 import keras
 import tensorflow as tf
 
-from nmt_tf.layers import ops
 from nmt_tf.layers import fused as fused_kernels
+from nmt_tf.layers import ops
 
 SUMMARIES = ("avg", "cavg")
 

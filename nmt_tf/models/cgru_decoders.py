@@ -93,7 +93,8 @@ class CGRUDecoder(Decoder):
     s_prev = state["s"]
     new_state = {}
     if self.uses_memory:
-      s_prev, _ = self.state_memory(s_prev, state["memory"], t, training=training)  # s~_t [batch, units]
+      # s~_t [batch, units]
+      s_prev, _ = self.state_memory(s_prev, state["memory"], t, training=training)
     s, c, alpha, log_prob = self.cgru.step(x_t["gru"], s_prev, context["memory"],
                                            context["keys"], context["mask"], training=training)
     outputs = {"s": s, "context": c, "attention": alpha, "log_prob": log_prob}

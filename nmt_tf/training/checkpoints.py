@@ -16,8 +16,7 @@ import shutil
 from absl import logging
 import tensorflow as tf
 
-from nmt_tf.experiment.run_dir import (CHECKPOINT_ERRORS, error_summary,
-                                       verify_checkpoint)
+from nmt_tf.experiment.run_dir import CHECKPOINT_ERRORS, error_summary, verify_checkpoint
 from nmt_tf.training.errors import TrainingError
 
 
@@ -78,7 +77,8 @@ class CheckpointKeeper:
     for path in reversed(candidates):
       path = path if os.path.isabs(path) else os.path.join(self.checkpoint_dir, path)
       try:
-        keys = verify_checkpoint(path)  # before restore(): a failed one leaves deferred restorations
+        # Before restore(): a failed one leaves deferred restorations behind.
+        keys = verify_checkpoint(path)
         missing = [name for name in self.optional
                    if not any(key.startswith(name + "/") for key in keys)]
         checkpoint = self.checkpoint if not missing else tf.train.Checkpoint(

@@ -76,10 +76,8 @@ def _read(variable):
   return variable.read_value().numpy()
 
 
-def _resumed_clock(spent, now, start):
-  """A clock reading the seconds in the variable `spent` (earlier invocations) plus
-  now() - start (this one)."""
-  before = float(_read(spent))
+def _resumed_clock(before, now, start):
+  """A clock reading `before` seconds (earlier invocations) plus now() - start (this one)."""
   return lambda: before + now() - start
 
 
@@ -158,9 +156,9 @@ class Trainer:
       progress.message(f"Resumed from {restored} at step {step}.")
     spent_before = float(_read(self.state["train_seconds"]))  # by earlier invocations
     budget = 60.0 * cfg.max_minutes
-    self._clock = _resumed_clock(self.state["train_seconds"], time.time, start)
-    self._cpu_clock = _resumed_clock(self.state["cpu_seconds"], time.process_time,
-                                     time.process_time())
+    self._clock = _resumed_clock(spent_before, time.time, start)
+    self._cpu_clock = _resumed_clock(float(_read(self.state["cpu_seconds"])),
+                                     time.process_time, time.process_time())
     if budget:
       progress.deadline = start + budget - spent_before
       if spent_before >= budget:
