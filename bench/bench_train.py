@@ -3,19 +3,19 @@ FLOPs/s as a fraction of this machine's measured matmul peak.
 
 Usage: .venv/bin/python bench/bench_train.py [--precisions float32,mixed_bfloat16]
            [--jit false,true] [--fused_attention true,false] [--bucket_widths 2,5]
-           [--optimizers fused,keras] [--interleave] [--batches 30] [--batch_tokens 2000]
-           [--peak]
-For each (precision, jit_compile, fused attention score, bucket width, Adam) setting the
-reference model (configs/cgru_multi30k.py:
-emb 256, BiGRU 2x512, cGRU 512, deep output, SentencePiece 8k, dropout 0.2, Adam, clipping,
-label smoothing 0.1) is built and `nmt_tf.training.train_step.TrainStep` (the Trainer's step)
-runs over `--batches` real training batches of the bucketed pipeline twice: the first pass is
-the warm-up (tracing, and XLA compiling each batch shape), the second is timed, step by step,
-with the loss fetched to the host after every step as the Trainer does. The batches are
-materialized before timing, so tf.data is not measured here (bench/bench_data.py measures it).
-With --interleave every setting is built and warmed up first, then the timed pass runs batch i
-of every setting in turn before batch i + 1: on a VM whose speed drifts (other guests) this is
-the fair A/B; without it the settings are timed one after the other.
+           [--optimizers fused,keras] [--smoothing_labels sparse,dense] [--interleave]
+           [--batches 30] [--batch_tokens 2000] [--peak]
+For each (precision, jit_compile, fused attention score, bucket width, Adam, smoothed-loss form)
+setting the reference model (configs/cgru_multi30k.py: emb 256, BiGRU 2x512, cGRU 512, deep
+output, SentencePiece 8k, dropout 0.2, Adam, clipping, label smoothing 0.1) is built and
+`nmt_tf.training.train_step.TrainStep` (the Trainer's step) runs over `--batches` real training
+batches of the bucketed pipeline twice: the first pass is the warm-up (tracing, and XLA
+compiling each batch shape), the second is timed, step by step, with the loss fetched to the
+host after every step as the Trainer does. The batches are materialized before timing, so
+tf.data is not measured here (bench/bench_data.py measures it). With --interleave every setting
+is built and warmed up first, then the timed pass runs batch i of every setting in turn before
+batch i + 1: on a VM whose speed drifts (other guests) this is the fair A/B; without it the
+settings are timed one after the other.
 Prints one JSON object: median and overall target tokens/s (real target tokens incl. EOS),
 and with --peak the analytic model FLOPs/s (forward + backward = 3 x forward, see
 common.forward_flops) over the matmul peak of bench_peak.py.
@@ -43,6 +43,7 @@ from nmt_tf import data
 from nmt_tf.experiment import TrainConfig
 from nmt_tf.layers import fused as fused_ops
 from nmt_tf.models import ModelConfig
+from nmt_tf.training import losses
 from nmt_tf.training.optimizers import FusedAdam
 from nmt_tf.training.train_step import TrainStep
 from nmt_tf.training.trainer import build_model
@@ -58,6 +59,9 @@ flags.DEFINE_list("fused_attention", ["true"], "Settings to time of the fused XL
 flags.DEFINE_list("optimizers", ["fused"], "Adam implementations to time: fused "
                   "(training/optimizers.py FusedAdam, the Trainer's) and keras "
                   "(keras.optimizers.Adam).")
+flags.DEFINE_list("smoothing_labels", ["sparse"], "Label-smoothed loss forms to time: sparse "
+                  "(training/losses.py smoothed_cross_entropy, the Trainer's) and dense (one-hot "
+                  "label tensor and softmax_cross_entropy_with_logits).")
 flags.DEFINE_list("bucket_widths", [], "Length ranges of a bucket of the pipeline to time; "
                   "default: PipelineConfig's.")
 flags.DEFINE_bool("interleave", False, "Time batch i of every setting before batch i + 1.")
@@ -77,9 +81,9 @@ def _bools(values):
   return [v.lower() in ("1", "true", "yes") for v in values]
 
 
-# One timed configuration: precision, jit_compile, fused attention score, bucket width and
-# Adam implementation.
-Setting = collections.namedtuple("Setting", "name precision jit fused width optimizer")
+# One timed configuration: precision, jit_compile, fused attention score, bucket width, Adam
+# implementation and form of the label-smoothed loss.
+Setting = collections.namedtuple("Setting", "name precision jit fused width optimizer labels")
 OPTIMIZERS = {"fused": FusedAdam, "keras": keras.optimizers.Adam}
 
 
@@ -95,7 +99,8 @@ def build_step(vocab, setting):
   step = TrainStep(model, optimizer, strategy, train_cfg, tf.Variable(0.0), tf.Variable(0.0))
 
   def run(batch):
-    with contextlib.nullcontext() if setting.fused else fused_ops.disabled():  # when tracing
+    with (contextlib.nullcontext() if setting.fused else fused_ops.disabled(),  # when tracing
+          losses.dense_labels() if setting.labels == "dense" else contextlib.nullcontext()):
       return step(batch)
   return run
 
@@ -137,13 +142,14 @@ def main(argv):
   batch_sets = {w: make_batches(corpus, src_tok, tgt_tok, FLAGS.batches, FLAGS.batch_tokens, w)
                 for w in widths}
   settings = []
-  for precision, jit, fused, width, optimizer in itertools.product(
+  for precision, jit, fused, width, optimizer, labels in itertools.product(
       FLAGS.precisions, _bools(FLAGS.jit), _bools(FLAGS.fused_attention), widths,
-      FLAGS.optimizers):
+      FLAGS.optimizers, FLAGS.smoothing_labels):
     name = (f"{precision}{'_xla' if jit else ''}{'' if fused else '_unfused'}"
             f"{f'_bucket{width}' if len(widths) > 1 else ''}"
-            f"{'' if optimizer == 'fused' else '_' + optimizer + '_adam'}")
-    settings.append(Setting(name, precision, jit, fused, width, optimizer))
+            f"{'' if optimizer == 'fused' else '_' + optimizer + '_adam'}"
+            f"{'' if labels == 'sparse' else '_dense_labels'}")
+    settings.append(Setting(name, precision, jit, fused, width, optimizer, labels))
   tgt_per_batch = [int(tf.reduce_sum(tf.cast(b["target_out"] != 0, tf.int32)))
                    for b in batch_sets[widths[0]]]
   report = {"model": "cgru emb256 birnn 2x512 dec512 deep-output, dropout 0.2",

@@ -364,6 +364,40 @@ class LossTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, "label_smoothing=1.0"):
       losses.masked_nll(logits, targets, 1.0)
 
+  def test_label_smoothing_matches_the_dense_labels_with_gradients(self):
+    """The sparse form's loss and gradient equal softmax_cross_entropy_with_logits(q, z)."""
+    logits = tf.random.normal([3, 4, 11], seed=2) * 3.0
+    targets = tf.constant([[1, 2, 3, 10], [4, 4, 0, 0], [0, 0, 0, 0]])
+    mask = losses.target_mask(targets)
+    weights = tf.random.uniform([3, 4], seed=3)  # a non-uniform upstream gradient
+
+    def dense(z):
+      q = tf.one_hot(targets, 11) * 0.8 + 0.2 / 11
+      return tf.reduce_sum(tf.nn.softmax_cross_entropy_with_logits(q, z) * mask * weights)
+
+    def sparse(z):
+      return tf.reduce_sum(losses.smoothed_cross_entropy(z, targets, 0.2) * mask * weights)
+
+    for function in (lambda f: f, tf.function):
+      values, grads = [], []
+      for loss_fn in (dense, sparse):
+        with tf.GradientTape() as tape:
+          tape.watch(logits)
+          value = function(loss_fn)(logits)
+        values.append(value)
+        grads.append(tape.gradient(value, logits))
+      self.assertAllClose(values[0], values[1], rtol=1e-5)
+      self.assertAllClose(grads[0], grads[1], atol=1e-6)
+      self.assertAllEqual(grads[1][2], tf.zeros([4, 11]))  # padding rows get no gradient
+    total, count = losses.token_loss_sum(logits, targets, 0.2)
+    with losses.dense_labels():
+      dense_total, _ = losses.token_loss_sum(logits, targets, 0.2)
+    self.assertAllClose(total, tf.reduce_sum(
+        tf.nn.softmax_cross_entropy_with_logits(tf.one_hot(targets, 11) * 0.8 + 0.2 / 11, logits)
+        * mask), rtol=1e-5)
+    self.assertAllClose(dense_total, total, rtol=1e-5)
+    self.assertEqual(count, 6.0)
+
 
 if __name__ == "__main__":
   tf.test.main()

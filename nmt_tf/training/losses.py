@@ -1,15 +1,34 @@
 """Training objectives (equations.md, "Training objective").
 
 masked_nll: mean negative log-likelihood per real target token, optional label smoothing
-  (Szegedy et al. 2016: q = (1 - eps) one_hot + eps / V).
+  (Szegedy et al. 2016: q = (1 - eps) one_hot + eps / V), computed without the dense q:
+  CE(q, softmax(z)) = -log p_y + eps (z_y - mean_v z_v), gradient softmax(z) - q.
 reinforce_loss: hard attention (Xu et al. 2015, sec. 4.1) trained with REINFORCE, the reward
   being the sentence log-likelihood log p(y | x, sampled positions), with a baseline b:
   L = -sum_t stop_gradient(R - b) log alpha_t(sampled) / #sentences.
 """
 
+import contextlib
+import threading
+
 import tensorflow as tf
 
 from nmt_tf import special_tokens
+
+
+_local = threading.local()  # per thread, as layers/fused.py
+
+
+@contextlib.contextmanager
+def dense_labels():
+  """Losses traced inside this context build the dense label tensor q (the reference form;
+  bench/bench_train.py --smoothing_labels compares the two)."""
+  previous = getattr(_local, "dense", False)
+  _local.dense = True
+  try:
+    yield
+  finally:
+    _local.dense = previous
 
 
 def target_mask(targets):
@@ -64,11 +83,50 @@ def token_loss_sum(logits, targets, label_smoothing=0.0):
     raise ValueError(f"Received label_smoothing={label_smoothing!r}; expected a value in [0, 1).")
   mask = target_mask(targets)  # [batch, tgt_len]
   logits = tf.cast(logits, tf.float32)
-  if label_smoothing:
+  if label_smoothing and getattr(_local, "dense", False):
     vocab = tf.shape(logits)[-1]
     labels = tf.one_hot(targets, vocab) * (1.0 - label_smoothing) + \
         label_smoothing / tf.cast(vocab, tf.float32)  # [batch, tgt_len, vocab]
     per_token = tf.nn.softmax_cross_entropy_with_logits(labels, logits) * mask
+  elif label_smoothing:
+    per_token = smoothed_cross_entropy(logits, targets, label_smoothing) * mask
   else:
     per_token = token_nll(logits, targets)
   return tf.reduce_sum(per_token), tf.reduce_sum(mask)
+
+
+def smoothed_cross_entropy(logits, targets, label_smoothing):
+  """CE(q, softmax(z)) per token [batch, tgt_len] float32, q = (1 - eps) one_hot(y) + eps / V.
+
+  Since -sum_v q_v log p_v = -log p_y + eps (log p_y - mean_v log p_v) and log p_v - log p_y =
+  z_v - z_y, CE = -log p_y + eps (z_y - mean_v z_v); the gradient is softmax(z) - q. Both come
+  from the sparse cross-entropy kernel (-log p_y and softmax(z) - one_hot(y)) plus one mean over
+  the vocabulary: no dense [tokens, V] label tensor (OpenNMT-tf and Joey NMT build one).
+
+  Args:
+    logits: [batch, tgt_len, V] float32 z.
+    targets: [batch, tgt_len] int ids y.
+    label_smoothing: eps.
+  """
+  vocab = tf.shape(logits)[-1]
+  flat_targets = tf.reshape(tf.cast(targets, tf.int32), [-1])  # [tokens]
+  eps = tf.constant(label_smoothing, tf.float32)
+
+  @tf.custom_gradient
+  def cross_entropy(flat_logits):  # [tokens, V]
+    nll, backprop = tf.raw_ops.SparseSoftmaxCrossEntropyWithLogits(
+        features=flat_logits, labels=flat_targets)  # [tokens], softmax - one_hot [tokens, V]
+    z_y = tf.gather(flat_logits, flat_targets, axis=1, batch_dims=1)  # [tokens]
+    loss = nll + eps * (z_y - tf.reduce_mean(flat_logits, axis=-1))  # [tokens]
+
+    def grad(upstream):  # [tokens]
+      # softmax - q = (softmax - one_hot) - eps / V + eps one_hot, scaled per token.
+      shift = eps / tf.cast(vocab, tf.float32) * upstream  # [tokens]
+      scaled = backprop * upstream[:, None] - shift[:, None]  # [tokens, V]
+      rows = tf.range(tf.shape(flat_targets)[0])
+      return tf.tensor_scatter_nd_add(scaled, tf.stack([rows, flat_targets], axis=1),
+                                      eps * upstream)  # [tokens, V]
+    return loss, grad
+
+  loss = cross_entropy(tf.reshape(logits, [-1, vocab]))  # [tokens]
+  return tf.reshape(loss, tf.shape(targets))
