@@ -5,29 +5,32 @@ A tf.while_loop of 22 steps (batch 100, 22 source positions, 512 units: the refe
 model's ~2,000-token batches) computes e_t = v^T tanh(K + q_t), q_t = W x_t, and a softmax
 loss; forward and backward are timed, interleaved over the variants, median per variant (ms):
   cheap       the loop without the tanh score (its floor)
-  plain       TensorFlow ops (the code of main)
+  plain       TensorFlow ops (`additive_score(..., fused=False)`, decoding and float32)
   xla         the score function jit-compiled, TensorFlow's own gradient
   custom      custom gradient recomputing tanh, plain ops
-  custom_xla  custom gradient, XLA forward and backward kernels (as nmt_tf/layers/fused.py)
+  custom_xla  custom gradient, XLA forward and backward kernels (`additive_score(...,
+              fused=True)`, training with bfloat16 products)
   nodk        custom_xla without the keys' gradient (a lower bound for deferring it)
+The variants reuse the functions of nmt_tf/layers/fused.py. Prints one JSON object.
 """
+import json
+import os
 import sys
 import time
 
 import numpy as np
 import tensorflow as tf
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# pylint: disable=g-import-not-at-top,wrong-import-position,protected-access
+from nmt_tf.layers import fused
+
 B, S, A, T, Q = 100, 22, 512, 22, 512
-
-
-def _bwd(keys, q, v, de):
-  h = tf.tanh(keys + q[:, None, :])
-  dpre = de[..., None] * v * (1.0 - h * h)
-  return dpre, tf.reduce_sum(dpre, 1), tf.reduce_sum(de[..., None] * h, [0, 1])
+_bwd = fused._score_grad.python_function  # (keys, q, v, de) -> dk, dq, dv, plain ops
 
 
 def score_plain(keys, q, v):
-  return tf.reduce_sum(tf.tanh(keys + q[:, None, :]) * v, axis=-1)
+  return fused.additive_score(keys, q, v, fused=False)
 
 
 def cheap(keys, q, v):
@@ -36,8 +39,8 @@ def cheap(keys, q, v):
 
 
 def custom(jit, keys_grad=True):
-  fwd = tf.function(score_plain, jit_compile=True) if jit else score_plain
-  bwd = tf.function(_bwd, jit_compile=True) if jit else _bwd
+  fwd = fused._score if jit else score_plain
+  bwd = fused._score_grad if jit else _bwd
 
   @tf.custom_gradient
   def score(keys, q, v):
@@ -70,7 +73,8 @@ def main():
 
   fns = {"cheap": make(cheap), "plain": make(score_plain),
          "xla": make(tf.function(score_plain, jit_compile=True)), "custom": make(custom(False)),
-         "custom_xla": make(custom(True)), "nodk": make(custom(True, keys_grad=False))}
+         "custom_xla": make(lambda k, q, vv: fused.additive_score(k, q, vv, fused=True)),
+         "nodk": make(custom(True, keys_grad=False))}
   for f in fns.values():
     f()
   times = {k: [] for k in fns}
@@ -79,7 +83,9 @@ def main():
       start = time.perf_counter()
       float(f()[0])
       times[k].append(time.perf_counter() - start)
-  print({k: round(1000 * float(np.median(t)), 1) for k, t in times.items()})
+  print(json.dumps({"batch": B, "src_len": S, "units": A, "steps": T, "passes": passes,
+                    "median_ms": {k: round(1000 * float(np.median(t)), 1)
+                                  for k, t in times.items()}}, indent=2))
 
 
 if __name__ == "__main__":

@@ -53,9 +53,10 @@ flags.DEFINE_list("precisions", ["float32", "mixed_bfloat16"], "Precisions to ti
 flags.DEFINE_list("jit", ["false"], "jit_compile settings to time (false, true).")
 flags.DEFINE_integer("batches", 30, "Distinct training batches (warm-up pass + timed pass).")
 flags.DEFINE_integer("batch_tokens", 2000, "Padded token budget per batch.")
-flags.DEFINE_list("fused_attention", ["true"], "Settings to time of the fused XLA tanh "
-                  "attention score (layers/fused.py): true = the default choice of "
-                  "`use_fused` (only with bfloat16 products), false = plain ops always.")
+flags.DEFINE_list("fused_attention", ["true"], "Kernels of the tanh attention score to time "
+                  "(layers/fused.py): true = the default choice of `use_fused` (XLA only "
+                  "with bfloat16 products), false = plain ops always, xla = the XLA kernels "
+                  "whatever the precision.")
 flags.DEFINE_list("optimizers", ["fused"], "Adam implementations to time: fused "
                   "(training/optimizers.py FusedAdam, the Trainer's) and keras "
                   "(keras.optimizers.Adam).")
@@ -99,7 +100,13 @@ def build_step(vocab, setting):
   step = TrainStep(model, optimizer, strategy, train_cfg, tf.Variable(0.0), tf.Variable(0.0))
 
   def run(batch):
-    with (contextlib.nullcontext() if setting.fused else fused_ops.disabled(),  # when tracing
+    if setting.fused == "true":
+      kernel = contextlib.nullcontext()  # the default choice
+    elif setting.fused == "false":
+      kernel = fused_ops.disabled()
+    else:
+      kernel = fused_ops.training_kernel(setting.fused)
+    with (kernel,  # when tracing
           losses.dense_labels() if setting.labels == "dense" else contextlib.nullcontext()):
       return step(batch)
   return run
@@ -143,9 +150,10 @@ def main(argv):
                 for w in widths}
   settings = []
   for precision, jit, fused, width, optimizer, labels in itertools.product(
-      FLAGS.precisions, _bools(FLAGS.jit), _bools(FLAGS.fused_attention), widths,
+      FLAGS.precisions, _bools(FLAGS.jit), [f.lower() for f in FLAGS.fused_attention], widths,
       FLAGS.optimizers, FLAGS.smoothing_labels):
-    name = (f"{precision}{'_xla' if jit else ''}{'' if fused else '_unfused'}"
+    score = {"true": "", "false": "_unfused"}.get(fused, f"_score_{fused}")
+    name = (f"{precision}{'_xla' if jit else ''}{score}"
             f"{f'_bucket{width}' if len(widths) > 1 else ''}"
             f"{'' if optimizer == 'fused' else '_' + optimizer + '_adam'}"
             f"{'' if labels == 'sparse' else '_dense_labels'}")

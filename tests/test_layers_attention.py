@@ -8,7 +8,7 @@ from absl.testing import parameterized
 
 from nmt_tf.layers import BahdanauAttention, LuongAttention, make_attention
 from nmt_tf.layers import precision
-from nmt_tf.layers.fused import additive_score, disabled, use_fused
+from nmt_tf.layers.fused import additive_score, disabled, training_kernel, use_fused
 from tests import numpy_reference as ref
 
 BATCH, SRC, MEM, QUERY, UNITS = 3, 5, 6, 4, 7
@@ -168,6 +168,15 @@ class FusedScoreTest(tf.test.TestCase, parameterized.TestCase):
       self.assertFalse(use_fused(True, tf.cast(keys, tf.bfloat16)))  # not measured
       with disabled():
         self.assertFalse(use_fused(True, keys))
+      self.assertEqual(use_fused(True, keys), "xla")
+      with training_kernel(None):  # benchmarks choose the kernel
+        self.assertFalse(use_fused(True, keys))
+    with training_kernel("xla"):
+      self.assertEqual(use_fused(True, keys), "xla")  # float32 products too
+      self.assertFalse(use_fused(False, keys))
+    with self.assertRaisesRegex(ValueError, "kernel='cuda'"):
+      with training_kernel("cuda"):
+        pass
 
   @parameterized.parameters(("additive",), ("concat",))
   def test_training_equals_inference_with_bfloat16_products(self, score):
@@ -201,7 +210,7 @@ class FusedScoreTest(tf.test.TestCase, parameterized.TestCase):
       keys = tf.constant(rng.normal(size=[batch, src, UNITS]).astype(np.float32))
       queries = tf.constant(rng.normal(size=[4, batch, UNITS]).astype(np.float32))
       plain, plain_grads = run(keys, queries, False)
-      fused, fused_grads = run(keys, queries, True)
+      fused, fused_grads = run(keys, queries, "xla")
       self.assertAllClose(fused, plain, rtol=tol)
       for got, want in zip(fused_grads, plain_grads):
         self.assertAllClose(got, want, rtol=tol, atol=tol * float(tf.reduce_max(abs(want))))

@@ -47,11 +47,32 @@ def disabled():
     _local.disabled = previous
 
 
+@contextlib.contextmanager
+def training_kernel(kernel):
+  """Training scores traced inside this context use `kernel` ("xla", or None for the plain
+  ops) whatever the precision (bench/bench_train.py --fused_attention xla)."""
+  if kernel not in ("xla", None):
+    raise ValueError(f"Received kernel={kernel!r}; expected 'xla' or None.")
+  previous = getattr(_local, "kernel", False)
+  _local.kernel = kernel
+  try:
+    yield
+  finally:
+    _local.kernel = previous
+
+
 def use_fused(training, keys):
-  """Whether a score of `keys` [batch, src_len, units] uses the fused kernels: while training,
-  with bfloat16 products (layers/precision.py) of float32 keys, unless `disabled()`."""
-  return (bool(training) and not getattr(_local, "disabled", False)
-          and keys.dtype == tf.float32 and precision.product_dtype(keys.dtype) == tf.bfloat16)
+  """The kernel of a score of `keys` [batch, src_len, units], False for the plain ops: "xla"
+  while training with bfloat16 products (layers/precision.py) of float32 keys, unless
+  `disabled()` or `training_kernel(...)` says otherwise; plain ops outside training."""
+  if not training or getattr(_local, "disabled", False):
+    return False
+  forced = getattr(_local, "kernel", False)
+  if forced is not False:
+    return forced or False
+  if keys.dtype == tf.float32 and precision.product_dtype(keys.dtype) == tf.bfloat16:
+    return "xla"
+  return False
 
 
 def _plain_score(keys, query, v):
@@ -84,8 +105,8 @@ def additive_score(keys, query, v, fused=False):
     keys: [batch, src_len, units], the precomputed key side.
     query: [batch, units], the projected query of this step.
     v: [units] variable or tensor.
-    fused: True = the XLA kernels above (see `use_fused`); False = plain TensorFlow ops
-      (same values up to float rounding).
+    fused: "xla" (or True) = the XLA kernels above; False = plain TensorFlow ops (see
+      `use_fused`). The same values up to float rounding.
 
   Returns:
     [batch, src_len] in keys' dtype.
