@@ -24,6 +24,7 @@ import threading
 
 import tensorflow as tf
 
+from nmt_tf import thread_local
 from nmt_tf.layers import precision
 
 KINDS = ("matmul", "attend", "score")
@@ -64,15 +65,9 @@ def score(memory, query):
   return _apply("score", query, memory)
 
 
-@contextlib.contextmanager
 def forced(enabled):
   """Every time loop traced within this context defers (True) or does not (False)."""
-  previous = getattr(_local, "forced", None)
-  _local.forced = bool(enabled)
-  try:
-    yield
-  finally:
-    _local.forced = previous
+  return thread_local.override(_local, "forced", bool(enabled))
 
 
 def forced_mode():
@@ -117,14 +112,8 @@ def _apply(kind, x, invariant):
   return active.apply(kind, x, invariant)
 
 
-@contextlib.contextmanager
 def _activate(scope):
-  previous = getattr(_local, "active", None)
-  _local.active = scope
-  try:
-    yield scope
-  finally:
-    _local.active = previous
+  return thread_local.override(_local, "active", scope)
 
 
 class LoopProducts:

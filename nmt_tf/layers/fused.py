@@ -26,50 +26,37 @@ compilation. `disabled()` turns the kernels off for the functions traced inside 
 (bench/bench_train.py --fused_attention false).
 """
 
-import contextlib
 import threading
 
 import tensorflow as tf
 
+from nmt_tf import thread_local
 from nmt_tf.layers import precision
 
 _local = threading.local()  # per thread, as layers/deferred.py
 
 
-@contextlib.contextmanager
-def disabled():
-  """Scores traced inside this context use the plain ops even when asked for fused ones."""
-  previous = getattr(_local, "disabled", False)
-  _local.disabled = True
-  try:
-    yield
-  finally:
-    _local.disabled = previous
-
-
-@contextlib.contextmanager
 def training_kernel(kernel):
   """Training scores traced inside this context use `kernel` ("xla", or None for the plain
   ops) whatever the precision (bench/bench_train.py --fused_attention xla)."""
   if kernel not in ("xla", None):
     raise ValueError(f"Received kernel={kernel!r}; expected 'xla' or None.")
-  previous = getattr(_local, "kernel", False)
-  _local.kernel = kernel
-  try:
-    yield
-  finally:
-    _local.kernel = previous
+  return thread_local.override(_local, "kernel", kernel)
+
+
+def disabled():
+  """Scores traced inside this context use the plain ops even when asked for fused ones."""
+  return training_kernel(None)
 
 
 def use_fused(training, keys):
   """The kernel of a score of `keys` [batch, src_len, units], False for the plain ops: "xla"
   while training with bfloat16 products (layers/precision.py) of float32 keys, unless
   `disabled()` or `training_kernel(...)` says otherwise; plain ops outside training."""
-  if not training or getattr(_local, "disabled", False):
+  if not training:
     return False
-  forced = getattr(_local, "kernel", False)
-  if forced is not False:
-    return forced or False
+  if hasattr(_local, "kernel"):  # inside training_kernel(...) or disabled()
+    return _local.kernel or False
   if keys.dtype == tf.float32 and precision.product_dtype(keys.dtype) == tf.bfloat16:
     return "xla"
   return False

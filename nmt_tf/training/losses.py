@@ -8,27 +8,21 @@ reinforce_loss: hard attention (Xu et al. 2015, sec. 4.1) trained with REINFORCE
   L = -sum_t stop_gradient(R - b) log alpha_t(sampled) / #sentences.
 """
 
-import contextlib
 import threading
 
 import tensorflow as tf
 
 from nmt_tf import special_tokens
+from nmt_tf import thread_local
 
 
 _local = threading.local()  # per thread, as layers/fused.py
 
 
-@contextlib.contextmanager
 def dense_labels():
   """Losses traced inside this context build the dense label tensor q (the reference form;
   bench/bench_train.py --smoothing_labels compares the two)."""
-  previous = getattr(_local, "dense", False)
-  _local.dense = True
-  try:
-    yield
-  finally:
-    _local.dense = previous
+  return thread_local.override(_local, "dense", True)
 
 
 def target_mask(targets):
