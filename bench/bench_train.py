@@ -2,7 +2,7 @@
 FLOPs/s as a fraction of this machine's measured matmul peak.
 
 Usage: .venv/bin/python bench/bench_train.py [--precisions float32,mixed_bfloat16]
-           [--jit false,true] [--fused_attention true,false] [--bucket_widths 2,5]
+           [--jit false,true] [--fused_attention true,false,xla] [--bucket_widths 2,5]
            [--optimizers fused,keras] [--smoothing_labels sparse,dense] [--interleave]
            [--batches 30] [--batch_tokens 2000] [--peak]
 For each (precision, jit_compile, fused attention score, bucket width, Adam, smoothed-loss form)
@@ -82,8 +82,8 @@ def _bools(values):
   return [v.lower() in ("1", "true", "yes") for v in values]
 
 
-# One timed configuration: precision, jit_compile, fused attention score, bucket width, Adam
-# implementation and form of the label-smoothed loss.
+# One timed configuration: precision, jit_compile, score kernel ("true", "false" or "xla", see
+# --fused_attention), bucket width, Adam implementation and form of the label-smoothed loss.
 Setting = collections.namedtuple("Setting", "name precision jit fused width optimizer labels")
 OPTIMIZERS = {"fused": FusedAdam, "keras": keras.optimizers.Adam}
 
