@@ -3,10 +3,11 @@ FLOPs/s as a fraction of this machine's measured matmul peak.
 
 Usage: .venv/bin/python bench/bench_train.py [--precisions float32,mixed_bfloat16]
            [--jit false,true] [--fused_attention true,false,xla] [--bucket_widths 2,5]
-           [--optimizers fused,keras] [--smoothing_labels sparse,dense] [--interleave]
+           [--optimizers fused,keras] [--smoothing_labels sparse,dense]
+           [--gru_backward manual,autodiff,autodiff_encoder,autodiff_decoder] [--interleave]
            [--batches 30] [--batch_tokens 2000] [--peak]
-For each (precision, jit_compile, fused attention score, bucket width, Adam, smoothed-loss form)
-setting the reference model (configs/cgru_multi30k.py: emb 256, BiGRU 2x512, cGRU 512, deep
+For each (precision, jit_compile, fused attention score, bucket width, Adam, smoothed-loss form,
+backward pass of the recurrences) setting the reference model (configs/cgru_multi30k.py: emb 256, BiGRU 2x512, cGRU 512, deep
 output, SentencePiece 8k, dropout 0.2, Adam, clipping, label smoothing 0.1) is built and
 `nmt_tf.training.train_step.TrainStep` (the Trainer's step) runs over `--batches` real training
 batches of the bucketed pipeline twice: the first pass is the warm-up (tracing, and XLA
@@ -42,6 +43,7 @@ import common
 from nmt_tf import data
 from nmt_tf.experiment import TrainConfig
 from nmt_tf.layers import fused as fused_ops
+from nmt_tf.layers import gru_sequence
 from nmt_tf.models import ModelConfig
 from nmt_tf.training import losses
 from nmt_tf.training.optimizers import FusedAdam
@@ -63,6 +65,11 @@ flags.DEFINE_list("optimizers", ["fused"], "Adam implementations to time: fused 
 flags.DEFINE_list("smoothing_labels", ["sparse"], "Label-smoothed loss forms to time: sparse "
                   "(training/losses.py smoothed_cross_entropy, the Trainer's) and dense (one-hot "
                   "label tensor and softmax_cross_entropy_with_logits).")
+flags.DEFINE_list("gru_backward", ["manual"], "Backward passes of the recurrences to time: "
+                  "manual (hand-written: layers/gru_sequence.py for the encoder, "
+                  "layers/cgru_sequence.py for the decoder; the training default), autodiff "
+                  "(TensorFlow's gradient of the scan_time loops), autodiff_encoder and "
+                  "autodiff_decoder (autodiff for that part only).")
 flags.DEFINE_list("bucket_widths", [], "Length ranges of a bucket of the pipeline to time; "
                   "default: PipelineConfig's.")
 flags.DEFINE_bool("interleave", False, "Time batch i of every setting before batch i + 1.")
@@ -83,9 +90,20 @@ def _bools(values):
 
 
 # One timed configuration: precision, jit_compile, score kernel ("true", "false" or "xla", see
-# --fused_attention), bucket width, Adam implementation and form of the label-smoothed loss.
-Setting = collections.namedtuple("Setting", "name precision jit fused width optimizer labels")
+# --fused_attention), bucket width, Adam implementation, form of the label-smoothed loss and
+# backward pass of the recurrences (--gru_backward).
+Setting = collections.namedtuple("Setting",
+                                 "name precision jit fused width optimizer labels gru")
 OPTIMIZERS = {"fused": FusedAdam, "keras": keras.optimizers.Adam}
+
+
+def _recurrence_backward(value):
+  """The context that traces the recurrences with the backward passes named by value."""
+  parts = {"manual": None, "autodiff": gru_sequence.PARTS, "autodiff_encoder": ["encoder"],
+           "autodiff_decoder": ["decoder"]}
+  if value not in parts:
+    raise ValueError(f"Received --gru_backward={value!r}; expected some of {sorted(parts)}.")
+  return contextlib.nullcontext() if parts[value] is None else gru_sequence.autodiff(parts[value])
 
 
 def build_step(vocab, setting):
@@ -107,7 +125,8 @@ def build_step(vocab, setting):
     else:
       kernel = fused_ops.training_kernel(setting.fused)
     with (kernel,  # when tracing
-          losses.dense_labels() if setting.labels == "dense" else contextlib.nullcontext()):
+          losses.dense_labels() if setting.labels == "dense" else contextlib.nullcontext(),
+          _recurrence_backward(setting.gru)):
       return step(batch)
   return run
 
@@ -149,15 +168,16 @@ def main(argv):
   batch_sets = {w: make_batches(corpus, src_tok, tgt_tok, FLAGS.batches, FLAGS.batch_tokens, w)
                 for w in widths}
   settings = []
-  for precision, jit, fused, width, optimizer, labels in itertools.product(
+  for precision, jit, fused, width, optimizer, labels, gru in itertools.product(
       FLAGS.precisions, _bools(FLAGS.jit), [f.lower() for f in FLAGS.fused_attention], widths,
-      FLAGS.optimizers, FLAGS.smoothing_labels):
+      FLAGS.optimizers, FLAGS.smoothing_labels, FLAGS.gru_backward):
     score = {"true": "", "false": "_unfused"}.get(fused, f"_score_{fused}")
     name = (f"{precision}{'_xla' if jit else ''}{score}"
             f"{f'_bucket{width}' if len(widths) > 1 else ''}"
             f"{'' if optimizer == 'fused' else '_' + optimizer + '_adam'}"
-            f"{'' if labels == 'sparse' else '_dense_labels'}")
-    settings.append(Setting(name, precision, jit, fused, width, optimizer, labels))
+            f"{'' if labels == 'sparse' else '_dense_labels'}"
+            f"{'' if gru == 'manual' else '_gru_' + gru}")
+    settings.append(Setting(name, precision, jit, fused, width, optimizer, labels, gru))
   tgt_per_batch = [int(tf.reduce_sum(tf.cast(b["target_out"] != 0, tf.int32)))
                    for b in batch_sets[widths[0]]]
   report = {"model": "cgru emb256 birnn 2x512 dec512 deep-output, dropout 0.2",

@@ -2,6 +2,7 @@
 gradients reach every weight, config validation and round trip."""
 
 import os
+from unittest import mock
 
 import keras
 import numpy as np
@@ -9,7 +10,9 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from nmt_tf.layers import deferred
+from nmt_tf.layers import conditional_gru
 from nmt_tf.layers import fused as fused_kernels
+from nmt_tf.layers import gru_sequence
 from nmt_tf.layers import precision
 from nmt_tf.models import ConfigError, ModelConfig, Seq2Seq
 from nmt_tf.training import losses
@@ -156,6 +159,75 @@ class DeferredGradientTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(deferred.matmul(x, w), x @ w)
     self.assertAllClose(deferred.attend(a, m), tf.einsum("bn,bnd->bd", a, m))
     self.assertAllClose(deferred.score(m, q), tf.einsum("bnd,bd->bn", m, q))
+
+
+class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
+  """While training, the encoder's reset-after GRUs (layers/gru_sequence.py) and the cgru
+  decoder's loop (layers/cgru_sequence.py) run with hand-written backward passes: the logits,
+  attention and every gradient equal the autodiff path's (scan_time), eager and in graph mode,
+  in float32 and with bfloat16 products (plain and XLA score kernels)."""
+
+  @parameterized.named_parameters(
+      *[(name, name) for name in ("cgru", "cgru_rnn_reversed", "cgru_conv", "cgru_hard",
+                                  "rnnsearch", "encdec_birnn_2layers", "self_attentive_residual",
+                                  "self_attentive_residual_cavg", "memory_rnn")])
+  def test_same_outputs_and_gradients_as_autodiff(self, variant):
+    keras.utils.set_random_seed(7)
+    model = Seq2Seq(tiny_config(**VARIANTS[variant]))
+    b = batch()
+    model(b)
+    # Hard attention samples positions while training: the same seed for both runs.
+    seeded = variant == "cgru_hard"
+
+    def outputs_and_gradients():
+      if seeded:
+        model.decoder.cgru.attention.seed_generator.state.assign([7, 0])
+      with tf.GradientTape() as tape:
+        out = model(b, training=True)
+        loss = losses.masked_nll(out["logits"], b["target_out"])
+        # The attention weights get a gradient too (as a guided-alignment loss would give).
+        loss += 0.1 * tf.reduce_sum(out["attention"] * tf.range(5, dtype=tf.float32))
+      return [out["logits"], out["attention"]] + tape.gradient(loss, model.trainable_variables)
+
+    calls = []
+    wrapped = lambda *args, **kwargs: calls.append(1) or cgru_sequence(*args, **kwargs)
+    cgru_sequence = conditional_gru.cgru_sequence
+    uses_cgru_loop = variant in ("cgru", "cgru_rnn_reversed", "cgru_conv",
+                                 "self_attentive_residual", "self_attentive_residual_cavg")
+    settings = [(None, None, "float32 eager"), (None, tf.function, "float32 graph"),
+                ("bfloat16", tf.function, "bfloat16 products, XLA score")]
+    for matmul_dtype, wrap, name in settings:
+      model.matmul_dtype = matmul_dtype
+      run = wrap(outputs_and_gradients) if wrap else outputs_and_gradients
+      with mock.patch.object(conditional_gru, "cgru_sequence", wrapped):
+        manual = run()
+      self.assertLen(calls, 1 if uses_cgru_loop else 0, name)
+      calls.clear()
+      with gru_sequence.autodiff():
+        run = wrap(outputs_and_gradients) if wrap else outputs_and_gradients
+        auto = run()
+      tolerance = 1e-5 if matmul_dtype is None else 2e-2
+      names = ["logits", "attention"] + [v.path for v in model.trainable_variables]
+      for label, got, want in zip(names, manual, auto):
+        got, want = tf.convert_to_tensor(got), tf.convert_to_tensor(want)
+        scale = float(tf.reduce_max(tf.abs(want))) + 1e-6
+        self.assertAllClose(got / scale, want / scale, atol=tolerance, msg=f"{name} {label}")
+
+  def test_inference_takes_the_step_path(self):
+    keras.utils.set_random_seed(8)
+    model = Seq2Seq(tiny_config(decoder="cgru"))
+    b = batch()
+    with mock.patch.object(conditional_gru, "cgru_sequence",
+                           side_effect=AssertionError("used outside training")):
+      model(b)
+      model(b, training=False)
+
+  def test_sequence_needs_soft_additive_attention(self):
+    keras.utils.set_random_seed(9)
+    model = Seq2Seq(tiny_config(**VARIANTS["cgru_hard"]))
+    self.assertFalse(model.decoder.cgru.has_sequence)
+    with self.assertRaisesRegex(ValueError, "needs soft additive attention"):
+      model.decoder.cgru.sequence(None, None, None, None, None)
 
 
 class PrecisionTest(tf.test.TestCase):

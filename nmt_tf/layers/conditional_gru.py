@@ -7,8 +7,11 @@ Per target step j:
 """
 
 import keras
+import tensorflow as tf
 
+from nmt_tf.layers import precision
 from nmt_tf.layers.attention import BahdanauAttention
+from nmt_tf.layers.cgru_sequence import cgru_sequence
 from nmt_tf.layers.gru import GRUCell
 
 
@@ -61,6 +64,45 @@ class ConditionalGRUCell(keras.layers.Layer):
     context, weights, log_prob = self.attention(s_inter, memory, keys, mask, training=training)
     s = self.gru2.step(self.gru2.project_inputs(context), s_inter)  # [batch, units]
     return s, context, weights, log_prob
+
+  @property
+  def has_sequence(self):
+    """Whether `sequence` applies: soft additive (Bahdanau) attention."""
+    return isinstance(self.attention, BahdanauAttention) and self.attention.mode == "soft"
+
+  def sequence(self, x_proj, s0, memory, keys, mask, fused=False):
+    """All target steps at once with the hand-written backward pass of
+    layers/cgru_sequence.py (the same values as `step` at every position).
+
+    Args:
+      x_proj: [batch, time, 3*units], `project_inputs` of the embedded target prefix.
+      s0: [batch, units]; memory, keys, mask: as for `step`.
+      fused: the score's kernels (layers/fused.py `use_fused`).
+
+    Returns:
+      s [batch, time, units], c [batch, time, mem_dim], alpha [batch, time, src_len] float32.
+    """
+    if not self.has_sequence:
+      raise ValueError("ConditionalGRUCell.sequence needs soft additive attention; use `step`.")
+    attention = self.attention
+    if not attention.query_dense.built:
+      attention.query_dense.build((None, self.units))
+    if not self.gru2.built:
+      self.gru2.build((None, memory.shape[-1]))
+    dtype = x_proj.dtype
+    weights = {
+        "u1": precision.weight(self.gru1.recurrent_kernel, dtype),
+        "bu1": tf.convert_to_tensor(self.gru1.recurrent_bias),
+        "wq": precision.weight(attention.query_dense.kernel, dtype),
+        "v": tf.convert_to_tensor(attention.v),
+        "w2": precision.weight(self.gru2.kernel, memory.dtype),
+        "b2": tf.convert_to_tensor(self.gru2.bias),
+        "u2": precision.weight(self.gru2.recurrent_kernel, dtype),
+        "bu2": tf.convert_to_tensor(self.gru2.recurrent_bias),
+    }
+    outputs = cgru_sequence(tf.transpose(x_proj, [1, 0, 2]), s0, memory, keys, mask, weights,
+                            fused)  # time-major
+    return [tf.transpose(o, [1, 0, 2]) for o in outputs]
 
   def get_config(self):
     return {

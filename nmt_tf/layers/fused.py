@@ -78,6 +78,12 @@ def _score_grad(keys, query, v, d_score):
   return d_pre, tf.reduce_sum(d_pre, axis=1), d_v  # dk, dq [batch, units], dv
 
 
+def score_gradient(keys, query, v, d_score):
+  """(dk [batch, src_len, units], dq [batch, units], dv [units]) of the score for its
+  gradient d_score [batch, src_len], by the XLA kernel (used by layers/cgru_sequence.py)."""
+  return _score_grad(keys, query, v, tf.cast(d_score, keys.dtype))
+
+
 @tf.custom_gradient
 def _fused_score(keys, query, v):
   def grad(d_score):

@@ -12,8 +12,11 @@ s_0 = tanh(W_init mean(h)) over real source positions.
 import keras
 import tensorflow as tf
 
+from nmt_tf.layers import fused as fused_kernels
+from nmt_tf.layers import gru_sequence
 from nmt_tf.layers.conditional_gru import ConditionalGRUCell
 from nmt_tf.layers.deep_output import Bridge, DeepOutput
+from nmt_tf.layers.recurrence import scan_time
 from nmt_tf.layers.self_attention import SelfAttentiveResidual, StateMemory
 from nmt_tf.models.decoder_base import Decoder
 
@@ -106,6 +109,26 @@ class CGRUDecoder(Decoder):
       outputs["d"], new_state["summary"] = self.target_summary.step(
           x_t["emb"], state["summary"], score=x_t["score"])
     return outputs, new_state
+
+  def sequence(self, x, state, context, training):
+    """While training with soft additive attention and no state memory (variants cgru and
+    self_attentive_residual): the cGRU loop with the hand-written backward pass
+    (layers/cgru_sequence.py); the target summary d_t, which does not depend on the states,
+    runs in its own scan_time loop."""
+    if not (training and not self.uses_memory and self.cgru.has_sequence
+            and gru_sequence.enabled("decoder")):
+      return None
+    keys = context["keys"]
+    s, c, alpha = self.cgru.sequence(x["gru"], state["s"], context["memory"], keys,
+                                     context["mask"], fused_kernels.use_fused(training, keys))
+    outputs = {"s": s, "context": c, "attention": alpha,
+               "log_prob": tf.zeros_like(alpha[..., 0])}
+    if self.uses_summary:
+      step = lambda x_t, summary, t: self.target_summary.step(x_t["emb"], summary,
+                                                              score=x_t["score"])
+      outputs["d"], _ = scan_time(step, {"emb": x["emb"], "score": x["score"]},
+                                  state["summary"])  # [batch, tgt_len, emb_dim]
+    return outputs
 
   def output_inputs(self, outputs, emb):
     inputs = {"state": outputs["s"], "context": outputs["context"]}

@@ -3,7 +3,8 @@
 A decoder defines
   precompute(emb)                       step-independent input projections, any leading dims;
   cell(x_t, state, context, t, training) -> (outputs_t, new_state), one target step;
-  output_inputs(outputs, emb)           the named inputs of its output layer.
+  output_inputs(outputs, emb)           the named inputs of its output layer;
+  sequence(x, state, context, training) optionally, all steps at once (None: use `cell`).
 `call` precomputes for all target positions, runs `cell` in one graph-mode loop
 (layers/recurrence.scan_time) and applies the output layer once to all steps; `step` does the
 same for one position. Hence step-by-step decoding reproduces the teacher-forced logits.
@@ -55,6 +56,12 @@ class Decoder(keras.layers.Layer):
   def output_inputs(self, outputs, emb):
     raise NotImplementedError
 
+  def sequence(self, x, state, context, training):
+    """Optionally, all of `call`'s steps at once (e.g. with a hand-written backward pass):
+    the outputs `cell` would give, stacked [batch, tgt_len, ...]; None = run `cell` in
+    scan_time."""
+    return None
+
   def call(self, emb, context, training=False):
     """Teacher-forced decoding.
 
@@ -67,8 +74,11 @@ class Decoder(keras.layers.Layer):
       log_prob [batch, tgt_len] float32 (hard attention's sampled log alpha, else zeros).
     """
     state = self.initial_state(context, tf.shape(emb)[1])
-    step = lambda x_t, s, t: self.cell(x_t, s, context, t, training)
-    outputs, _ = scan_time(step, self.precompute(emb), state)  # each [batch, tgt_len, ...]
+    x = self.precompute(emb)
+    outputs = self.sequence(x, state, context, training)
+    if outputs is None:
+      step = lambda x_t, s, t: self.cell(x_t, s, context, t, training)
+      outputs, _ = scan_time(step, x, state)  # each [batch, tgt_len, ...]
     logits = self.output_layer(self.output_inputs(outputs, emb), training=training)
     return logits, outputs["attention"], outputs["log_prob"]
 

@@ -12,7 +12,9 @@ before a real token; the backward direction reverses each sentence by its own le
 import keras
 import tensorflow as tf
 
+from nmt_tf.layers import gru_sequence
 from nmt_tf.layers import ops
+from nmt_tf.layers import precision
 from nmt_tf.layers.gru import GRUCell
 from nmt_tf.layers.recurrence import scan_time
 
@@ -39,6 +41,29 @@ def _check_positive(**values):
   for key, value in values.items():
     if not isinstance(value, int) or value <= 0:
       raise ValueError(f"Received {key}={value!r}; expected a positive integer.")
+
+
+def _run_cells(cells, projected, initial, training):
+  """The cells' states over time, [batch, src_len, units] each, from their input projections.
+
+  While training, reset-after GRUs run in layers/gru_sequence.py's loop with a hand-written
+  backward pass; otherwise (decoding, export, reset-before GRUs) in scan_time with autodiff.
+  """
+  if training and cells[0].reset_after and gru_sequence.enabled("encoder"):
+    dtype = projected[0].dtype
+    outputs = gru_sequence.gru_sequences(
+        [tf.transpose(p, [1, 0, 2]) for p in projected],  # [src_len, batch, 3*units] each
+        initial,
+        [precision.weight(cell.recurrent_kernel, dtype) for cell in cells],
+        [tf.convert_to_tensor(cell.recurrent_bias) for cell in cells])
+    return [tf.transpose(o, [1, 0, 2]) for o in outputs]
+
+  def step(x_t, states, t):
+    new = [cell.step(xp, h) for cell, xp, h in zip(cells, x_t, states)]
+    return new, new
+
+  outputs, _ = scan_time(step, projected, initial)
+  return outputs
 
 
 @keras.saving.register_keras_serializable(package="nmt_tf")
@@ -90,7 +115,7 @@ class RNNEncoder(keras.layers.Layer):
   def build(self, *args, **kwargs):
     self.built = True  # the GRU cells build on first use
 
-  def call(self, x, mask):
+  def call(self, x, mask, training=False):
     lengths = _lengths(mask)
     if self.reverse_source:
       x = _reverse(x, lengths)
@@ -100,12 +125,7 @@ class RNNEncoder(keras.layers.Layer):
       inputs = [x] + ([_reverse(x, lengths)] if self.bidirectional else [])
       projected = [cell.project_inputs(inp) for cell, inp in zip(cells, inputs)]  # each [batch, src_len, 3*units]
       initial = [cell.get_initial_state(batch) for cell in cells]
-
-      def step(x_t, states, t, cells=cells):
-        new = [cell.step(xp, h) for cell, xp, h in zip(cells, x_t, states)]
-        return new, new
-
-      outputs, _ = scan_time(step, projected, initial)  # list of [batch, src_len, units]
+      outputs = _run_cells(cells, projected, initial, training)  # list of [batch, src_len, units]
       if self.bidirectional:
         outputs[1] = _reverse(outputs[1], lengths)  # back to source order
       x = _zero_padding(tf.concat(outputs, axis=-1), mask)  # [batch, src_len, output_dim]
@@ -132,7 +152,7 @@ class EmbeddingEncoder(keras.layers.Layer):
   def build(self, *args, **kwargs):
     self.built = True
 
-  def call(self, x, mask):
+  def call(self, x, mask, training=False):
     memory = _zero_padding(x, mask)
     return memory, ops.masked_mean(memory, mask)
 
@@ -171,7 +191,7 @@ class ConvEncoder(keras.layers.Layer):
   def build(self, *args, **kwargs):
     self.built = True  # the convolutions build on first use
 
-  def call(self, x, mask):
+  def call(self, x, mask, training=False):
     for conv in self.convs:
       x = conv(_zero_padding(x, mask))  # [batch, src_len, filters]
     memory = _zero_padding(x, mask)

@@ -100,7 +100,8 @@ class Seq2Seq(keras.Model):
     mask = tf.not_equal(source, special_tokens.PAD_ID)  # [batch, src_len]
     with precision.scope(self.matmul_dtype):
       x = self.embedding_dropout(self.src_embedding(source), training=training)  # [b, s, e]
-      memory, summary = self.encoder(x, mask)  # [batch, src_len, mem_dim], [batch, mem_dim]
+      # [batch, src_len, mem_dim], [batch, mem_dim]
+      memory, summary = self.encoder(x, mask, training=training)
       return self.decoder.make_context(memory, summary, mask)
 
   def initial_state(self, context, max_length):

@@ -1,0 +1,164 @@
+"""Reset-after GRUs over a whole sequence with a hand-written backward pass (BPTT).
+
+Forward, per step (equations.md, "GRU conventions", reset_after=True; gate order [z, r, h~]):
+  [u_z, u_r, u_h] = U h_{t-1} + b_U
+  z = sigma(x_z + u_z),  r = sigma(x_r + u_r),  n = tanh(x_h + r (.) u_h)
+  h_t = z (.) h_{t-1} + (1 - z) (.) n
+where x = W x_t + b is precomputed for all steps. Backward, from dh_t (the output's gradient
+plus the next step's dh_{t-1}), going back in time:
+  dn^ = dh_t (.) (1 - z) (.) (1 - n^2)                        (n^ = the tanh's input)
+  dz^ = dh_t (.) (h_{t-1} - n) (.) z (1 - z)
+  dr^ = dn^ (.) u_h (.) r (1 - r)
+  dx_t = [dz^, dr^, dn^],   du_t = [dz^, dr^, dn^ (.) r]
+  dh_{t-1} = dh_t (.) z + du_t U^T
+and after the loop, as one product each over all steps:
+  dU = sum_t h_{t-1}^T du_t,   db_U = sum_t du_t.
+
+Autodiff of the tf.while_loop (layers/recurrence.py) makes the same arithmetic with many more
+ops per step: it pushes every intermediate of the forward step onto accumulator lists, takes
+the gradients of the gate split and of the bias broadcasts, and sums U's gradient step by step
+(a thin [units, batch] x [batch, 3 units] product and an AddN per step). Here the forward loop
+keeps only z, r, n and u_h, and the backward loop makes one product and a dozen elementwise
+ops per step, as cuDNN's GRU does. Several independent GRUs (the encoder's two directions) run
+in one loop so that the executor can interleave their steps on the cores.
+
+`gru_forward` and `gru_backward` are one step each way, shared with the conditional GRU's
+loop (layers/cgru_sequence.py). Used while training by the encoder (`RNNEncoder`) and the cgru
+decoder; decoding, export and the reset-before GRU keep the autodiff path. `autodiff(parts)`
+forces it for A/Bs (bench/bench_train.py --gru_backward).
+"""
+
+import threading
+
+import tensorflow as tf
+
+from nmt_tf import thread_local
+
+PARTS = ("encoder", "decoder")
+_local = threading.local()  # per thread, as layers/deferred.py
+
+
+def autodiff(parts=PARTS):
+  """Recurrences of `parts` ("encoder", "decoder") traced inside this context take the
+  autodiff path (scan_time) instead of the hand-written backward pass."""
+  unknown = set(parts) - set(PARTS)
+  if unknown:
+    raise ValueError(f"Received parts={sorted(unknown)}; expected some of {PARTS}.")
+  return thread_local.override(_local, "autodiff", frozenset(parts))
+
+
+def enabled(part):
+  """Whether `part`'s recurrence uses the hand-written backward pass (not inside `autodiff`)."""
+  if part not in PARTS:
+    raise ValueError(f"Received part={part!r}; expected one of {PARTS}.")
+  return part not in getattr(_local, "autodiff", frozenset())
+
+
+def product(x, kernel, transpose_b=False):
+  """x [batch, in] @ kernel in the kernel's dtype (the product precision), in x's dtype."""
+  y = tf.matmul(tf.cast(x, kernel.dtype), kernel, transpose_b=transpose_b)
+  return tf.cast(y, x.dtype)
+
+
+def gru_forward(x, h_prev, kernel, bias):
+  """One step: x [batch, 3*units] (W x + b), h_prev [batch, units] -> (h, kept), where kept =
+  (z, r, n, u_h) are what `gru_backward` needs besides h_prev."""
+  x_z, x_r, x_h = tf.split(x, 3, axis=-1)  # 3 x [batch, units]
+  u_z, u_r, u_h = tf.split(product(h_prev, kernel) + bias, 3, axis=-1)
+  z = tf.sigmoid(x_z + u_z)
+  r = tf.sigmoid(x_r + u_r)
+  n = tf.tanh(x_h + r * u_h)
+  return z * h_prev + (1.0 - z) * n, (z, r, n, u_h)  # h [batch, units]
+
+
+def gru_backward(dh, h_prev, kept, kernel):
+  """One step back: dh [batch, units] -> (dx [batch, 3*units], du [batch, 3*units],
+  dh_prev [batch, units]); du is U h_prev's gradient, summed over steps into dU and db_U."""
+  z, r, n, u_h = kept
+  dn = dh * (1.0 - z) * (1.0 - n * n)
+  dz = dh * (h_prev - n) * z * (1.0 - z)
+  dr = dn * u_h * r * (1.0 - r)
+  du = tf.concat([dz, dr, dn * r], axis=-1)  # [batch, 3*units]
+  dh_prev = dh * z + product(du, kernel, transpose_b=True)
+  return tf.concat([dz, dr, dn], axis=-1), du, dh_prev
+
+
+def kernel_gradient(inputs, d_outputs, kernel):
+  """sum_t inputs_t^T d_outputs_t as one product in the kernel's dtype: inputs
+  [time, batch, in], d_outputs [time, batch, out] -> [in, out]."""
+  rows_in = tf.cast(tf.reshape(inputs, [-1, inputs.shape[-1]]), kernel.dtype)
+  rows_out = tf.cast(tf.reshape(d_outputs, [-1, d_outputs.shape[-1]]), kernel.dtype)
+  return tf.matmul(rows_in, rows_out, transpose_a=True)
+
+
+def stacked(like, length):
+  """A TensorArray of `length` tensors shaped and typed like `like`."""
+  return tf.TensorArray(like.dtype, size=length, element_shape=like.shape)
+
+
+def gru_sequences(inputs, initial_states, kernels, biases):
+  """Runs independent reset-after GRUs over time in one loop; see the module docstring.
+
+  Args:
+    inputs: list of time-major input projections W x + b, each [time, batch, 3*units].
+    initial_states: list of h_0, each [batch, units], in the inputs' dtype.
+    kernels: list of recurrent kernels U [units, 3*units], already in the product dtype
+      (layers/precision.py `weight`).
+    biases: list of recurrent biases b_U [3*units].
+
+  Returns:
+    List of the states h_1 ... h_T, each [time, batch, units].
+  """
+  k = len(inputs)
+  if not (len(initial_states) == len(kernels) == len(biases) == k):
+    raise ValueError("gru_sequences needs one initial state, kernel and bias per input.")
+
+  @tf.custom_gradient
+  def run(*flat):
+    xs, h0s, us, bs = (list(flat[i * k:(i + 1) * k]) for i in range(4))
+    bs = [tf.cast(b, x.dtype) for b, x in zip(bs, xs)]
+    length = tf.shape(xs[0])[0]
+
+    def body(t, hs, arrays):
+      new_hs, new_arrays = [], []
+      for x, h, u, b, chain in zip(xs, hs, us, bs, arrays):
+        h, kept = gru_forward(x[t], h, u, b)
+        new_hs.append(h)
+        new_arrays.append([a.write(t, v) for a, v in zip(chain, (h,) + kept)])
+      return t + 1, new_hs, new_arrays
+
+    arrays = [[stacked(h0, length) for _ in range(5)] for h0 in h0s]  # h, z, r, n, u_h
+    _, _, arrays = tf.while_loop(lambda t, *_: t < length, body, (0, h0s, arrays),
+                                 maximum_iterations=length)
+    kept = [[a.stack() for a in chain] for chain in arrays]  # [time, batch, units] each
+    outputs = [chain[0] for chain in kept]
+
+    def grad(*d_outputs):
+      d_outputs = [tf.zeros_like(o) if d is None else d for d, o in zip(d_outputs, outputs)]
+      # h_{t-1} for every step: [time, batch, units].
+      h_prevs = [tf.concat([h0[None], o[:-1]], axis=0) for h0, o in zip(h0s, outputs)]
+
+      def back(t, dhs, d_xs, d_us):
+        new_dhs, new_d_xs, new_d_us = [], [], []
+        for i in range(k):
+          dx, du, dh_prev = gru_backward(dhs[i] + d_outputs[i][t], h_prevs[i][t],
+                                         [v[t] for v in kept[i][1:]], us[i])
+          new_dhs.append(dh_prev)
+          new_d_xs.append(d_xs[i].write(t, dx))
+          new_d_us.append(d_us[i].write(t, du))
+        return t - 1, new_dhs, new_d_xs, new_d_us
+
+      _, dh0s, d_xs, d_us = tf.while_loop(
+          lambda t, *_: t >= 0, back,
+          (length - 1, [tf.zeros_like(h) for h in h0s], [stacked(x[0], length) for x in xs],
+           [stacked(x[0], length) for x in xs]),
+          maximum_iterations=length)
+      d_us = [a.stack() for a in d_us]  # [time, batch, 3*units]
+      d_kernels = [kernel_gradient(h, d, u) for h, d, u in zip(h_prevs, d_us, us)]
+      d_biases = [tf.cast(tf.reduce_sum(d, axis=[0, 1]), b.dtype)
+                  for d, b in zip(d_us, flat[3 * k:])]
+      return [a.stack() for a in d_xs] + dh0s + d_kernels + d_biases
+
+    return outputs, grad
+
+  return run(*inputs, *initial_states, *kernels, *biases)

@@ -1,0 +1,155 @@
+"""layers/gru_sequence.py: the hand-written BPTT of reset-after GRUs against the numpy
+reference of equations.md "GRU conventions" (forward) and TensorFlow's autodiff of the same
+recurrence through scan_time (every gradient), eager and in graph mode, with float32 and
+bfloat16 products, for one and two chains and a single step."""
+
+import numpy as np
+import tensorflow as tf
+from absl.testing import parameterized
+
+from nmt_tf.layers import GRUCell, gru_sequence, precision, scan_time
+from tests import numpy_reference as ref
+
+BATCH, IN_DIM, UNITS, TIME = 3, 5, 4, 6
+
+
+def make_cell(seed):
+  cell = GRUCell(UNITS, reset_after=True)
+  cell(tf.zeros([1, IN_DIM]), tf.zeros([1, UNITS]))
+  rng = np.random.RandomState(seed)
+  cell.set_weights([rng.normal(0.0, 0.5, w.shape).astype(np.float32)
+                    for w in cell.get_weights()])
+  return cell
+
+
+def data(seed, time=TIME):
+  rng = np.random.RandomState(seed)
+  x = rng.normal(size=(BATCH, time, IN_DIM)).astype(np.float32)
+  h0 = rng.normal(0.0, 0.5, size=(BATCH, UNITS)).astype(np.float32)
+  d_out = rng.normal(size=(BATCH, time, UNITS)).astype(np.float32)  # upstream gradient
+  return tf.constant(x), tf.constant(h0), tf.constant(d_out)
+
+
+def run_manual(cells, xs, h0s):
+  """States [batch, time, units] of every cell through gru_sequences."""
+  projected = [tf.transpose(cell.project_inputs(x), [1, 0, 2]) for cell, x in zip(cells, xs)]
+  outputs = gru_sequence.gru_sequences(
+      projected, h0s, [precision.weight(c.recurrent_kernel, tf.float32) for c in cells],
+      [tf.convert_to_tensor(c.recurrent_bias) for c in cells])
+  return [tf.transpose(o, [1, 0, 2]) for o in outputs]
+
+
+def run_autodiff(cells, xs, h0s):
+  """The same recurrences through scan_time and GRUCell.step (TensorFlow's gradients)."""
+  projected = [cell.project_inputs(x) for cell, x in zip(cells, xs)]
+
+  def step(x_t, states, t):
+    new = [cell.step(xp, h) for cell, xp, h in zip(cells, x_t, states)]
+    return new, new
+
+  outputs, _ = scan_time(step, projected, list(h0s), defer=False)
+  return outputs
+
+
+def values_and_gradients(run, cells, xs, h0s, d_outs, matmul_dtype=None):
+  """Outputs and the gradients of sum(outputs * d_out) w.r.t. inputs, h0 and every weight."""
+  variables = [v for cell in cells for v in cell.trainable_variables]
+  with tf.GradientTape() as tape:
+    tape.watch(xs + h0s)
+    with precision.scope(matmul_dtype):
+      outputs = run(cells, xs, h0s)
+    loss = tf.add_n([tf.reduce_sum(o * d) for o, d in zip(outputs, d_outs)])
+  grads = tape.gradient(loss, xs + h0s + variables)
+  return outputs, grads
+
+
+class GRUSequencesTest(tf.test.TestCase, parameterized.TestCase):
+
+  def setUp(self):
+    super().setUp()
+    self.cells = [make_cell(0), make_cell(1)]
+
+  def check(self, chains, time=TIME, matmul_dtype=None, graph=False, rtol=1e-5, atol=1e-5):
+    cells = self.cells[:chains]
+    batches = [data(10 + i, time) for i in range(chains)]
+    xs, h0s, d_outs = ([b[j] for b in batches] for j in range(3))
+
+    def both():
+      return [values_and_gradients(run, cells, xs, h0s, d_outs, matmul_dtype)
+              for run in (run_manual, run_autodiff)]
+
+    (manual, manual_grads), (auto, auto_grads) = tf.function(both)() if graph else both()
+    self.assertLen(manual, chains)
+    for cell, x, h0, out, expected in zip(cells, xs, h0s, manual, auto):
+      self.assertEqual(out.shape, (BATCH, time, UNITS))
+      self.assertAllClose(out, expected, rtol=rtol, atol=atol)
+      if matmul_dtype is None:
+        self.assertAllClose(out, ref.gru_run(x.numpy(), h0.numpy(), ref.gru_weights(cell)),
+                            atol=1e-5)
+    self.assertLen(manual_grads, len(auto_grads))
+    for got, expected in zip(manual_grads, auto_grads):
+      self.assertIsNotNone(got)
+      self.assertAllClose(got, expected, rtol=rtol, atol=atol)
+
+  @parameterized.named_parameters(("one_chain", 1), ("two_chains", 2))
+  def test_matches_autodiff_eager(self, chains):
+    self.check(chains)
+
+  def test_matches_autodiff_in_graph(self):
+    self.check(2, graph=True)
+
+  def test_single_step(self):
+    self.check(2, time=1)
+
+  def test_bfloat16_products(self):
+    # Both paths round the products' operands to bfloat16; they differ in the order of the
+    # sums (the kernel's gradient: one product over all steps instead of a sum of per-step
+    # bfloat16 products), so the tolerance is bfloat16's.
+    self.check(2, matmul_dtype="bfloat16", rtol=3e-2, atol=3e-2)
+
+  def test_unknown_time_in_tf_function(self):
+    traces = []
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None, IN_DIM], tf.float32)])
+    def states(x):
+      traces.append(1)
+      return run_manual(self.cells[:1], [x], [tf.zeros([tf.shape(x)[0], UNITS])])[0]
+
+    x = data(3)[0]
+    zeros = tf.zeros([BATCH, UNITS])
+    self.assertAllClose(states(x), run_autodiff(self.cells[:1], [x], [zeros])[0], atol=1e-5)
+    self.assertEqual(states(x[:2, :4]).shape, (2, 4, UNITS))
+    self.assertLen(traces, 1)
+
+  def test_missing_upstream_gradient(self):
+    # Only the first chain's states reach the loss: the second gets no gradient at all.
+    xs, h0s = [data(1)[0], data(2)[0]], [data(1)[1], data(2)[1]]
+    with tf.GradientTape() as tape:
+      tape.watch(xs)
+      outputs = run_manual(self.cells, xs, h0s)
+      loss = tf.reduce_sum(outputs[0])
+    d_x0, d_x1 = tape.gradient(loss, xs)
+    self.assertGreater(float(tf.reduce_sum(tf.abs(d_x0))), 0.0)
+    self.assertAllEqual(d_x1, tf.zeros_like(d_x1))
+
+  def test_autodiff_switch(self):
+    self.assertTrue(gru_sequence.enabled("encoder"))
+    with gru_sequence.autodiff(["encoder"]):
+      self.assertFalse(gru_sequence.enabled("encoder"))
+      self.assertTrue(gru_sequence.enabled("decoder"))
+      with gru_sequence.autodiff():
+        self.assertFalse(gru_sequence.enabled("decoder"))
+      self.assertTrue(gru_sequence.enabled("decoder"))
+    self.assertTrue(gru_sequence.enabled("encoder"))
+    with self.assertRaisesRegex(ValueError, "expected some of"):
+      gru_sequence.autodiff(["encoders"])
+    with self.assertRaisesRegex(ValueError, "expected one of"):
+      gru_sequence.enabled("attention")
+
+  def test_mismatched_lists(self):
+    with self.assertRaisesRegex(ValueError, "one initial state, kernel and bias per input"):
+      gru_sequence.gru_sequences([tf.zeros([2, 1, 3 * UNITS])], [], [], [])
+
+
+if __name__ == "__main__":
+  tf.test.main()
