@@ -168,8 +168,8 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
   in float32 and with bfloat16 products (plain and XLA score kernels)."""
 
   @parameterized.named_parameters(
-      *[(name, name) for name in ("cgru", "cgru_rnn_reversed", "cgru_conv", "cgru_hard",
-                                  "rnnsearch", "encdec_birnn_2layers", "self_attentive_residual",
+      *[(name, name) for name in ("cgru", "cgru_rnn_reversed", "cgru_hard", "rnnsearch",
+                                  "encdec_birnn_2layers", "self_attentive_residual",
                                   "self_attentive_residual_cavg", "memory_rnn")])
   def test_same_outputs_and_gradients_as_autodiff(self, variant):
     keras.utils.set_random_seed(7)
@@ -192,8 +192,8 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
     calls = []
     wrapped = lambda *args, **kwargs: calls.append(1) or cgru_sequence(*args, **kwargs)
     cgru_sequence = conditional_gru.cgru_sequence
-    uses_cgru_loop = variant in ("cgru", "cgru_rnn_reversed", "cgru_conv",
-                                 "self_attentive_residual", "self_attentive_residual_cavg")
+    uses_cgru_loop = variant in ("cgru", "cgru_rnn_reversed", "self_attentive_residual",
+                                 "self_attentive_residual_cavg")
     settings = [(None, None, "float32 eager"), (None, tf.function, "float32 graph"),
                 ("bfloat16", tf.function, "bfloat16 products, XLA score")]
     for matmul_dtype, wrap, name in settings:
