@@ -1,4 +1,4 @@
-"""layers/gru_sequence.py: the hand-written BPTT of reset-after GRUs against the numpy
+"""layers/gru_sequence.py: the hand-written BPTT of GRUs (both reset placements) against the numpy
 reference of equations.md "GRU conventions" (forward) and TensorFlow's autodiff of the same
 recurrence through scan_time (every gradient), eager and in graph mode, with float32 and
 bfloat16 products, for one and two chains and a single step."""
@@ -13,8 +13,8 @@ from tests import numpy_reference as ref
 BATCH, IN_DIM, UNITS, TIME = 3, 5, 4, 6
 
 
-def make_cell(seed):
-  cell = GRUCell(UNITS, reset_after=True)
+def make_cell(seed, reset_after=True):
+  cell = GRUCell(UNITS, reset_after=reset_after)
   cell(tf.zeros([1, IN_DIM]), tf.zeros([1, UNITS]))
   rng = np.random.RandomState(seed)
   cell.set_weights([rng.normal(0.0, 0.5, w.shape).astype(np.float32)
@@ -33,9 +33,11 @@ def data(seed, time=TIME):
 def run_manual(cells, xs, h0s):
   """States [batch, time, units] of every cell through gru_sequences."""
   projected = [tf.transpose(cell.project_inputs(x), [1, 0, 2]) for cell, x in zip(cells, xs)]
+  reset_after = cells[0].reset_after
   outputs = gru_sequence.gru_sequences(
       projected, h0s, [precision.weight(c.recurrent_kernel, tf.float32) for c in cells],
-      [tf.convert_to_tensor(c.recurrent_bias) for c in cells])
+      [tf.convert_to_tensor(c.recurrent_bias) for c in cells] if reset_after else None,
+      reset_after=reset_after)
   return [tf.transpose(o, [1, 0, 2]) for o in outputs]
 
 
@@ -68,9 +70,11 @@ class GRUSequencesTest(tf.test.TestCase, parameterized.TestCase):
   def setUp(self):
     super().setUp()
     self.cells = [make_cell(0), make_cell(1)]
+    self.cells_reset_before = [make_cell(2, False), make_cell(3, False)]
 
-  def check(self, chains, time=TIME, matmul_dtype=None, graph=False, rtol=1e-5, atol=1e-5):
-    cells = self.cells[:chains]
+  def check(self, chains, time=TIME, matmul_dtype=None, graph=False, rtol=1e-5, atol=1e-5,
+            reset_after=True):
+    cells = (self.cells if reset_after else self.cells_reset_before)[:chains]
     batches = [data(10 + i, time) for i in range(chains)]
     xs, h0s, d_outs = ([b[j] for b in batches] for j in range(3))
 
@@ -91,21 +95,26 @@ class GRUSequencesTest(tf.test.TestCase, parameterized.TestCase):
       self.assertIsNotNone(got)
       self.assertAllClose(got, expected, rtol=rtol, atol=atol)
 
-  @parameterized.named_parameters(("one_chain", 1), ("two_chains", 2))
-  def test_matches_autodiff_eager(self, chains):
-    self.check(chains)
+  @parameterized.named_parameters(
+      ("one_chain", 1, True), ("two_chains", 2, True),
+      ("one_chain_reset_before", 1, False), ("two_chains_reset_before", 2, False))
+  def test_matches_autodiff_eager(self, chains, reset_after):
+    self.check(chains, reset_after=reset_after)
 
-  def test_matches_autodiff_in_graph(self):
-    self.check(2, graph=True)
+  @parameterized.named_parameters(("reset_after", True), ("reset_before", False))
+  def test_matches_autodiff_in_graph(self, reset_after):
+    self.check(2, graph=True, reset_after=reset_after)
 
-  def test_single_step(self):
-    self.check(2, time=1)
+  @parameterized.named_parameters(("reset_after", True), ("reset_before", False))
+  def test_single_step(self, reset_after):
+    self.check(2, time=1, reset_after=reset_after)
 
-  def test_bfloat16_products(self):
+  @parameterized.named_parameters(("reset_after", True), ("reset_before", False))
+  def test_bfloat16_products(self, reset_after):
     # Both paths round the products' operands to bfloat16; they differ in the order of the
     # sums (the kernel's gradient: one product over all steps instead of a sum of per-step
     # bfloat16 products), so the tolerance is bfloat16's.
-    self.check(2, matmul_dtype="bfloat16", rtol=3e-2, atol=3e-2)
+    self.check(2, matmul_dtype="bfloat16", rtol=3e-2, atol=3e-2, reset_after=reset_after)
 
   def test_unknown_time_in_tf_function(self):
     traces = []
@@ -147,8 +156,14 @@ class GRUSequencesTest(tf.test.TestCase, parameterized.TestCase):
       gru_sequence.enabled("attention")
 
   def test_mismatched_lists(self):
-    with self.assertRaisesRegex(ValueError, "one initial state, kernel and bias per input"):
-      gru_sequence.gru_sequences([tf.zeros([2, 1, 3 * UNITS])], [], [], [])
+    x, h0, u = tf.zeros([1, 2, 3 * UNITS]), tf.zeros([2, UNITS]), tf.zeros([UNITS, 3 * UNITS])
+    message = "one initial state and kernel per input"
+    with self.assertRaisesRegex(ValueError, message):
+      gru_sequence.gru_sequences([x], [], [], [])
+    with self.assertRaisesRegex(ValueError, message):  # reset-after needs the biases
+      gru_sequence.gru_sequences([x], [h0], [u])
+    with self.assertRaisesRegex(ValueError, message):  # reset-before has none
+      gru_sequence.gru_sequences([x], [h0], [u], [tf.zeros([3 * UNITS])], reset_after=False)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Reset-after GRUs over a whole sequence with a hand-written backward pass (BPTT).
+"""GRUs over a whole sequence with a hand-written backward pass (BPTT).
 
 Forward, per step (equations.md, "GRU conventions", reset_after=True; gate order [z, r, h~]):
   [u_z, u_r, u_h] = U h_{t-1} + b_U
@@ -22,9 +22,11 @@ keeps only z, r, n and u_h, and the backward loop makes one product and a dozen 
 ops per step, as cuDNN's GRU does. Several independent GRUs (the encoder's two directions) run
 in one loop so that the executor can interleave their steps on the cores.
 
-`gru_forward` and `gru_backward` are one step each way, shared with the conditional GRU's
-loop (layers/cgru_sequence.py). Used while training by the encoder (`RNNEncoder`) and the cgru
-decoder; decoding, export and the reset-before GRU keep the autodiff path. `autodiff(parts)`
+The reset-before GRU (Cho 2014, reset_after=False) has its own pair of steps
+(`gru_backward_reset_before` states its equations). `gru_forward` and `gru_backward` are one
+reset-after step each way, shared with the conditional GRU's loop (layers/cgru_sequence.py).
+Used while training by the encoder (`RNNEncoder`) and the cgru decoder; decoding and export
+keep the autodiff path. `autodiff(parts)`
 forces it for A/Bs (bench/bench_train.py --gru_backward).
 """
 
@@ -96,38 +98,75 @@ def stacked(like, length):
   return tf.TensorArray(like.dtype, size=length, element_shape=like.shape)
 
 
-def gru_sequences(inputs, initial_states, kernels, biases):
-  """Runs independent reset-after GRUs over time in one loop; see the module docstring.
+def gru_forward_reset_before(x, h_prev, kernel_zr, kernel_h):
+  """One step of the reset-before GRU (Cho 2014): n = tanh(x_h + (r (.) h_prev) U_h), with
+  U = [U_zr, U_h] split once before the loop -> (h, kept = (z, r, n))."""
+  x_z, x_r, x_h = tf.split(x, 3, axis=-1)  # 3 x [batch, units]
+  u_z, u_r = tf.split(product(h_prev, kernel_zr), 2, axis=-1)
+  z = tf.sigmoid(x_z + u_z)
+  r = tf.sigmoid(x_r + u_r)
+  n = tf.tanh(x_h + product(r * h_prev, kernel_h))
+  return z * h_prev + (1.0 - z) * n, (z, r, n)
+
+
+def gru_backward_reset_before(dh, h_prev, kept, kernel_zr, kernel_h):
+  """One step back of the reset-before GRU -> (dx [batch, 3*units], dh_prev):
+    dn^ = dh (1 - z)(1 - n^2),  dz^ = dh (h_prev - n) z (1 - z),  d(rh) = dn^ U_h^T,
+    dr^ = d(rh) (.) h_prev (.) r (1 - r),  dx = [dz^, dr^, dn^],
+    dh_prev = dh (.) z + d(rh) (.) r + [dz^, dr^] U_zr^T.
+  The kernel's gradient is [sum h_prev^T [dz^, dr^], sum (r (.) h_prev)^T dn^], from dx."""
+  z, r, n = kept
+  dn = dh * (1.0 - z) * (1.0 - n * n)
+  dz = dh * (h_prev - n) * z * (1.0 - z)
+  d_rh = product(dn, kernel_h, transpose_b=True)  # [batch, units]
+  d_zr = tf.concat([dz, d_rh * h_prev * r * (1.0 - r)], axis=-1)  # [batch, 2*units]
+  dh_prev = dh * z + d_rh * r + product(d_zr, kernel_zr, transpose_b=True)
+  return tf.concat([d_zr, dn], axis=-1), dh_prev
+
+
+def gru_sequences(inputs, initial_states, kernels, biases=None, reset_after=True):
+  """Runs independent GRUs over time in one loop; see the module docstring.
 
   Args:
     inputs: list of time-major input projections W x + b, each [time, batch, 3*units].
     initial_states: list of h_0, each [batch, units], in the inputs' dtype.
     kernels: list of recurrent kernels U [units, 3*units], already in the product dtype
       (layers/precision.py `weight`).
-    biases: list of recurrent biases b_U [3*units].
+    biases: list of recurrent biases b_U [3*units] (reset_after only; reset-before GRUs have
+      none).
+    reset_after: the reset placement of every GRU (equations.md "GRU conventions").
 
   Returns:
     List of the states h_1 ... h_T, each [time, batch, units].
   """
   k = len(inputs)
-  if not (len(initial_states) == len(kernels) == len(biases) == k):
-    raise ValueError("gru_sequences needs one initial state, kernel and bias per input.")
+  biases = list(biases or [])
+  if not (len(initial_states) == len(kernels) == k and len(biases) == (k if reset_after else 0)):
+    raise ValueError("gru_sequences needs one initial state and kernel per input, and one "
+                     "recurrent bias per input for reset-after GRUs only.")
 
   @tf.custom_gradient
   def run(*flat):
-    xs, h0s, us, bs = (list(flat[i * k:(i + 1) * k]) for i in range(4))
-    bs = [tf.cast(b, x.dtype) for b, x in zip(bs, xs)]
+    xs, h0s, us = (list(flat[i * k:(i + 1) * k]) for i in range(3))
     length = tf.shape(xs[0])[0]
+    if reset_after:
+      bs = [tf.cast(b, x.dtype) for b, x in zip(flat[3 * k:], xs)]
+      step = [lambda x, h, i=i: gru_forward(x, h, us[i], bs[i]) for i in range(k)]
+    else:
+      units = [h0.shape[-1] for h0 in h0s]
+      splits = [(u[:, :2 * d], u[:, 2 * d:]) for u, d in zip(us, units)]  # U_zr, U_h
+      step = [lambda x, h, i=i: gru_forward_reset_before(x, h, *splits[i]) for i in range(k)]
+    num_kept = 4 if reset_after else 3
 
     def body(t, hs, arrays):
       new_hs, new_arrays = [], []
-      for x, h, u, b, chain in zip(xs, hs, us, bs, arrays):
-        h, kept = gru_forward(x[t], h, u, b)
+      for i in range(k):
+        h, kept = step[i](xs[i][t], hs[i])
         new_hs.append(h)
-        new_arrays.append([a.write(t, v) for a, v in zip(chain, (h,) + kept)])
+        new_arrays.append([a.write(t, v) for a, v in zip(arrays[i], (h,) + kept)])
       return t + 1, new_hs, new_arrays
 
-    arrays = [[stacked(h0, length) for _ in range(5)] for h0 in h0s]  # h, z, r, n, u_h
+    arrays = [[stacked(h0, length) for _ in range(1 + num_kept)] for h0 in h0s]  # h, kept
     _, _, arrays = tf.while_loop(lambda t, *_: t < length, body, (0, h0s, arrays),
                                  maximum_iterations=length)
     kept = [[a.stack() for a in chain] for chain in arrays]  # [time, batch, units] each
@@ -141,23 +180,35 @@ def gru_sequences(inputs, initial_states, kernels, biases):
       def back(t, dhs, d_xs, d_us):
         new_dhs, new_d_xs, new_d_us = [], [], []
         for i in range(k):
-          dx, du, dh_prev = gru_backward(dhs[i] + d_outputs[i][t], h_prevs[i][t],
-                                         [v[t] for v in kept[i][1:]], us[i])
+          dh, h_prev = dhs[i] + d_outputs[i][t], h_prevs[i][t]
+          kept_t = [v[t] for v in kept[i][1:]]
+          if reset_after:
+            dx, du, dh_prev = gru_backward(dh, h_prev, kept_t, us[i])
+            new_d_us.append(d_us[i].write(t, du))
+          else:
+            dx, dh_prev = gru_backward_reset_before(dh, h_prev, kept_t, *splits[i])
           new_dhs.append(dh_prev)
           new_d_xs.append(d_xs[i].write(t, dx))
-          new_d_us.append(d_us[i].write(t, du))
         return t - 1, new_dhs, new_d_xs, new_d_us
 
       _, dh0s, d_xs, d_us = tf.while_loop(
           lambda t, *_: t >= 0, back,
           (length - 1, [tf.zeros_like(h) for h in h0s], [stacked(x[0], length) for x in xs],
-           [stacked(x[0], length) for x in xs]),
+           [stacked(x[0], length) for x in xs] if reset_after else []),
           maximum_iterations=length)
+      d_xs = [a.stack() for a in d_xs]  # [time, batch, 3*units]
+      if not reset_after:
+        d_kernels = []
+        for h_prev, d_x, u, chain, d in zip(h_prevs, d_xs, us, kept, units):
+          r = chain[2]  # [time, batch, units]
+          d_kernels.append(tf.concat([kernel_gradient(h_prev, d_x[..., :2 * d], u),
+                                      kernel_gradient(r * h_prev, d_x[..., 2 * d:], u)], 1))
+        return d_xs + dh0s + d_kernels
       d_us = [a.stack() for a in d_us]  # [time, batch, 3*units]
       d_kernels = [kernel_gradient(h, d, u) for h, d, u in zip(h_prevs, d_us, us)]
       d_biases = [tf.cast(tf.reduce_sum(d, axis=[0, 1]), b.dtype)
                   for d, b in zip(d_us, flat[3 * k:])]
-      return [a.stack() for a in d_xs] + dh0s + d_kernels + d_biases
+      return d_xs + dh0s + d_kernels + d_biases
 
     return outputs, grad
 

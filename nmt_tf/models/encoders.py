@@ -46,16 +46,18 @@ def _check_positive(**values):
 def _run_cells(cells, projected, initial, training):
   """The cells' states over time, [batch, src_len, units] each, from their input projections.
 
-  While training, reset-after GRUs run in layers/gru_sequence.py's loop with a hand-written
-  backward pass; otherwise (decoding, export, reset-before GRUs) in scan_time with autodiff.
+  While training, the GRUs run in layers/gru_sequence.py's loop with a hand-written backward
+  pass; otherwise (decoding, export) in scan_time with autodiff.
   """
-  if training and cells[0].reset_after and gru_sequence.enabled("encoder"):
+  if training and gru_sequence.enabled("encoder"):
     dtype = projected[0].dtype
+    reset_after = cells[0].reset_after
     outputs = gru_sequence.gru_sequences(
         [tf.transpose(p, [1, 0, 2]) for p in projected],  # [src_len, batch, 3*units] each
         initial,
         [precision.weight(cell.recurrent_kernel, dtype) for cell in cells],
-        [tf.convert_to_tensor(cell.recurrent_bias) for cell in cells])
+        [tf.convert_to_tensor(cell.recurrent_bias) for cell in cells] if reset_after else None,
+        reset_after=reset_after)
     return [tf.transpose(o, [1, 0, 2]) for o in outputs]
 
   def step(x_t, states, t):
