@@ -67,7 +67,7 @@ flags.DEFINE_list("smoothing_labels", ["sparse"], "Label-smoothed loss forms to 
                   "label tensor and softmax_cross_entropy_with_logits).")
 flags.DEFINE_list("gru_backward", ["manual"], "Backward passes of the recurrences to time: "
                   "manual (hand-written: layers/gru_sequence.py for the encoder, "
-                  "layers/cgru_sequence.py for the decoder; the training default), autodiff "
+                  "layers/attention_sequence.py for the decoder; the training default), autodiff "
                   "(TensorFlow's gradient of the scan_time loops), autodiff_encoder and "
                   "autodiff_decoder (autodiff for that part only).")
 flags.DEFINE_list("bucket_widths", [], "Length ranges of a bucket of the pipeline to time; "

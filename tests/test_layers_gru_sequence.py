@@ -155,6 +155,16 @@ class GRUSequencesTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "expected one of"):
       gru_sequence.enabled("attention")
 
+  def test_cell_sequences_batch_major(self):
+    xs, h0s = [data(4)[0], data(5)[0]], [data(4)[1], data(5)[1]]
+    for cells in (self.cells, self.cells_reset_before):
+      got = gru_sequence.cell_sequences(cells, [c.project_inputs(x) for c, x in zip(cells, xs)],
+                                        h0s)
+      for out, want in zip(got, run_autodiff(cells, xs, h0s)):
+        self.assertAllClose(out, want, atol=1e-5)
+    with self.assertRaisesRegex(ValueError, "one reset placement"):
+      gru_sequence.cell_sequences([self.cells[0], self.cells_reset_before[0]], xs, h0s)
+
   def test_mismatched_lists(self):
     x, h0, u = tf.zeros([1, 2, 3 * UNITS]), tf.zeros([2, UNITS]), tf.zeros([UNITS, 3 * UNITS])
     message = "one initial state and kernel per input"

@@ -15,6 +15,7 @@ from nmt_tf.layers import fused as fused_kernels
 from nmt_tf.layers import gru_sequence
 from nmt_tf.layers import precision
 from nmt_tf.models import ConfigError, ModelConfig, Seq2Seq
+from nmt_tf.models import rnn_decoders
 from nmt_tf.training import losses
 from nmt_tf.training.presets import preset
 from tests.model_fixtures import VARIANTS, batch, tiny_config
@@ -162,18 +163,23 @@ class DeferredGradientTest(tf.test.TestCase, parameterized.TestCase):
 
 
 class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
-  """While training, the encoder's reset-after GRUs (layers/gru_sequence.py) and the cgru
-  decoder's loop (layers/cgru_sequence.py) run with hand-written backward passes: the logits,
-  attention and every gradient equal the autodiff path's (scan_time), eager and in graph mode,
-  in float32 and with bfloat16 products (plain and XLA score kernels)."""
+  """While training, the encoder's GRUs and the encdec decoder's (layers/gru_sequence.py) and
+  the cgru and rnnsearch decoders' loops (layers/attention_sequence.py) run with hand-written
+  backward passes: the logits, attention and every gradient equal the autodiff path's
+  (scan_time), eager and in graph mode, in float32 and with bfloat16 products (plain and XLA
+  score kernels). The other decoders (luong, memory RNN, hard or non-additive attention) keep
+  autodiff."""
 
   @parameterized.named_parameters(
       *[(name, name) for name in ("cgru", "cgru_rnn_reversed", "cgru_hard", "rnnsearch",
+                                  "rnnsearch_reset_after", "rnnsearch_general",
                                   "encdec_birnn_2layers", "self_attentive_residual",
-                                  "self_attentive_residual_cavg", "memory_rnn")])
+                                  "self_attentive_residual_cavg", "memory_rnn", "luong")])
   def test_same_outputs_and_gradients_as_autodiff(self, variant):
     keras.utils.set_random_seed(7)
-    model = Seq2Seq(tiny_config(**VARIANTS[variant]))
+    overrides = (dict(decoder="rnnsearch", gru_reset="after") if variant == "rnnsearch_reset_after"
+                 else VARIANTS[variant])
+    model = Seq2Seq(tiny_config(**overrides))
     b = batch()
     model(b)
     # Hard attention samples positions while training: the same seed for both runs.
@@ -190,18 +196,23 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
       return [out["logits"], out["attention"]] + tape.gradient(loss, model.trainable_variables)
 
     calls = []
-    wrapped = lambda *args, **kwargs: calls.append(1) or cgru_sequence(*args, **kwargs)
-    cgru_sequence = conditional_gru.cgru_sequence
-    uses_cgru_loop = variant in ("cgru", "cgru_rnn_reversed", "self_attentive_residual",
-                                 "self_attentive_residual_cavg")
+    original = {"cgru": conditional_gru.cgru_sequence,
+                "rnnsearch": rnn_decoders.rnnsearch_sequence}
+    wrapped = {name: (lambda *args, name=name, **kwargs: calls.append(name)
+                      or original[name](*args, **kwargs)) for name in original}
+    expected_calls = {"cgru": ["cgru"], "cgru_rnn_reversed": ["cgru"],
+                      "self_attentive_residual": ["cgru"],
+                      "self_attentive_residual_cavg": ["cgru"], "rnnsearch": ["rnnsearch"],
+                      "rnnsearch_reset_after": ["rnnsearch"]}.get(variant, [])
     settings = [(None, None, "float32 eager"), (None, tf.function, "float32 graph"),
                 ("bfloat16", tf.function, "bfloat16 products, XLA score")]
     for matmul_dtype, wrap, name in settings:
       model.matmul_dtype = matmul_dtype
       run = wrap(outputs_and_gradients) if wrap else outputs_and_gradients
-      with mock.patch.object(conditional_gru, "cgru_sequence", wrapped):
+      with (mock.patch.object(conditional_gru, "cgru_sequence", wrapped["cgru"]),
+            mock.patch.object(rnn_decoders, "rnnsearch_sequence", wrapped["rnnsearch"])):
         manual = run()
-      self.assertLen(calls, 1 if uses_cgru_loop else 0, name)
+      self.assertEqual(calls, expected_calls, name)
       calls.clear()
       with gru_sequence.autodiff():
         run = wrap(outputs_and_gradients) if wrap else outputs_and_gradients

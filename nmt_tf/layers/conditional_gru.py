@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from nmt_tf.layers import precision
 from nmt_tf.layers.attention import BahdanauAttention
-from nmt_tf.layers.cgru_sequence import cgru_sequence
+from nmt_tf.layers.attention_sequence import cgru_sequence
 from nmt_tf.layers.gru import GRUCell
 
 
@@ -72,7 +72,7 @@ class ConditionalGRUCell(keras.layers.Layer):
 
   def sequence(self, x_proj, s0, memory, keys, mask, fused=False):
     """All target steps at once with the hand-written backward pass of
-    layers/cgru_sequence.py (the same values as `step` at every position).
+    layers/attention_sequence.py (the same values as `step` at every position).
 
     Args:
       x_proj: [batch, time, 3*units], `project_inputs` of the embedded target prefix.

@@ -80,7 +80,7 @@ def _score_grad(keys, query, v, d_score):
 
 def score_gradient(keys, query, v, d_score):
   """(dk [batch, src_len, units], dq [batch, units], dv [units]) of the score for its
-  gradient d_score [batch, src_len], by the XLA kernel (used by layers/cgru_sequence.py)."""
+  gradient d_score [batch, src_len], by the XLA kernel (used by layers/attention_sequence.py)."""
   return _score_grad(keys, query, v, tf.cast(d_score, keys.dtype))
 
 

@@ -24,7 +24,7 @@ in one loop so that the executor can interleave their steps on the cores.
 
 The reset-before GRU (Cho 2014, reset_after=False) has its own pair of steps
 (`gru_backward_reset_before` states its equations). `gru_forward` and `gru_backward` are one
-reset-after step each way, shared with the conditional GRU's loop (layers/cgru_sequence.py).
+reset-after step each way, shared with the conditional GRU's loop (layers/attention_sequence.py).
 Used while training by the encoder (`RNNEncoder`) and the cgru decoder; decoding and export
 keep the autodiff path. `autodiff(parts)`
 forces it for A/Bs (bench/bench_train.py --gru_backward).
@@ -35,6 +35,7 @@ import threading
 import tensorflow as tf
 
 from nmt_tf import thread_local
+from nmt_tf.layers import precision
 
 PARTS = ("encoder", "decoder")
 _local = threading.local()  # per thread, as layers/deferred.py
@@ -213,3 +214,20 @@ def gru_sequences(inputs, initial_states, kernels, biases=None, reset_after=True
     return outputs, grad
 
   return run(*inputs, *initial_states, *kernels, *biases)
+
+
+def cell_sequences(cells, inputs, initial_states):
+  """`gru_sequences` for GRUCells (one reset placement), batch-major: inputs
+  [batch, time, 3*units] (`cell.project_inputs` plus any other input terms) and h_0
+  [batch, units] per cell -> the states [batch, time, units] per cell."""
+  dtype = inputs[0].dtype
+  reset_after = cells[0].reset_after
+  if any(cell.reset_after != reset_after for cell in cells):
+    raise ValueError("cell_sequences needs cells of one reset placement.")
+  outputs = gru_sequences(
+      [tf.transpose(x, [1, 0, 2]) for x in inputs],  # [time, batch, 3*units] each
+      initial_states,
+      [precision.weight(cell.recurrent_kernel, dtype) for cell in cells],
+      [tf.convert_to_tensor(cell.recurrent_bias) for cell in cells] if reset_after else None,
+      reset_after=reset_after)
+  return [tf.transpose(o, [1, 0, 2]) for o in outputs]

@@ -113,7 +113,7 @@ class CGRUDecoder(Decoder):
   def sequence(self, x, state, context, training):
     """While training with soft additive attention and no state memory (variants cgru and
     self_attentive_residual): the cGRU loop with the hand-written backward pass
-    (layers/cgru_sequence.py); the target summary d_t, which does not depend on the states,
+    (layers/attention_sequence.py); the target summary d_t, which does not depend on the states,
     runs in its own scan_time loop."""
     if not (training and not self.uses_memory and self.cgru.has_sequence
             and gru_sequence.enabled("decoder")):

@@ -14,7 +14,6 @@ import tensorflow as tf
 
 from nmt_tf.layers import gru_sequence
 from nmt_tf.layers import ops
-from nmt_tf.layers import precision
 from nmt_tf.layers.gru import GRUCell
 from nmt_tf.layers.recurrence import scan_time
 
@@ -50,15 +49,7 @@ def _run_cells(cells, projected, initial, training):
   pass; otherwise (decoding, export) in scan_time with autodiff.
   """
   if training and gru_sequence.enabled("encoder"):
-    dtype = projected[0].dtype
-    reset_after = cells[0].reset_after
-    outputs = gru_sequence.gru_sequences(
-        [tf.transpose(p, [1, 0, 2]) for p in projected],  # [src_len, batch, 3*units] each
-        initial,
-        [precision.weight(cell.recurrent_kernel, dtype) for cell in cells],
-        [tf.convert_to_tensor(cell.recurrent_bias) for cell in cells] if reset_after else None,
-        reset_after=reset_after)
-    return [tf.transpose(o, [1, 0, 2]) for o in outputs]
+    return gru_sequence.cell_sequences(cells, projected, initial)
 
   def step(x_t, states, t):
     new = [cell.step(xp, h) for cell, xp, h in zip(cells, x_t, states)]

@@ -14,7 +14,12 @@ encdec, per step for rnnsearch (c_t changes).
 import keras
 import tensorflow as tf
 
+from nmt_tf.layers import fused as fused_kernels
+from nmt_tf.layers import gru_sequence
 from nmt_tf.layers import ops
+from nmt_tf.layers import precision
+from nmt_tf.layers.attention import BahdanauAttention
+from nmt_tf.layers.attention_sequence import rnnsearch_sequence
 from nmt_tf.layers.deep_output import Bridge, DeepOutput
 from nmt_tf.layers.gru import GRUCell
 from nmt_tf.models.decoder_base import Decoder
@@ -71,6 +76,22 @@ class EncDecDecoder(Decoder):
         "log_prob": tf.zeros(tf.shape(mask)[:1], tf.float32),
     }, {"s": s}
 
+  def sequence(self, x, state, context, training):
+    """While training: the GRU over all steps with the hand-written backward pass
+    (layers/gru_sequence.py); its inputs W_y E y_t + C c do not depend on the states."""
+    if not (training and gru_sequence.enabled("decoder")):
+      return None
+    inputs = x["gru"] + context["summary_proj"][:, None, :]  # [batch, tgt_len, 3*units]
+    s = gru_sequence.cell_sequences([self.gru], [inputs], [state["s"]])[0]
+    steps = tf.shape(inputs)[1]
+    mask = context["mask"]
+    return {
+        "s": s,  # [batch, tgt_len, units]
+        "context": tf.tile(context["summary"][:, None, :], [1, steps, 1]),
+        "attention": tf.zeros([tf.shape(mask)[0], steps, tf.shape(mask)[1]], tf.float32),
+        "log_prob": tf.zeros([tf.shape(mask)[0], steps], tf.float32),
+    }
+
   def output_inputs(self, outputs, emb):
     return _deep_inputs(outputs, emb)
 
@@ -122,6 +143,31 @@ class RNNSearchDecoder(Decoder):
 
   def precompute(self, emb):
     return {"gru": self.gru.project_inputs(emb)}  # [..., 3*units]
+
+  def sequence(self, x, state, context, training):
+    """While training with soft additive attention: the whole loop with the hand-written
+    backward pass (layers/attention_sequence.py)."""
+    attention = self.attention
+    if not (training and isinstance(attention, BahdanauAttention) and attention.mode == "soft"
+            and gru_sequence.enabled("decoder")):
+      return None
+    if not attention.query_dense.built:
+      attention.query_dense.build((None, self.units))
+    memory, keys = context["memory"], context["keys"]
+    if not self.context_proj.built:
+      self.context_proj.build((None, memory.shape[-1]))
+    dtype = x["gru"].dtype
+    weights = {"wq": precision.weight(attention.query_dense.kernel, dtype),
+               "v": tf.convert_to_tensor(attention.v),
+               "w2": precision.weight(self.context_proj.kernel, memory.dtype),
+               "u2": precision.weight(self.gru.recurrent_kernel, dtype)}
+    if self.reset_after:
+      weights["bu2"] = tf.convert_to_tensor(self.gru.recurrent_bias)
+    outputs = rnnsearch_sequence(
+        tf.transpose(x["gru"], [1, 0, 2]), state["s"], memory, keys, context["mask"], weights,
+        fused_kernels.use_fused(training, keys), reset_after=self.reset_after)  # time-major
+    s, c, alpha = [tf.transpose(o, [1, 0, 2]) for o in outputs]
+    return {"s": s, "context": c, "attention": alpha, "log_prob": tf.zeros_like(alpha[..., 0])}
 
   def cell(self, x_t, state, context, t, training):
     s_prev = state["s"]
