@@ -15,6 +15,7 @@ from nmt_tf.layers import fused as fused_kernels
 from nmt_tf.layers import gru_sequence
 from nmt_tf.layers import precision
 from nmt_tf.models import ConfigError, ModelConfig, Seq2Seq
+from nmt_tf.models import luong_decoder
 from nmt_tf.models import rnn_decoders
 from nmt_tf.training import losses
 from nmt_tf.training.presets import preset
@@ -164,21 +165,23 @@ class DeferredGradientTest(tf.test.TestCase, parameterized.TestCase):
 
 class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
   """While training, the encoder's GRUs and the encdec decoder's (layers/gru_sequence.py) and
-  the cgru and rnnsearch decoders' loops (layers/attention_sequence.py) run with hand-written
-  backward passes: the logits, attention and every gradient equal the autodiff path's
-  (scan_time), eager and in graph mode, in float32 and with bfloat16 products (plain and XLA
-  score kernels). The other decoders (luong, memory RNN, hard or non-additive attention) keep
-  autodiff."""
+  the cgru, rnnsearch and luong decoders' loops (layers/attention_sequence.py) run with
+  hand-written backward passes: the logits, attention and every gradient equal the autodiff
+  path's (scan_time), eager and in graph mode, in float32 and with bfloat16 products (plain and
+  XLA score kernels). The others (memory RNN, hard attention, luong with LSTM or the concat
+  score, cgru/rnnsearch with non-additive scores) keep autodiff."""
 
   @parameterized.named_parameters(
       *[(name, name) for name in ("cgru", "cgru_rnn_reversed", "cgru_hard", "rnnsearch",
                                   "rnnsearch_reset_after", "rnnsearch_general",
                                   "encdec_birnn_2layers", "self_attentive_residual",
-                                  "self_attentive_residual_cavg", "memory_rnn", "luong")])
+                                  "self_attentive_residual_cavg", "memory_rnn", "luong",
+                                  "luong_dot", "luong_concat", "luong_lstm_dot")])
   def test_same_outputs_and_gradients_as_autodiff(self, variant):
     keras.utils.set_random_seed(7)
-    overrides = (dict(decoder="rnnsearch", gru_reset="after") if variant == "rnnsearch_reset_after"
-                 else VARIANTS[variant])
+    overrides = {"rnnsearch_reset_after": dict(decoder="rnnsearch", gru_reset="after"),
+                 "luong_dot": dict(decoder="luong", attention="dot", decoder_units=16,
+                                   encoder_units=8)}.get(variant) or VARIANTS[variant]
     model = Seq2Seq(tiny_config(**overrides))
     b = batch()
     model(b)
@@ -197,20 +200,23 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
 
     calls = []
     original = {"cgru": conditional_gru.cgru_sequence,
-                "rnnsearch": rnn_decoders.rnnsearch_sequence}
+                "rnnsearch": rnn_decoders.rnnsearch_sequence,
+                "luong": luong_decoder.luong_sequence}
     wrapped = {name: (lambda *args, name=name, **kwargs: calls.append(name)
                       or original[name](*args, **kwargs)) for name in original}
     expected_calls = {"cgru": ["cgru"], "cgru_rnn_reversed": ["cgru"],
                       "self_attentive_residual": ["cgru"],
                       "self_attentive_residual_cavg": ["cgru"], "rnnsearch": ["rnnsearch"],
-                      "rnnsearch_reset_after": ["rnnsearch"]}.get(variant, [])
+                      "rnnsearch_reset_after": ["rnnsearch"], "luong": ["luong"],
+                      "luong_dot": ["luong"]}.get(variant, [])
     settings = [(None, None, "float32 eager"), (None, tf.function, "float32 graph"),
                 ("bfloat16", tf.function, "bfloat16 products, XLA score")]
     for matmul_dtype, wrap, name in settings:
       model.matmul_dtype = matmul_dtype
       run = wrap(outputs_and_gradients) if wrap else outputs_and_gradients
       with (mock.patch.object(conditional_gru, "cgru_sequence", wrapped["cgru"]),
-            mock.patch.object(rnn_decoders, "rnnsearch_sequence", wrapped["rnnsearch"])):
+            mock.patch.object(rnn_decoders, "rnnsearch_sequence", wrapped["rnnsearch"]),
+            mock.patch.object(luong_decoder, "luong_sequence", wrapped["luong"])):
         manual = run()
       self.assertEqual(calls, expected_calls, name)
       calls.clear()
@@ -224,7 +230,8 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
         scale = float(tf.reduce_max(tf.abs(want))) + 1e-6
         self.assertAllClose(got / scale, want / scale, atol=tolerance, msg=f"{name} {label}")
 
-  @parameterized.named_parameters(("cgru", "cgru"), ("rnnsearch", "rnnsearch"))
+  @parameterized.named_parameters(("cgru", "cgru"), ("rnnsearch", "rnnsearch"),
+                                  ("luong", "luong"))
   def test_mixed_bfloat16(self, variant):
     # bfloat16 states, gates and products: the two paths round in a different order, so they
     # agree within bfloat16 accuracy only.

@@ -11,7 +11,11 @@ input-feeding term W_f h~_{t-1} is projected per step.
 import keras
 import tensorflow as tf
 
+from nmt_tf.layers import gru_sequence
 from nmt_tf.layers import ops
+from nmt_tf.layers import precision
+from nmt_tf.layers.attention import LuongAttention
+from nmt_tf.layers.attention_sequence import luong_sequence
 from nmt_tf.layers.deep_output import Bridge, OutputProjection
 from nmt_tf.layers.gru import GRUCell
 from nmt_tf.layers.lstm import LSTMCell
@@ -66,6 +70,29 @@ class LuongDecoder(Decoder):
 
   def precompute(self, emb):
     return {"rnn": self.rnn.project_inputs(emb)}  # [..., gates*units]
+
+  def sequence(self, x, state, context, training):
+    """While training a GRU with a soft dot or general score: the whole loop with the
+    hand-written backward pass (layers/attention_sequence.py `luong_sequence`)."""
+    attention = self.attention
+    if not (training and self.rnn_cell == "gru" and isinstance(attention, LuongAttention)
+            and attention.score_type in ("dot", "general") and attention.mode == "soft"
+            and gru_sequence.enabled("decoder")):
+      return None
+    memory = context["memory"]
+    if not self.feed_proj.built:
+      self.feed_proj.build((None, self.units))
+    if not self.combine.built:
+      self.combine.build((None, memory.shape[-1] + self.units))
+    dtype = x["rnn"].dtype
+    weights = {"wf": precision.weight(self.feed_proj.kernel, dtype),
+               "u": precision.weight(self.rnn.recurrent_kernel, dtype),
+               "bu": tf.convert_to_tensor(self.rnn.recurrent_bias),
+               "wc": precision.weight(self.combine.kernel, memory.dtype)}
+    tildes, alphas = luong_sequence(tf.transpose(x["rnn"], [1, 0, 2]), state["s"], memory,
+                                    context["keys"], context["mask"], weights)  # time-major
+    h_tilde, alpha = tf.transpose(tildes, [1, 0, 2]), tf.transpose(alphas, [1, 0, 2])
+    return {"h_tilde": h_tilde, "attention": alpha, "log_prob": tf.zeros_like(alpha[..., 0])}
 
   def cell(self, x_t, state, context, t, training):
     x_proj = x_t["rnn"] + ops.dense(self.feed_proj, state["h_tilde"])
