@@ -10,6 +10,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from nmt_tf.layers import deferred
+from nmt_tf.layers import attention_sequence
 from nmt_tf.layers import conditional_gru
 from nmt_tf.layers import fused as fused_kernels
 from nmt_tf.layers import gru_sequence
@@ -270,6 +271,16 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
                            side_effect=AssertionError("used outside training")):
       model(b)
       model(b, training=False)
+
+  def test_missing_weights(self):
+    x, s0 = tf.zeros([2, 1, 12]), tf.zeros([1, 4])
+    memory, mask = tf.zeros([1, 3, 6]), tf.ones([1, 3], tf.bool)
+    for run, name in ((attention_sequence.cgru_sequence, "cgru_sequence"),
+                      (attention_sequence.rnnsearch_sequence, "rnnsearch_sequence"),
+                      (attention_sequence.luong_sequence, "luong_sequence")):
+      with self.assertRaisesRegex(ValueError, rf"{name} needs the weights \[.*'wq'|{name} "
+                                  r"needs the weights \[.*'wf'"):
+        run(x, s0, memory, memory, mask, {})
 
   def test_sequence_needs_soft_additive_attention(self):
     keras.utils.set_random_seed(9)

@@ -46,6 +46,22 @@ def _score_backward(keys, query, v, d_score, fused):
   return d_pre, tf.reduce_sum(d_pre, axis=1), tf.reduce_sum(d_score[..., None] * hidden, [0, 1])
 
 
+def _check_weights(names, weights, who):
+  missing = sorted(set(names) - set(weights))
+  if missing:
+    raise ValueError(f"{who} needs the weights {missing}.")
+
+
+def _context_backward(memory, alpha, dc, d_alpha=None):
+  """The scores' gradient [batch, src_len] float32 of c = sum_i alpha_i h_i with alpha =
+  softmax(e) over real positions, from dc [batch, mem_dim] (and an output gradient of alpha):
+  dalpha_i = h_i . dc + d_alpha_i,  de = alpha (.) (dalpha - alpha . dalpha)."""
+  d_weights = tf.cast(tf.matmul(memory, dc[:, :, None])[:, :, 0], tf.float32)  # [batch, n]
+  if d_alpha is not None:
+    d_weights = d_weights + d_alpha
+  return alpha * (d_weights - tf.reduce_sum(alpha * d_weights, -1, keepdims=True))
+
+
 def cgru_sequence(inputs, initial_state, memory, keys, mask, weights, fused=False):
   """Runs the conditional GRU over all target steps; see the module docstring.
 
@@ -89,9 +105,7 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused, first_g
               reset_after):
   names = (("u1", "bu1") if first_gru else ()) + ("wq", "v", "w2")
   names += (("b2",) if first_gru else ()) + ("u2",) + (("bu2",) if reset_after else ())
-  missing = sorted(set(names) - set(weights))
-  if missing:
-    raise ValueError(f"The decoder sequence needs the weights {missing}.")
+  _check_weights(names, weights, "cgru_sequence" if first_gru else "rnnsearch_sequence")
   mask = tf.cast(mask, tf.bool)
 
   @tf.custom_gradient
@@ -151,11 +165,8 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused, first_g
         dc = product(dx2, w["w2"], transpose_b=True)  # [batch, mem_dim]
         if d_contexts is not None:
           dc = dc + d_contexts[t]
-        alpha = alphas[t]
-        d_alpha = tf.cast(tf.matmul(memory, dc[:, :, None])[:, :, 0], tf.float32)
-        if d_alphas is not None:
-          d_alpha = d_alpha + d_alphas[t]
-        d_scores = alpha * (d_alpha - tf.reduce_sum(alpha * d_alpha, -1, keepdims=True))
+        d_scores = _context_backward(memory, alphas[t], dc,
+                                     None if d_alphas is None else d_alphas[t])
         dk_t, dq, dv_t = _score_backward(keys, queries[t], v, tf.cast(d_scores, keys.dtype),
                                          fused)
         ds_inter = ds_inter + product(tf.cast(dq, dtype), w["wq"], transpose_b=True)
@@ -233,9 +244,7 @@ def luong_sequence(inputs, initial_state, memory, keys, mask, weights):
     (h~_j [time, batch, units], alpha_j [time, batch, src_len] float32).
   """
   names = ("wf", "u", "bu", "wc")
-  missing = sorted(set(names) - set(weights))
-  if missing:
-    raise ValueError(f"luong_sequence needs the weights {missing}.")
+  _check_weights(names, weights, "luong_sequence")
   mask = tf.cast(mask, tf.bool)
 
   @tf.custom_gradient
@@ -272,11 +281,8 @@ def luong_sequence(inputs, initial_state, memory, keys, mask, weights):
         dp = d_tilde * (1.0 - h_tilde * h_tilde)  # [batch, units]
         d_cs = product(dp, w["wc"], transpose_b=True)  # [batch, mem_dim + units]
         dc = d_cs[:, :mem_dim]
-        alpha = alphas[t]
-        d_alpha = tf.cast(tf.matmul(memory, dc[:, :, None])[:, :, 0], tf.float32)
-        if d_alphas is not None:
-          d_alpha = d_alpha + d_alphas[t]
-        d_scores = alpha * (d_alpha - tf.reduce_sum(alpha * d_alpha, -1, keepdims=True))
+        d_scores = _context_backward(memory, alphas[t], dc,
+                                     None if d_alphas is None else d_alphas[t])
         d_scores = tf.cast(d_scores, keys.dtype)  # [batch, src_len]
         ds_score = tf.matmul(d_scores[:, None, :], keys)[:, 0]  # [batch, units]
         ds = ds + tf.cast(d_cs[:, mem_dim:], ds.dtype) + tf.cast(ds_score, ds.dtype)
