@@ -19,6 +19,7 @@ import tensorflow as tf
 from nmt_tf.layers import deferred
 from nmt_tf.layers import fused as fused_kernels
 from nmt_tf.layers import ops
+from nmt_tf.layers import precision
 
 MODES = ("soft", "hard")
 HARD_INFERENCE = ("expectation", "argmax")
@@ -127,6 +128,14 @@ class BahdanauAttention(_Attention):
   def score(self, query, keys, fused=False):
     query = ops.dense(self.query_dense, query)  # W_a q [batch, units]
     return fused_kernels.additive_score(keys, query, self.v, fused)  # [batch, src_len]
+
+  def loop_weights(self, query_dim, dtype):
+    """{"wq": W_a in the product dtype of `dtype` queries (layers/precision.py), "v": v} for
+    the hand-written decoder loops of layers/attention_sequence.py."""
+    if not self.query_dense.built:
+      self.query_dense.build((None, query_dim))
+    return {"wq": precision.weight(self.query_dense.kernel, dtype),
+            "v": tf.convert_to_tensor(self.v)}
 
   def get_config(self):
     return {**super().get_config(), "units": self.units}

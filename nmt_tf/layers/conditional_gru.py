@@ -84,17 +84,13 @@ class ConditionalGRUCell(keras.layers.Layer):
     """
     if not self.has_sequence:
       raise ValueError("ConditionalGRUCell.sequence needs soft additive attention; use `step`.")
-    attention = self.attention
-    if not attention.query_dense.built:
-      attention.query_dense.build((None, self.units))
     if not self.gru2.built:
       self.gru2.build((None, memory.shape[-1]))
     dtype = x_proj.dtype
     weights = {
+        **self.attention.loop_weights(self.units, dtype),  # wq, v
         "u1": precision.weight(self.gru1.recurrent_kernel, dtype),
         "bu1": tf.convert_to_tensor(self.gru1.recurrent_bias),
-        "wq": precision.weight(attention.query_dense.kernel, dtype),
-        "v": tf.convert_to_tensor(attention.v),
         "w2": precision.weight(self.gru2.kernel, memory.dtype),
         "b2": tf.convert_to_tensor(self.gru2.bias),
         "u2": precision.weight(self.gru2.recurrent_kernel, dtype),

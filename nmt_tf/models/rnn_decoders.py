@@ -151,14 +151,11 @@ class RNNSearchDecoder(Decoder):
     if not (training and isinstance(attention, BahdanauAttention) and attention.mode == "soft"
             and gru_sequence.enabled("decoder")):
       return None
-    if not attention.query_dense.built:
-      attention.query_dense.build((None, self.units))
     memory, keys = context["memory"], context["keys"]
     if not self.context_proj.built:
       self.context_proj.build((None, memory.shape[-1]))
     dtype = x["gru"].dtype
-    weights = {"wq": precision.weight(attention.query_dense.kernel, dtype),
-               "v": tf.convert_to_tensor(attention.v),
+    weights = {**attention.loop_weights(self.units, dtype),  # wq, v
                "w2": precision.weight(self.context_proj.kernel, memory.dtype),
                "u2": precision.weight(self.gru.recurrent_kernel, dtype)}
     if self.reset_after:
