@@ -4,11 +4,14 @@ FLOPs/s as a fraction of this machine's measured matmul peak.
 Usage: .venv/bin/python bench/bench_train.py [--precisions float32,mixed_bfloat16]
            [--jit false,true] [--fused_attention true,false,xla] [--bucket_widths 2,5]
            [--optimizers fused,keras] [--smoothing_labels sparse,dense]
-           [--gru_backward manual,autodiff,autodiff_encoder,autodiff_decoder] [--interleave]
+           [--gru_backward manual,autodiff,autodiff_encoder,autodiff_decoder]
+           [--decoders cgru,rnnsearch,luong,encdec] [--interleave]
            [--batches 30] [--batch_tokens 2000] [--peak]
-For each (precision, jit_compile, fused attention score, bucket width, Adam, smoothed-loss form,
-backward pass of the recurrences) setting the reference model (configs/cgru_multi30k.py: emb 256, BiGRU 2x512, cGRU 512, deep
-output, SentencePiece 8k, dropout 0.2, Adam, clipping, label smoothing 0.1) is built and
+For each (decoder, precision, jit_compile, fused attention score, bucket width, Adam,
+smoothed-loss form, backward pass of the recurrences) setting the reference model
+(configs/cgru_multi30k.py: emb 256, BiGRU 2x512, cGRU 512, deep output, SentencePiece 8k,
+dropout 0.2, Adam, clipping, label smoothing 0.1; with --decoders another decoder in place of
+the cGRU) is built and
 `nmt_tf.training.train_step.TrainStep` (the Trainer's step) runs over `--batches` real training
 batches of the bucketed pipeline twice: the first pass is the warm-up (tracing, and XLA
 compiling each batch shape), the second is timed, step by step, with the loss fetched to the
@@ -70,6 +73,9 @@ flags.DEFINE_list("gru_backward", ["manual"], "Backward passes of the recurrence
                   "layers/attention_sequence.py for the decoder; the training default), autodiff "
                   "(TensorFlow's gradient of the scan_time loops), autodiff_encoder and "
                   "autodiff_decoder (autodiff for that part only).")
+flags.DEFINE_list("decoders", ["cgru"], "Decoders of the timed model (the reference model with "
+                  "its decoder replaced, the presets' paper defaults otherwise); model FLOPs "
+                  "are counted for cgru only.")
 flags.DEFINE_list("bucket_widths", [], "Length ranges of a bucket of the pipeline to time; "
                   "default: PipelineConfig's.")
 flags.DEFINE_bool("interleave", False, "Time batch i of every setting before batch i + 1.")
@@ -91,9 +97,9 @@ def _bools(values):
 
 # One timed configuration: precision, jit_compile, score kernel ("true", "false" or "xla", see
 # --fused_attention), bucket width, Adam implementation, form of the label-smoothed loss and
-# backward pass of the recurrences (--gru_backward).
+# backward pass of the recurrences (--gru_backward) and decoder (--decoders).
 Setting = collections.namedtuple("Setting",
-                                 "name precision jit fused width optimizer labels gru")
+                                 "name precision jit fused width optimizer labels gru decoder")
 OPTIMIZERS = {"fused": FusedAdam, "keras": keras.optimizers.Adam}
 
 
@@ -112,7 +118,8 @@ def build_step(vocab, setting):
   strategy = tf.distribute.get_strategy()
   train_cfg = TrainConfig(precision=setting.precision, jit_compile=setting.jit, clip_norm=1.0,
                           label_smoothing=0.1, learning_rate=5e-4)
-  model = build_model(ModelConfig(**common.reference_model_config(*vocab)), setting.precision)
+  model_cfg = {**common.reference_model_config(*vocab), "decoder": setting.decoder}
+  model = build_model(ModelConfig(**model_cfg), setting.precision)
   optimizer = OPTIMIZERS[setting.optimizer](learning_rate=5e-4)
   optimizer.build(model.trainable_variables)
   step = TrainStep(model, optimizer, strategy, train_cfg, tf.Variable(0.0), tf.Variable(0.0))
@@ -168,26 +175,30 @@ def main(argv):
   batch_sets = {w: make_batches(corpus, src_tok, tgt_tok, FLAGS.batches, FLAGS.batch_tokens, w)
                 for w in widths}
   settings = []
-  for precision, jit, fused, width, optimizer, labels, gru in itertools.product(
-      FLAGS.precisions, _bools(FLAGS.jit), [f.lower() for f in FLAGS.fused_attention], widths,
-      FLAGS.optimizers, FLAGS.smoothing_labels, FLAGS.gru_backward):
+  for decoder, precision, jit, fused, width, optimizer, labels, gru in itertools.product(
+      FLAGS.decoders, FLAGS.precisions, _bools(FLAGS.jit),
+      [f.lower() for f in FLAGS.fused_attention], widths, FLAGS.optimizers,
+      FLAGS.smoothing_labels, FLAGS.gru_backward):
     score = {"true": "", "false": "_unfused"}.get(fused, f"_score_{fused}")
-    name = (f"{precision}{'_xla' if jit else ''}{score}"
+    name = (f"{'' if decoder == 'cgru' else decoder + '_'}"
+            f"{precision}{'_xla' if jit else ''}{score}"
             f"{f'_bucket{width}' if len(widths) > 1 else ''}"
             f"{'' if optimizer == 'fused' else '_' + optimizer + '_adam'}"
             f"{'' if labels == 'sparse' else '_dense_labels'}"
             f"{'' if gru == 'manual' else '_gru_' + gru}")
-    settings.append(Setting(name, precision, jit, fused, width, optimizer, labels, gru))
+    settings.append(Setting(name, precision, jit, fused, width, optimizer, labels, gru,
+                            decoder))
   tgt_per_batch = [int(tf.reduce_sum(tf.cast(b["target_out"] != 0, tf.int32)))
                    for b in batch_sets[widths[0]]]
-  report = {"model": "cgru emb256 birnn 2x512 dec512 deep-output, dropout 0.2",
+  report = {"model": ("emb256 birnn 2x512 dec512, dropout 0.2; decoders "
+                      + ",".join(FLAGS.decoders)),
             "vocab": list(vocab), "batch_tokens": FLAGS.batch_tokens, "bucket_widths": widths,
             "batches": FLAGS.batches, "interleaved": FLAGS.interleave,
             "mean_target_tokens_per_batch": round(float(np.mean(tgt_per_batch)), 1),
             **common.device_info(), "settings": {}}
   peak = bench_peak.measure(seconds=2.0) if FLAGS.peak else None
   all_records = time_settings(settings, batch_sets, vocab, FLAGS.interleave)
-  for name, precision, *_ in settings:  # Setting fields
+  for name, precision, *_, decoder in settings:  # Setting fields
     records = all_records[name]
     tgt = sum(r[0] for r in records)
     src = sum(r[1] for r in records)
@@ -197,7 +208,7 @@ def main(argv):
              "target_tokens_per_s_overall": round(tgt / seconds, 1),
              "step_ms_median": round(1000 * common.median([r[2] for r in records]), 1),
              "last_loss": round(records[-1][3], 3)}
-    if peak:
+    if peak and decoder == "cgru":
       flops = 3.0 * common.forward_flops(src, tgt, vocab=vocab[1])
       achieved = flops / seconds / 1e9
       ref = peak["bfloat16" if "bf" in precision else "float32"]
