@@ -32,18 +32,10 @@ import tensorflow as tf
 
 from nmt_tf.layers import fused as fused_kernels
 from nmt_tf.layers import ops
+from nmt_tf.layers import precision
 from nmt_tf.layers.gru_sequence import gru_backward, gru_backward_reset_before, gru_forward
-from nmt_tf.layers.gru_sequence import gru_forward_reset_before, kernel_gradient, product
+from nmt_tf.layers.gru_sequence import gru_forward_reset_before, kernel_gradient
 from nmt_tf.layers.gru_sequence import stacked
-
-
-def _score_backward(keys, query, v, d_score, fused):
-  """(dk [batch, src_len, units], dq [batch, units], dv [units]) of e = v^T tanh(k + q)."""
-  if fused:
-    return fused_kernels.score_gradient(keys, query, v, d_score)
-  hidden = tf.tanh(keys + query[:, None, :])  # [batch, src_len, units]
-  d_pre = d_score[..., None] * v * (1.0 - hidden * hidden)  # [batch, src_len, units]
-  return d_pre, tf.reduce_sum(d_pre, axis=1), tf.reduce_sum(d_score[..., None] * hidden, [0, 1])
 
 
 def _check_weights(names, weights, who):
@@ -128,11 +120,11 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused, first_g
         s_inter, kept1 = gru_forward(x[t], s, w["u1"], biases["bu1"])  # s'_j [batch, units]
       else:
         s_inter, kept1 = s, ()
-      q = tf.cast(product(s_inter, w["wq"]), keys.dtype)  # [batch, att_units]
+      q = tf.cast(precision.matmul(s_inter, w["wq"]), keys.dtype)  # [batch, att_units]
       scores = fused_kernels.additive_score(keys, q, v, fused)  # [batch, src_len]
       alpha = ops.masked_softmax(scores, mask)  # [batch, src_len] float32
       c = tf.matmul(tf.cast(alpha, memory.dtype)[:, None, :], memory)[:, 0]  # [batch, mem_dim]
-      x2 = product(c, w["w2"]) + (biases["b2"] if first_gru else x[t])  # [batch, 3*units]
+      x2 = precision.matmul(c, w["w2"]) + (biases["b2"] if first_gru else x[t])  # [batch, 3*units]
       s, kept2 = second_forward(x2, s_inter)
       values = (s, c, alpha, q) + ((s_inter,) if first_gru else ()) + kept1 + kept2
       return t + 1, s, [a.write(t, value) for a, value in zip(arrays, values)]
@@ -162,14 +154,13 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused, first_g
         else:
           dx2, ds_inter = gru_backward_reset_before(ds, inters[t], kept2_t, *u2_split)
           du2 = None
-        dc = product(dx2, w["w2"], transpose_b=True)  # [batch, mem_dim]
+        dc = precision.matmul(dx2, w["w2"], transpose_b=True)  # [batch, mem_dim]
         if d_contexts is not None:
           dc = dc + d_contexts[t]
         d_scores = _context_backward(memory, alphas[t], dc,
                                      None if d_alphas is None else d_alphas[t])
-        dk_t, dq, dv_t = _score_backward(keys, queries[t], v, tf.cast(d_scores, keys.dtype),
-                                         fused)
-        ds_inter = ds_inter + product(tf.cast(dq, dtype), w["wq"], transpose_b=True)
+        dk_t, dq, dv_t = fused_kernels.score_gradient(keys, queries[t], v, d_scores, fused)
+        ds_inter = ds_inter + precision.matmul(tf.cast(dq, dtype), w["wq"], transpose_b=True)
         values = [dq, dx2, dc]
         if first_gru:
           dx1, du1, ds_prev = gru_backward(ds_inter, s_prevs[t], [k1[t] for k1 in kept1],
@@ -255,11 +246,12 @@ def luong_sequence(inputs, initial_state, memory, keys, mask, weights):
     mem_dim = memory.shape[-1]
 
     def body(t, s, h_tilde, arrays):
-      s, kept = gru_forward(x[t] + product(h_tilde, w["wf"]), s, w["u"], bu)  # [batch, units]
+      x_in = x[t] + precision.matmul(h_tilde, w["wf"])  # [batch, 3*units]
+      s, kept = gru_forward(x_in, s, w["u"], bu)  # [batch, units]
       scores = tf.matmul(keys, tf.cast(s, keys.dtype)[:, :, None])[:, :, 0]  # [batch, src_len]
       alpha = ops.masked_softmax(scores, mask)  # [batch, src_len] float32
       c = tf.matmul(tf.cast(alpha, memory.dtype)[:, None, :], memory)[:, 0]  # [batch, mem_dim]
-      h_tilde = tf.tanh(product(tf.concat([c, tf.cast(s, c.dtype)], -1), w["wc"]))
+      h_tilde = tf.tanh(precision.matmul(tf.concat([c, tf.cast(s, c.dtype)], -1), w["wc"]))
       values = (s, h_tilde, c, alpha) + kept
       return t + 1, s, h_tilde, [a.write(t, value) for a, value in zip(arrays, values)]
 
@@ -279,7 +271,7 @@ def luong_sequence(inputs, initial_state, memory, keys, mask, weights):
           d_tilde = d_tilde + d_tildes[t]
         h_tilde = tildes[t]
         dp = d_tilde * (1.0 - h_tilde * h_tilde)  # [batch, units]
-        d_cs = product(dp, w["wc"], transpose_b=True)  # [batch, mem_dim + units]
+        d_cs = precision.matmul(dp, w["wc"], transpose_b=True)  # [batch, mem_dim + units]
         dc = d_cs[:, :mem_dim]
         d_scores = _context_backward(memory, alphas[t], dc,
                                      None if d_alphas is None else d_alphas[t])
@@ -287,7 +279,7 @@ def luong_sequence(inputs, initial_state, memory, keys, mask, weights):
         ds_score = tf.matmul(d_scores[:, None, :], keys)[:, 0]  # [batch, units]
         ds = ds + tf.cast(d_cs[:, mem_dim:], ds.dtype) + tf.cast(ds_score, ds.dtype)
         dx, du, ds_prev = gru_backward(ds, s_prevs[t], [k[t] for k in kept], w["u"])
-        d_tilde_prev = product(dx, w["wf"], transpose_b=True)
+        d_tilde_prev = precision.matmul(dx, w["wf"], transpose_b=True)
         values = (dx, du, dp, d_scores, dc)
         return t - 1, ds_prev, d_tilde_prev, [a.write(t, value) for a, value in
                                               zip(arrays, values)]

@@ -70,18 +70,22 @@ def _plain_score(keys, query, v):
 _score = tf.function(_plain_score, jit_compile=True)
 
 
-@tf.function(jit_compile=True)
-def _score_grad(keys, query, v, d_score):
+def _plain_score_grad(keys, query, v, d_score):
   hidden = tf.tanh(keys + query[:, None, :])  # [batch, src_len, units]
   d_pre = d_score[..., None] * v * (1.0 - hidden * hidden)  # [batch, src_len, units]
   d_v = tf.reduce_sum(d_score[..., None] * hidden, axis=[0, 1])  # [units]
   return d_pre, tf.reduce_sum(d_pre, axis=1), d_v  # dk, dq [batch, units], dv
 
 
-def score_gradient(keys, query, v, d_score):
+_score_grad = tf.function(_plain_score_grad, jit_compile=True)
+
+
+def score_gradient(keys, query, v, d_score, fused=False):
   """(dk [batch, src_len, units], dq [batch, units], dv [units]) of the score for its
-  gradient d_score [batch, src_len], by the XLA kernel (used by layers/attention_sequence.py)."""
-  return _score_grad(keys, query, v, tf.cast(d_score, keys.dtype))
+  gradient d_score [batch, src_len]: the XLA kernel when `fused`, else the same arithmetic in
+  plain ops (used by layers/attention_sequence.py)."""
+  return (_score_grad if fused else _plain_score_grad)(keys, query, v,
+                                                       tf.cast(d_score, keys.dtype))
 
 
 @tf.custom_gradient

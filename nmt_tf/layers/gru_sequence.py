@@ -57,17 +57,11 @@ def enabled(part):
   return part not in getattr(_local, "autodiff", frozenset())
 
 
-def product(x, kernel, transpose_b=False):
-  """x [batch, in] @ kernel in the kernel's dtype (the product precision), in x's dtype."""
-  y = tf.matmul(tf.cast(x, kernel.dtype), kernel, transpose_b=transpose_b)
-  return tf.cast(y, x.dtype)
-
-
 def gru_forward(x, h_prev, kernel, bias):
   """One step: x [batch, 3*units] (W x + b), h_prev [batch, units] -> (h, kept), where kept =
   (z, r, n, u_h) are what `gru_backward` needs besides h_prev."""
   x_z, x_r, x_h = tf.split(x, 3, axis=-1)  # 3 x [batch, units]
-  u_z, u_r, u_h = tf.split(product(h_prev, kernel) + bias, 3, axis=-1)
+  u_z, u_r, u_h = tf.split(precision.matmul(h_prev, kernel) + bias, 3, axis=-1)
   z = tf.sigmoid(x_z + u_z)
   r = tf.sigmoid(x_r + u_r)
   n = tf.tanh(x_h + r * u_h)
@@ -82,7 +76,7 @@ def gru_backward(dh, h_prev, kept, kernel):
   dz = dh * (h_prev - n) * z * (1.0 - z)
   dr = dn * u_h * r * (1.0 - r)
   du = tf.concat([dz, dr, dn * r], axis=-1)  # [batch, 3*units]
-  dh_prev = dh * z + product(du, kernel, transpose_b=True)
+  dh_prev = dh * z + precision.matmul(du, kernel, transpose_b=True)
   return tf.concat([dz, dr, dn], axis=-1), du, dh_prev
 
 
@@ -103,10 +97,10 @@ def gru_forward_reset_before(x, h_prev, kernel_zr, kernel_h):
   """One step of the reset-before GRU (Cho 2014): n = tanh(x_h + (r (.) h_prev) U_h), with
   U = [U_zr, U_h] split once before the loop -> (h, kept = (z, r, n))."""
   x_z, x_r, x_h = tf.split(x, 3, axis=-1)  # 3 x [batch, units]
-  u_z, u_r = tf.split(product(h_prev, kernel_zr), 2, axis=-1)
+  u_z, u_r = tf.split(precision.matmul(h_prev, kernel_zr), 2, axis=-1)
   z = tf.sigmoid(x_z + u_z)
   r = tf.sigmoid(x_r + u_r)
-  n = tf.tanh(x_h + product(r * h_prev, kernel_h))
+  n = tf.tanh(x_h + precision.matmul(r * h_prev, kernel_h))
   return z * h_prev + (1.0 - z) * n, (z, r, n)
 
 
@@ -119,9 +113,9 @@ def gru_backward_reset_before(dh, h_prev, kept, kernel_zr, kernel_h):
   z, r, n = kept
   dn = dh * (1.0 - z) * (1.0 - n * n)
   dz = dh * (h_prev - n) * z * (1.0 - z)
-  d_rh = product(dn, kernel_h, transpose_b=True)  # [batch, units]
+  d_rh = precision.matmul(dn, kernel_h, transpose_b=True)  # [batch, units]
   d_zr = tf.concat([dz, d_rh * h_prev * r * (1.0 - r)], axis=-1)  # [batch, 2*units]
-  dh_prev = dh * z + d_rh * r + product(d_zr, kernel_zr, transpose_b=True)
+  dh_prev = dh * z + d_rh * r + precision.matmul(d_zr, kernel_zr, transpose_b=True)
   return tf.concat([d_zr, dn], axis=-1), dh_prev
 
 
@@ -174,14 +168,14 @@ def gru_sequences(inputs, initial_states, kernels, biases=None, reset_after=True
     outputs = [chain[0] for chain in kept]
 
     def grad(*d_outputs):
-      d_outputs = [tf.zeros_like(o) if d is None else d for d, o in zip(d_outputs, outputs)]
       # h_{t-1} for every step: [time, batch, units].
       h_prevs = [tf.concat([h0[None], o[:-1]], axis=0) for h0, o in zip(h0s, outputs)]
 
       def back(t, dhs, d_xs, d_us):
         new_dhs, new_d_xs, new_d_us = [], [], []
         for i in range(k):
-          dh, h_prev = dhs[i] + d_outputs[i][t], h_prevs[i][t]
+          dh = dhs[i] if d_outputs[i] is None else dhs[i] + d_outputs[i][t]
+          h_prev = h_prevs[i][t]
           kept_t = [v[t] for v in kept[i][1:]]
           if reset_after:
             dx, du, dh_prev = gru_backward(dh, h_prev, kept_t, us[i])

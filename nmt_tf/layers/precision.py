@@ -87,7 +87,7 @@ def _reachable(tensor):
   return False
 
 
-def matmul(x, w):
-  """x [n, in] @ w [in, out] in w's dtype (see `weight`), returned in x's dtype."""
-  y = tf.matmul(tf.cast(x, w.dtype), w)  # [n, out]
+def matmul(x, w, transpose_b=False):
+  """x [n, in] @ w [in, out] (or @ w^T) in w's dtype (see `weight`), returned in x's dtype."""
+  y = tf.matmul(tf.cast(x, w.dtype), w, transpose_b=transpose_b)  # [n, out]
   return tf.cast(y, x.dtype)

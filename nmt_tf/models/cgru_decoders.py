@@ -13,7 +13,6 @@ import keras
 import tensorflow as tf
 
 from nmt_tf.layers import fused as fused_kernels
-from nmt_tf.layers import gru_sequence
 from nmt_tf.layers.conditional_gru import ConditionalGRUCell
 from nmt_tf.layers.deep_output import Bridge, DeepOutput
 from nmt_tf.layers.recurrence import scan_time
@@ -111,12 +110,11 @@ class CGRUDecoder(Decoder):
     return outputs, new_state
 
   def sequence(self, x, state, context, training):
-    """While training with soft additive attention and no state memory (variants cgru and
+    """With soft additive attention and no state memory (variants cgru and
     self_attentive_residual): the cGRU loop with the hand-written backward pass
     (layers/attention_sequence.py); the target summary d_t, which does not depend on the states,
     runs in its own scan_time loop."""
-    if not (training and not self.uses_memory and self.cgru.has_sequence
-            and gru_sequence.enabled("decoder")):
+    if self.uses_memory or not self.cgru.has_sequence:
       return None
     keys = context["keys"]
     s, c, alpha = self.cgru.sequence(x["gru"], state["s"], context["memory"], keys,

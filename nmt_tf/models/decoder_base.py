@@ -13,6 +13,7 @@ same for one position. Hence step-by-step decoding reproduces the teacher-forced
 import keras
 import tensorflow as tf
 
+from nmt_tf.layers import gru_sequence
 from nmt_tf.layers.attention import make_attention
 from nmt_tf.layers.recurrence import scan_time
 
@@ -57,9 +58,9 @@ class Decoder(keras.layers.Layer):
     raise NotImplementedError
 
   def sequence(self, x, state, context, training):
-    """Optionally, all of `call`'s steps at once (e.g. with a hand-written backward pass):
-    the outputs `cell` would give, stacked [batch, tgt_len, ...]; None = run `cell` in
-    scan_time."""
+    """Optionally, all of `call`'s steps at once with a hand-written backward pass, asked for
+    while training only (unless `gru_sequence.autodiff()` is in effect): the outputs `cell`
+    would give, stacked [batch, tgt_len, ...]; None = run `cell` in scan_time."""
     return None
 
   def call(self, emb, context, training=False):
@@ -75,7 +76,9 @@ class Decoder(keras.layers.Layer):
     """
     state = self.initial_state(context, tf.shape(emb)[1])
     x = self.precompute(emb)
-    outputs = self.sequence(x, state, context, training)
+    outputs = None
+    if training and gru_sequence.enabled("decoder"):
+      outputs = self.sequence(x, state, context, training)
     if outputs is None:
       step = lambda x_t, s, t: self.cell(x_t, s, context, t, training)
       outputs, _ = scan_time(step, x, state)  # each [batch, tgt_len, ...]

@@ -11,7 +11,6 @@ input-feeding term W_f h~_{t-1} is projected per step.
 import keras
 import tensorflow as tf
 
-from nmt_tf.layers import gru_sequence
 from nmt_tf.layers import ops
 from nmt_tf.layers import precision
 from nmt_tf.layers.attention import LuongAttention
@@ -72,12 +71,11 @@ class LuongDecoder(Decoder):
     return {"rnn": self.rnn.project_inputs(emb)}  # [..., gates*units]
 
   def sequence(self, x, state, context, training):
-    """While training a GRU with a soft dot or general score: the whole loop with the
-    hand-written backward pass (layers/attention_sequence.py `luong_sequence`)."""
+    """With a GRU and a soft dot or general score: the whole loop with the hand-written
+    backward pass (layers/attention_sequence.py `luong_sequence`)."""
     attention = self.attention
-    if not (training and self.rnn_cell == "gru" and isinstance(attention, LuongAttention)
-            and attention.score_type in ("dot", "general") and attention.mode == "soft"
-            and gru_sequence.enabled("decoder")):
+    if not (self.rnn_cell == "gru" and isinstance(attention, LuongAttention)
+            and attention.score_type in ("dot", "general") and attention.mode == "soft"):
       return None
     memory = context["memory"]
     if not self.feed_proj.built:

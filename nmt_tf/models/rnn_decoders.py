@@ -77,10 +77,8 @@ class EncDecDecoder(Decoder):
     }, {"s": s}
 
   def sequence(self, x, state, context, training):
-    """While training: the GRU over all steps with the hand-written backward pass
-    (layers/gru_sequence.py); its inputs W_y E y_t + C c do not depend on the states."""
-    if not (training and gru_sequence.enabled("decoder")):
-      return None
+    """The GRU over all steps with the hand-written backward pass (layers/gru_sequence.py);
+    its inputs W_y E y_t + C c do not depend on the states."""
     inputs = x["gru"] + context["summary_proj"][:, None, :]  # [batch, tgt_len, 3*units]
     s = gru_sequence.cell_sequences([self.gru], [inputs], [state["s"]])[0]
     steps = tf.shape(inputs)[1]
@@ -145,11 +143,10 @@ class RNNSearchDecoder(Decoder):
     return {"gru": self.gru.project_inputs(emb)}  # [..., 3*units]
 
   def sequence(self, x, state, context, training):
-    """While training with soft additive attention: the whole loop with the hand-written
-    backward pass (layers/attention_sequence.py)."""
+    """With soft additive attention: the whole loop with the hand-written backward pass
+    (layers/attention_sequence.py)."""
     attention = self.attention
-    if not (training and isinstance(attention, BahdanauAttention) and attention.mode == "soft"
-            and gru_sequence.enabled("decoder")):
+    if not (isinstance(attention, BahdanauAttention) and attention.mode == "soft"):
       return None
     memory, keys = context["memory"], context["keys"]
     if not self.context_proj.built:
