@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Every row of docs/RESULTS.md, one after the other (about 2 hours each, ~40 hours in all on a
-# 2-core CPU), then `run.py report`. A row whose runs/results/<row>/results.json exists is
-# skipped; an interrupted row resumes where its last checkpoint left it (its time budget counts
-# the time already spent). Rerun the same command after any stop.
+# 2-core CPU), each followed by `run.py report` (which publishes the row into
+# docs/results/rows/<row>/ for git and redraws docs/RESULTS.md). A row is skipped when
+# runs/results/<row>/results.json exists or when a published row of that name was trained on
+# this machine (budgets are wall-clock time, so rows of another machine are run again here);
+# an interrupted row resumes where its last checkpoint left it (its time budget counts the
+# time already spent). Rerun the same command after any stop.
 #
 #   bash scripts/run_results.sh            # all rows, then the report
 #   bash scripts/run_results.sh --dry_run  # print the commands of the rows still to do
@@ -34,11 +37,25 @@ wanted() {  # is row $1 selected by $ROWS (all rows when unset)?
   return 1
 }
 
+# The machine as `run.py results` records it: "<cores> CPUs <model name>".
+MACHINE="$(getconf _NPROCESSORS_ONLN) CPUs $(grep -m1 '^model name' /proc/cpuinfo 2>/dev/null \
+  | cut -d: -f2- | sed 's/^ *//')"
+MACHINE="${MACHINE% }"
+
+published_here() {  # was row $1 published from this machine?
+  grep -qsF "\"machine\": \"${MACHINE}\"" docs/results/rows/"$1"/results.json \
+    docs/results/rows/"$1"@*/results.json
+}
+
 todo=0
 while IFS='|' read -r name config extra; do
   wanted "$name" || continue
   if [[ -f "runs/results/${name}/results.json" ]]; then
     echo "done: ${name}"
+    continue
+  fi
+  if published_here "$name"; then
+    echo "done: ${name} (published)"
     continue
   fi
   todo=$((todo + 1))
@@ -51,11 +68,10 @@ while IFS='|' read -r name config extra; do
       echo "row ${name} failed; see runs/results/${name}.log" >&2
       exit 1
     }
+    .venv/bin/python run.py report  # publish the row at once: commit docs/ after each row
   fi
 done < <(all_rows)
 
-if [[ $DRY_RUN == 0 ]]; then
-  .venv/bin/python run.py report
-else
+if [[ $DRY_RUN == 1 ]]; then
   echo "${todo} row(s) to run"
 fi

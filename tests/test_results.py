@@ -58,7 +58,8 @@ class ResultsTest(tf.test.TestCase):
       f.write(f"# Results\n\nintro\n\n{results.BEGIN}\nold table\n{results.END}\n\noutro\n")
     for _ in range(2):  # a second report replaces the generated part, keeps the rest
       code, out, err = run_command(report_cli, report_runs=[self.rows_dir],
-                                   report_file=report_file, report_figures=figures)
+                                   report_file=report_file, report_figures=figures,
+                                   report_published="")
       self.assertEqual(code, 0, err)
       self.assertIn("1 rows written", out)
     with open(report_file, encoding="utf-8") as f:
@@ -69,9 +70,11 @@ class ResultsTest(tf.test.TestCase):
     self.assertNotIn("old table", text)
     self.assertIn("| `cgru_tiny` | cgru | word |", text)
     self.assertRegex(text, r"\| `cgru_tiny` \| cgru \| word \| [^|]+ \| 20 \| [^|]+ \| \d\.\d\d \|")
-    self.assertIn("(figures/curves_generated.png)", text)
+    with open(os.path.join(self.run_dir, "results.json"), encoding="utf-8") as f:
+      curves = f"curves_generated_{results.machine_slug(json.load(f)['machine'])}.png"
+    self.assertIn(f"(figures/{curves})", text)
     self.assertIn("BLEU no UNK", text)  # the word-vocabulary table
-    for name in ("curves_generated.png", "bleu_by_length.png", "attention_cgru_tiny_attention_0.png"):
+    for name in (curves, "bleu_by_length.png", "attention_cgru_tiny_attention_0.png"):
       with open(os.path.join(figures, name), "rb") as f:
         self.assertEqual(f.read(4), b"\x89PNG", name)
 
@@ -82,14 +85,115 @@ class ResultsTest(tf.test.TestCase):
     base["run_dir"] = self.run_dir
     sar = dict(base, name="sar_tiny", decoder="self_attentive_residual",
                model="self_attentive_residual (avg)")
-    events = {self.run_dir: results.validations(self.run_dir)}
-    lines = results._residual_comparison([base, sar], events)  # pylint: disable=protected-access
+    lines = results._residual_comparison([base, sar])  # pylint: disable=protected-access
     row = [line for line in lines if line.startswith("| `sar_tiny`")]
     self.assertLen(row, 1)
     points = results.validations(self.run_dir)[0]
     last = max(points)  # validated at steps 10 and 20
     self.assertEqual(sorted(points), [10, 20])
     self.assertIn(f"| +0.00 | 20 | 20 | {points[last][1]:.2f} (step 20) |", row[0])
+
+  def test_row_keeps_validation_curve(self):
+    self.assertEqual(self.code, 0, self.err)
+    with open(os.path.join(self.run_dir, "results.json"), encoding="utf-8") as f:
+      row = json.load(f)
+    points, start = results.validations(self.run_dir)
+    self.assertEqual(row["validation"], results.validation_points(points, start))
+    self.assertEqual([p["step"] for p in row["validation"]], [10, 20])
+    self.assertGreaterEqual(row["validation"][1]["minutes"], row["validation"][0]["minutes"])
+
+  def test_published_rows_redraw_the_report_without_run_directories(self):
+    """A fresh clone has docs/results/rows but no runs/: the report must come out the same."""
+    self.assertEqual(self.code, 0, self.err)
+    work = tempfile.mkdtemp(dir=self.tmp)
+    figures = os.path.join(work, "figures")
+    published = os.path.join(figures, "rows")  # as docs/results/rows in docs/results
+    report_file = os.path.join(work, "RESULTS.md")
+    code, out, err = run_command(report_cli, report_runs=[self.rows_dir],
+                                 report_published=published, report_file=report_file,
+                                 report_figures=figures)
+    self.assertEqual(code, 0, err)
+    self.assertIn("1 published", out)
+    row_dir = os.path.join(published, "cgru_tiny")
+    for name in ("results.json", "eval/test_greedy/hypotheses.txt",
+                 "eval/test_beam5/hypotheses.txt", "eval/test_beam5/attention_0.png"):
+      self.assertTrue(os.path.isfile(os.path.join(row_dir, name)), name)
+    with open(os.path.join(row_dir, "results.json"), encoding="utf-8") as f:
+      self.assertNotIn("run_dir", json.load(f))
+    with open(report_file, encoding="utf-8") as f:
+      first = f.read()
+    self.assertIn("(figures/rows/cgru_tiny/eval/test_beam5/attention_0.png)", first)
+    # Without the run directory: the same tables from the published row alone.
+    code, out, err = run_command(report_cli, report_runs=[os.path.join(work, "no_runs")],
+                                 report_published=published, report_file=report_file,
+                                 report_figures=figures)
+    self.assertEqual(code, 1)  # an explicit run directory that does not exist is an error
+    self.assertIn("no such run directory", err)
+    code, out, err = run_command(report_cli, report_runs=[], report_published=published,
+                                 report_file=report_file, report_figures=figures)
+    self.assertEqual(code, 0, err)
+    self.assertIn("1 rows written", out)
+    self.assertIn("0 published", out)
+    with open(report_file, encoding="utf-8") as f:
+      self.assertEqual(f.read(), first)
+
+  def test_run_directory_wins_over_published_row(self):
+    self.assertEqual(self.code, 0, self.err)
+    published = tempfile.mkdtemp(dir=self.tmp)
+    stale = os.path.join(published, "cgru_tiny")
+    os.makedirs(stale)
+    with open(os.path.join(self.run_dir, "results.json"), encoding="utf-8") as f:
+      row = json.load(f)
+    row["train"]["steps"] = 999
+    with open(os.path.join(stale, "results.json"), "w", encoding="utf-8") as f:
+      json.dump(row, f)
+    rows = results.load_rows([self.rows_dir, published])
+    self.assertLen(rows, 1)
+    self.assertEqual(rows[0]["train"]["steps"], 20)
+    self.assertEqual(rows[0]["run_dir"], self.run_dir)
+
+  def test_notes_and_rows_without_times(self):
+    self.assertEqual(self.code, 0, self.err)
+    with open(os.path.join(self.run_dir, "results.json"), encoding="utf-8") as f:
+      row = json.load(f)
+    row["run_dir"] = self.run_dir
+    lost = dict(row, name="lost_tiny", note="rebuilt by hand.",
+                validation=[{"step": 10, "minutes": None, "bleu": 1.0}])
+    text = results.render([row, dict(lost), dict(lost, name="lost_tiny2")],
+                          os.path.join(self.tmp, "figures_notes"), "figures_notes")
+    self.assertIn("- `lost_tiny`, `lost_tiny2`: rebuilt by hand.", text)
+    curves = f"curves_generated_{results.machine_slug(row['machine'])}.png"
+    with open(os.path.join(self.tmp, "figures_notes", curves), "rb") as f:
+      self.assertEqual(f.read(4), b"\x89PNG")
+
+  def test_rows_of_other_machines_are_kept_apart(self):
+    """Budgets are wall-clock time: a table, its curves and the residual comparison hold the
+    rows of one machine; the same row name trained on two machines is published twice."""
+    self.assertEqual(self.code, 0, self.err)
+    with open(os.path.join(self.run_dir, "results.json"), encoding="utf-8") as f:
+      row = json.load(f)
+    row["run_dir"] = self.run_dir
+    here = row["machine"]
+    sar = dict(row, name="sar_tiny", decoder="self_attentive_residual",
+               model="self_attentive_residual (avg)")
+    old = dict(row, machine="2 CPUs Old Box")
+    old_sar = dict(sar, machine="2 CPUs Old Box")
+    figures = os.path.join(self.tmp, "figures_machines")
+    text = results.render([row, sar, old_sar], figures, "f")
+    self.assertIn(f"### generated, {here}: test split", text)
+    self.assertIn("### generated, 2 CPUs Old Box: test split", text)
+    self.assertTrue(os.path.isfile(os.path.join(figures, "curves_generated_2-cpus-old-box.png")))
+    comparison = [l for l in text.splitlines() if l.startswith("| `sar_tiny`")
+                  and "`cgru_tiny`" in l]
+    self.assertLen(comparison, 1)  # the old machine's sar row has no baseline there
+    published = os.path.join(self.tmp, "published_machines")
+    first = results.publish(old, published)
+    second = results.publish(row, published)
+    self.assertEqual(first, os.path.join(published, "cgru_tiny"))
+    self.assertEqual(second, os.path.join(published, "cgru_tiny@" + results.machine_slug(here)))
+    self.assertEqual(results.publish(row, published), second)  # the same machine: in place
+    loaded = results.load_rows([published])
+    self.assertCountEqual([r["machine"] for r in loaded], [here, "2 CPUs Old Box"])
 
   def test_errors(self):
     code, _, err = run_command(results_cli, results_beams=["0"])

@@ -2,8 +2,12 @@
 
   python run.py report [--report_runs=runs/results] [--report_file=docs/RESULTS.md]
 
-Rewrites only the part of --report_file between its two marker lines (tables, signatures,
-commands) and draws the figures into --report_figures.
+Reads the rows of --report_runs and the rows already published in --report_published (a row
+still in a run directory wins), publishes the former into --report_published (results.json
+with the validation curve, test hypotheses, attention maps: small files meant for git, so
+that a clone without the run directories can redraw the report), then rewrites only the part
+of --report_file between its two marker lines (tables, signatures, commands) and draws the
+figures into --report_figures.
 """
 
 import os
@@ -16,8 +20,12 @@ from nmt_tf.cli.common import PROJECT_ROOT
 COMMAND = "report"
 HELP = "Write docs/RESULTS.md from the results rows (tables, curves, BLEU by length, maps)."
 
-flags.DEFINE_list("report_runs", [os.path.join(PROJECT_ROOT, "runs", "results")],
+DEFAULT_RUNS = os.path.join(PROJECT_ROOT, "runs", "results")
+flags.DEFINE_list("report_runs", [DEFAULT_RUNS],
                   "Run directories with results.json, or directories holding them.")
+flags.DEFINE_string("report_published", os.path.join(PROJECT_ROOT, "docs", "results", "rows"),
+                    "Directory of the published rows (kept in git); empty: neither read nor "
+                    "publish.")
 flags.DEFINE_string("report_file", os.path.join(PROJECT_ROOT, "docs", "RESULTS.md"),
                     "Markdown report to update.")
 flags.DEFINE_string("report_figures", os.path.join(PROJECT_ROOT, "docs", "results"),
@@ -27,17 +35,26 @@ FLAGS = flags.FLAGS
 
 
 def run(argv):
-  from nmt_tf.evaluation.results import load_rows, write_report  # pylint: disable=g-import-not-at-top
+  # pylint: disable=g-import-not-at-top
+  from nmt_tf.evaluation.results import load_rows, publish, write_report
   if argv:
     print(f"report takes no positional arguments; received {argv}.", file=sys.stderr)
     return 2
-  missing = [p for p in FLAGS.report_runs if not os.path.isdir(p)]
+  missing = [p for p in FLAGS.report_runs if not os.path.isdir(p) and p != DEFAULT_RUNS]
   if missing:
     print(f"error: no such run directory: {', '.join(missing)}; pass existing ones with "
           "--report_runs.", file=sys.stderr)
     return 1
-  rows = load_rows(FLAGS.report_runs)
+  published = FLAGS.report_published
+  rows = load_rows(FLAGS.report_runs + ([published] if published else []))
+  fresh = 0
+  if published:
+    for row in rows:
+      if os.path.dirname(os.path.abspath(row["run_dir"])) != os.path.abspath(published):
+        row["run_dir"] = publish(row, published)  # the report links the published files
+        fresh += 1
   write_report(rows, FLAGS.report_file, FLAGS.report_figures)
   print(f"{len(rows)} rows written to {FLAGS.report_file} (figures in "
-        f"{FLAGS.report_figures}).")
+        f"{FLAGS.report_figures})" + (f"; {fresh} published to {published}." if published
+                                      else "."))
   return 0

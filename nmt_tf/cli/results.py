@@ -46,7 +46,8 @@ def _read(path):
 
 def run(argv):
   # pylint: disable=g-import-not-at-top
-  from nmt_tf.evaluation.results import model_label, ROW_FILE, scores_entry
+  from nmt_tf.evaluation.results import (model_label, ROW_FILE, scores_entry, validation_points,
+                                         validations)
   if argv:
     print(f"results takes no positional arguments; received {argv}.", file=sys.stderr)
     return 2
@@ -99,6 +100,7 @@ def run(argv):
                 "best_valid_bleu": summary["best_bleu"], "stopped": summary["stopped"]},
       "test_sentences": next(iter(scores.values()))["sentences"],
       "scores": scores,
+      "validation": validation_points(*validations(FLAGS.run_dir)),
       "evaluate_seconds": round(time.time() - start, 1),
       "machine": _machine(),
       "date": datetime.date.today().isoformat(),
