@@ -1,8 +1,9 @@
 """Decoding speed (sentences/s) on Multi30k val (1,014 sentences), greedy and beam 5.
 
 Usage: .venv/bin/python bench/bench_decode.py [--pair de-en] [--batch_size 64] [--beams 1,5]
-           [--length_a 2.0 --length_b 10] [--jit false,true]
-Model: the reference cgru (embedding 256, BiGRU 2x512 encoder, cGRU decoder 512) with
+           [--length_a 2.0 --length_b 10] [--jit false,true] [--decoders cgru,rnnsearch]
+Model: the reference cgru (embedding 256, BiGRU 2x512 encoder, cGRU decoder 512; --decoders
+times other decoders of the same size, each model's keys prefixed "<decoder>/") with
 SentencePiece 8k vocabularies trained on Multi30k train, UNTRAINED (random weights): speed
 does not depend on the weights, but a random model rarely emits EOS, so the output length
 is capped per sentence at 2 * source length + 10 tokens (decode.max_length_a/b) and the
@@ -39,6 +40,8 @@ flags.DEFINE_integer("limit", 0, "Only the first N validation sentences (0 = all
 flags.DEFINE_float("length_a", 2.0, "Output cap a * source length + b (decode.max_length_a).")
 flags.DEFINE_float("length_b", 10.0, "Output cap a * source length + b (decode.max_length_b).")
 flags.DEFINE_list("jit", ["false"], "jit_compile settings of the search to time (false, true).")
+flags.DEFINE_list("decoders", ["cgru"], "Decoders to time (ModelConfig.decoder); every model "
+                  "has the same embedding, encoder and decoder sizes.")
 flags.DEFINE_list("matmul_dtypes", ["float32"], "Matrix-product dtypes to time (float32, "
                   "bfloat16: Seq2Seq.matmul_dtype, layers/precision.py).")
 FLAGS = flags.FLAGS
@@ -55,14 +58,9 @@ def main(argv):
   tf.random.set_seed(0)
   src_tok = data.SentencePieceTokenizer(src_proto)
   tgt_tok = data.SentencePieceTokenizer(tgt_proto)
-  model = Seq2Seq(ModelConfig(src_vocab_size=src_tok.vocab_size,
-                              tgt_vocab_size=tgt_tok.vocab_size, embedding_dim=256,
-                              encoder="birnn", encoder_units=512, decoder="cgru",
-                              decoder_units=512))
-  model.build_with_dummy_batch()
   sources = list(valid.sources[:FLAGS.limit or None])
   report = {"sentences": len(sources), "batch_size": FLAGS.batch_size,
-            "model": "cgru emb256 birnn 2x512 dec512, untrained",
+            "model": f"{'/'.join(FLAGS.decoders)} emb256 birnn 2x512 dec512, untrained",
             "vocab": [src_tok.vocab_size, tgt_tok.vocab_size],
             "max_length": f"min(128, {FLAGS.length_a:g} * src_len + {FLAGS.length_b:g})",
             "setup_s": round(setup, 1),
@@ -70,25 +68,37 @@ def main(argv):
   settings = [(beam, jit, dtype) for beam in (int(b) for b in FLAGS.beams)
               for jit in (j.lower() in ("1", "true", "yes") for j in FLAGS.jit)
               for dtype in FLAGS.matmul_dtypes]
-  for beam, jit, dtype in settings:
-    model.matmul_dtype = None if dtype == "float32" else dtype
-    decode = DecodeConfig(beam_size=beam, nbest=1,
-                          length_penalty=0.6 if beam > 1 else 0.0, max_length=128,
-                          max_length_a=FLAGS.length_a, max_length_b=FLAGS.length_b,
-                          batch_size=FLAGS.batch_size)
-    compiled = CompiledTranslator(Translator(model, src_tok, tgt_tok, decode),
-                                  jit_compile=jit)
-    translate_lines(compiled, sources[:FLAGS.batch_size], FLAGS.batch_size)  # warm-up
-    start = time.perf_counter()
-    results = translate_lines(compiled, sources, FLAGS.batch_size)
-    seconds = time.perf_counter() - start
-    tokens = sum(len(r.hypotheses[0].ids) for r in results if r.hypotheses)
-    name = (("greedy" if beam == 1 else f"beam{beam}") + ("_xla" if jit else "")
-            + ("" if dtype == "float32" else f"_{dtype}_matmul"))
-    report[name] = {"sentences_per_s": round(len(sources) / seconds, 2),
-                    "seconds": round(seconds, 1),
-                    "output_tokens_per_sentence": round(tokens / len(sources), 1)}
+  for decoder in FLAGS.decoders:
+    model = Seq2Seq(ModelConfig(src_vocab_size=src_tok.vocab_size,
+                                tgt_vocab_size=tgt_tok.vocab_size, embedding_dim=256,
+                                encoder="birnn", encoder_units=512, decoder=decoder,
+                                decoder_units=512))
+    model.build_with_dummy_batch()
+    prefix = "" if FLAGS.decoders == ["cgru"] else f"{decoder}/"
+    for beam, jit, dtype in settings:
+      _time_setting(report, model, src_tok, tgt_tok, sources, beam, jit, dtype, prefix)
   print(json.dumps(report, indent=2))
+
+
+def _time_setting(report, model, src_tok, tgt_tok, sources, beam, jit, dtype, prefix):
+  """Times one search setting of `model` on `sources` into report[prefix + name]."""
+  model.matmul_dtype = None if dtype == "float32" else dtype
+  decode = DecodeConfig(beam_size=beam, nbest=1,
+                        length_penalty=0.6 if beam > 1 else 0.0, max_length=128,
+                        max_length_a=FLAGS.length_a, max_length_b=FLAGS.length_b,
+                        batch_size=FLAGS.batch_size)
+  compiled = CompiledTranslator(Translator(model, src_tok, tgt_tok, decode),
+                                jit_compile=jit)
+  translate_lines(compiled, sources[:FLAGS.batch_size], FLAGS.batch_size)  # warm-up
+  start = time.perf_counter()
+  results = translate_lines(compiled, sources, FLAGS.batch_size)
+  seconds = time.perf_counter() - start
+  tokens = sum(len(r.hypotheses[0].ids) for r in results if r.hypotheses)
+  name = prefix + (("greedy" if beam == 1 else f"beam{beam}") + ("_xla" if jit else "")
+                   + ("" if dtype == "float32" else f"_{dtype}_matmul"))
+  report[name] = {"sentences_per_s": round(len(sources) / seconds, 2),
+                  "seconds": round(seconds, 1),
+                  "output_tokens_per_sentence": round(tokens / len(sources), 1)}
 
 
 if __name__ == "__main__":

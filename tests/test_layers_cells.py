@@ -5,7 +5,7 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from nmt_tf.layers import GRUCell, LSTMCell, scan_time
+from nmt_tf.layers import GRUCell, LSTMCell, precision, scan_time
 from tests import numpy_reference as ref
 
 BATCH, IN_DIM, UNITS, TIME = 3, 5, 4, 6
@@ -38,6 +38,26 @@ class GRUCellTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(cell(tf.constant(x), tf.constant(h)), expected, atol=1e-5)
     self.assertAllClose(cell.step(cell.project_inputs(tf.constant(x)), tf.constant(h)), expected,
                         atol=1e-5)
+
+  @parameterized.named_parameters(("float32", None), ("bf16_matmul", "bfloat16"))
+  def test_reset_before_slices_kernel_once_per_pass(self, matmul_dtype):
+    """A time loop of the reset-before cell reads U_zr and U_h sliced outside the loop: its
+    body holds no more strided slices than the reset-after cell's, which uses all of U."""
+    def body_slices(reset_after):
+      cell = self.build(reset_after)
+
+      @tf.function
+      def run(x):
+        with precision.scope(matmul_dtype):
+          return scan_time(lambda x_t, h, t: (cell(x_t, h),) * 2, x, tf.zeros([BATCH, UNITS]))
+
+      graph = run.get_concrete_function(tf.constant(inputs(4, (BATCH, TIME, IN_DIM)))).graph
+      library = graph.as_graph_def().library.function
+      bodies = [f for f in library if "body" in f.signature.name]
+      self.assertNotEmpty(bodies)
+      return sum(n.op == "StridedSlice" for f in bodies for n in f.node_def)
+
+    self.assertEqual(body_slices(reset_after=False), body_slices(reset_after=True))
 
   def test_reset_placements_differ(self):
     # Same weights, different placement -> different h~ (guards against a no-op flag).

@@ -339,6 +339,16 @@ class PrecisionTest(tf.test.TestCase):
         self.assertIs(precision.weight(v, tf.float32), first)
     with precision.scope(None):
       self.assertEqual(precision.weight(v, tf.float32).dtype, tf.float32)
+    # Column slices (the reset-before GRU's U_zr, U_h) are cached per pass too.
+    w = tf.Variable(tf.reshape(tf.range(12.0), [2, 6]))
+    for dtype in ("bfloat16", None):
+      with precision.scope(dtype):
+        part = precision.weight(w, tf.float32, (2, 6))
+        self.assertIs(precision.weight(w, tf.float32, (2, 6)), part)
+        self.assertAllEqual(tf.cast(part, tf.float32), w[:, 2:6])
+        self.assertAllEqual(tf.cast(precision.weight(w, tf.float32, (0, 2)), tf.float32),
+                            w[:, :2])
+    self.assertAllEqual(precision.weight(w, tf.float32, (0, 2)), w[:, :2])  # no scope
     # A graph cannot use a cast made in a sibling graph: it is made anew there.
     with precision.scope(None):
       tf.function(lambda: precision.weight(v, tf.float32))()

@@ -69,20 +69,23 @@ class GRUCell(keras.layers.Layer):
       h: [batch, units].
     """
     d = self.units
-    u = precision.weight(self.recurrent_kernel, h_prev.dtype)  # cast once per forward pass
     x_z, x_r, x_h = tf.split(x_proj, 3, axis=-1)  # 3 x [batch, units]
     if self.reset_after:
+      u = precision.weight(self.recurrent_kernel, h_prev.dtype)  # cast once per forward pass
       hu = deferred.matmul(h_prev, u) + tf.cast(self.recurrent_bias, h_prev.dtype)  # [batch, 3*units]
       h_z, h_r, h_h = tf.split(hu, 3, axis=-1)
       z = tf.sigmoid(x_z + h_z)
       r = tf.sigmoid(x_r + h_r)
       h_tilde = tf.tanh(x_h + r * h_h)
     else:
-      hu = deferred.matmul(h_prev, u[:, :2 * d])  # [batch, 2*units]
+      # U_zr and U_h: cast and sliced once per forward pass, not copied at every step.
+      u_zr = precision.weight(self.recurrent_kernel, h_prev.dtype, (0, 2 * d))  # [units, 2*units]
+      u_h = precision.weight(self.recurrent_kernel, h_prev.dtype, (2 * d, 3 * d))  # [units, units]
+      hu = deferred.matmul(h_prev, u_zr)  # [batch, 2*units]
       h_z, h_r = tf.split(hu, 2, axis=-1)
       z = tf.sigmoid(x_z + h_z)
       r = tf.sigmoid(x_r + h_r)
-      h_tilde = tf.tanh(x_h + deferred.matmul(r * h_prev, u[:, 2 * d:]))
+      h_tilde = tf.tanh(x_h + deferred.matmul(r * h_prev, u_h))
     return z * h_prev + (1.0 - z) * h_tilde  # [batch, units]
 
   def call(self, x, h_prev):

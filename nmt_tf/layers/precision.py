@@ -62,15 +62,24 @@ def product_dtype(dtype):
   return active.matmul_dtype
 
 
-def weight(w, dtype):
-  """w cast to the product dtype for `dtype` inputs; variables once per scope."""
+def weight(w, dtype, columns=None):
+  """w cast to the product dtype for `dtype` inputs; variables once per scope.
+
+  columns: optional (begin, end): only those columns of w, sliced once per scope too, so
+  that a loop multiplying by part of a kernel (the reset-before GRU's U_zr and U_h) does not
+  copy the part out of the kernel at every step.
+  """
   target = product_dtype(dtype)
   active = getattr(_local, "scope", None)
   if active is None or isinstance(w, tf.Tensor):
-    return tf.cast(w, target)
-  key = (id(w), target)
+    w = tf.cast(w, target)
+    return w if columns is None else w[:, columns[0]:columns[1]]
+  key = (id(w), target, columns)
   if key not in active.casts or not _reachable(active.casts[key][1]):
-    active.casts[key] = (w, tf.cast(w, target))  # keeps w alive so that its id stays unique
+    part = weight(w, dtype) if columns is not None else tf.cast(w, target)
+    if columns is not None:
+      part = part[:, columns[0]:columns[1]]
+    active.casts[key] = (w, part)  # keeps w alive so that its id stays unique
   return active.casts[key][1]
 
 
