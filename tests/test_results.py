@@ -100,7 +100,9 @@ class ResultsTest(tf.test.TestCase):
     points, start = results.validations(self.run_dir)
     self.assertEqual(row["validation"], results.validation_points(points, start))
     self.assertEqual([p["step"] for p in row["validation"]], [10, 20])
-    self.assertGreaterEqual(row["validation"][1]["minutes"], row["validation"][0]["minutes"])
+    self.assertEqual(start, 0.0)  # minutes of the budget clock (valid/train_minutes)
+    self.assertGreater(row["validation"][1]["minutes"], row["validation"][0]["minutes"])
+    self.assertLessEqual(row["validation"][1]["minutes"], row["train"]["train_seconds"] / 60.0)
 
   def test_published_rows_redraw_the_report_without_run_directories(self):
     """A fresh clone has docs/results/rows but no runs/: the report must come out the same."""

@@ -71,9 +71,13 @@ class TrainingTest(tf.test.TestCase):
     tags = _events(self.run_dir)
     for tag in ("train/loss", "train/perplexity", "train/learning_rate", "train/grad_norm",
                 "train/tokens_per_sec", "valid/loss", "valid/perplexity", "valid/bleu",
-                "valid/samples", "config"):
+                "valid/samples", "valid/train_minutes", "config"):
       self.assertIn(tag, tags)
     self.assertLen(tags["train/loss"], 200 // 5)
+    minutes = [_scalar(v) for _, v in sorted(tags["valid/train_minutes"], key=lambda e: e[0])]
+    self.assertLen(minutes, len(tags["valid/bleu"]))
+    self.assertAllGreater(np.diff(minutes), 0.0)  # the budget clock at each validation
+    self.assertLessEqual(minutes[-1], self.summary["train_seconds"] / 60.0)
     image = tags["valid/alignment/0"][0][1]
     png = tf.make_ndarray(image.tensor)[2]  # [width, height, png...]
     self.assertEqual(tf.io.decode_png(png).shape[-1], 3)

@@ -118,26 +118,33 @@ def publish(row, archive_dir):
 
 
 def validations(run_dir):
-  """({step: (wall time, validation BLEU)}, first event's wall time) from the run's
-  TensorBoard events (a step validated again after a resume keeps its last value)."""
+  """({step: (training seconds, validation BLEU)}, start) from the run's TensorBoard events
+  (a step validated again after a resume keeps its last value). Training seconds are the
+  budget clock logged with each validation ("valid/train_minutes": stops and resumes
+  excluded), else, for runs logged before it existed, the wall time since start, the first
+  event's wall time (stops included)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  points, start = {}, None
+  points, clock, start = {}, {}, None
   for path in sorted(glob.glob(os.path.join(run_dir, "tensorboard", "events.*"))):
     for event in tf.compat.v1.train.summary_iterator(path):
       start = event.wall_time if start is None else min(start, event.wall_time)
       for value in event.summary.value:
-        if value.tag == "valid/bleu":
+        if value.tag in ("valid/bleu", "valid/train_minutes"):
           number = (float(tf.make_ndarray(value.tensor)) if value.HasField("tensor")
                     else value.simple_value)
-          points[event.step] = (event.wall_time, number)
+          if value.tag == "valid/bleu":
+            points[event.step] = (event.wall_time, number)
+          else:
+            clock[event.step] = number * 60.0
+  if points and set(points) <= set(clock):
+    return {step: (clock[step], bleu) for step, (_, bleu) in points.items()}, 0.0
   return points, start
 
 
 def validation_points(points, start):
-  """[{"step", "minutes", "bleu"}] by step, from `validations(run_dir)`; minutes count from
-  the run's first event (training time, validation included)."""
-  return [{"step": step, "minutes": round((wall - start) / 60.0, 2), "bleu": round(bleu, 4)}
-          for step, (wall, bleu) in sorted(points.items())]
+  """[{"step", "minutes", "bleu"}] by step, from `validations(run_dir)`."""
+  return [{"step": step, "minutes": round((time - start) / 60.0, 2), "bleu": round(bleu, 4)}
+          for step, (time, bleu) in sorted(points.items())]
 
 
 def curves_png(curves, title=None, dpi=80):
