@@ -202,6 +202,9 @@ class Trainer:
             reason = "time_budget"
           if step % cfg.eval_every == 0 or step == cfg.steps or reason == "time_budget":
             last_result = self._validate(validator, summaries, progress, step)
+            # The budget clock (training time over every resumed invocation, stops
+            # excluded): the time axis of the results report's curves.
+            summaries.scalars({"train_minutes": self._clock() / 60.0}, step, "valid")
             if (reason == "completed" and cfg.patience
                 and int(_read(self.state["bad_evals"])) >= cfg.patience):
               reason = "early_stopping"
@@ -231,9 +234,6 @@ class Trainer:
   def _validate(self, validator, summaries, progress, step):
     result = validator.run()
     summaries.validation(result, step)
-    # The budget clock (training time over every resumed invocation, stops excluded): the
-    # time axis of the results report's curves.
-    summaries.scalars({"train_minutes": self._clock() / 60.0}, step, "valid")
     best = float(_read(self.state["best_bleu"]))
     # Compared as stored: a float64 BLEU above its own float32 rounding would otherwise be a
     # "new best" at every validation, and early stopping would never trigger.
