@@ -5,7 +5,6 @@ Usage: .venv/bin/python bench/bench_train.py [--precisions float32,mixed_bfloat1
            [--jit false,true] [--fused_attention true,false,xla] [--bucket_widths 2,5]
            [--optimizers fused,keras] [--smoothing_labels sparse,dense]
            [--gru_backward manual,autodiff,autodiff_encoder,autodiff_decoder]
-           [--packed_logits true,false]
            [--decoders cgru,rnnsearch,luong,encdec] [--interleave]
            [--batches 30] [--batch_tokens 2000] [--peak]
 For each (decoder, precision, jit_compile, fused attention score, bucket width, Adam,
@@ -77,9 +76,6 @@ flags.DEFINE_list("gru_backward", ["manual"], "Backward passes of the recurrence
 flags.DEFINE_list("decoders", ["cgru"], "Decoders of the timed model (the reference model with "
                   "its decoder replaced, the presets' paper defaults otherwise); model FLOPs "
                   "are counted for cgru only.")
-flags.DEFINE_list("packed_logits", ["true"], "Output layer and softmax on the real target "
-                  "tokens only (true, TrainStep.packed_logits) or on every padded position "
-                  "(false).")
 flags.DEFINE_list("bucket_widths", [], "Length ranges of a bucket of the pipeline to time; "
                   "default: PipelineConfig's.")
 flags.DEFINE_bool("interleave", False, "Time batch i of every setting before batch i + 1.")
@@ -101,10 +97,9 @@ def _bools(values):
 
 # One timed configuration: precision, jit_compile, score kernel ("true", "false" or "xla", see
 # --fused_attention), bucket width, Adam implementation, form of the label-smoothed loss and
-# backward pass of the recurrences (--gru_backward), decoder (--decoders) and whether the
-# output layer skips the padding (--packed_logits).
-Setting = collections.namedtuple(
-    "Setting", "name precision jit fused width optimizer labels gru decoder packed")
+# backward pass of the recurrences (--gru_backward) and decoder (--decoders).
+Setting = collections.namedtuple("Setting",
+                                 "name precision jit fused width optimizer labels gru decoder")
 OPTIMIZERS = {"fused": FusedAdam, "keras": keras.optimizers.Adam}
 
 
@@ -128,7 +123,6 @@ def build_step(vocab, setting):
   optimizer = OPTIMIZERS[setting.optimizer](learning_rate=5e-4)
   optimizer.build(model.trainable_variables)
   step = TrainStep(model, optimizer, strategy, train_cfg, tf.Variable(0.0), tf.Variable(0.0))
-  step.packed_logits = step.packed_logits and setting.packed
 
   def run(batch):
     if setting.fused == "true":
@@ -181,20 +175,19 @@ def main(argv):
   batch_sets = {w: make_batches(corpus, src_tok, tgt_tok, FLAGS.batches, FLAGS.batch_tokens, w)
                 for w in widths}
   settings = []
-  for decoder, precision, jit, fused, width, optimizer, labels, gru, packed in itertools.product(
+  for decoder, precision, jit, fused, width, optimizer, labels, gru in itertools.product(
       FLAGS.decoders, FLAGS.precisions, _bools(FLAGS.jit),
       [f.lower() for f in FLAGS.fused_attention], widths, FLAGS.optimizers,
-      FLAGS.smoothing_labels, FLAGS.gru_backward, _bools(FLAGS.packed_logits)):
+      FLAGS.smoothing_labels, FLAGS.gru_backward):
     score = {"true": "", "false": "_unfused"}.get(fused, f"_score_{fused}")
     name = (f"{'' if decoder == 'cgru' else decoder + '_'}"
             f"{precision}{'_xla' if jit else ''}{score}"
             f"{f'_bucket{width}' if len(widths) > 1 else ''}"
             f"{'' if optimizer == 'fused' else '_' + optimizer + '_adam'}"
             f"{'' if labels == 'sparse' else '_dense_labels'}"
-            f"{'' if gru == 'manual' else '_gru_' + gru}"
-            f"{'' if packed else '_padded_logits'}")
+            f"{'' if gru == 'manual' else '_gru_' + gru}")
     settings.append(Setting(name, precision, jit, fused, width, optimizer, labels, gru,
-                            decoder, packed))
+                            decoder))
   tgt_per_batch = [int(tf.reduce_sum(tf.cast(b["target_out"] != 0, tf.int32)))
                    for b in batch_sets[widths[0]]]
   report = {"model": ("emb256 birnn 2x512 dec512, dropout 0.2; decoders "

@@ -8,21 +8,13 @@ import os
 import tempfile
 import types
 
-import keras
 import numpy as np
 import tensorflow as tf
-from absl.testing import parameterized
 
 from nmt_tf.evaluation.alignment_plot import alignment_png
-from nmt_tf.experiment import TrainConfig
 from nmt_tf.training import Trainer, TrainingError, train
-from nmt_tf.training.optimizers import FusedAdam
-from nmt_tf.training.train_step import TrainStep
-from nmt_tf.training.trainer import build_model
 from nmt_tf.training.schedules import WarmupSchedule
 from nmt_tf.training.validation import ValidationResult
-from tests.model_fixtures import batch as model_batch
-from tests.model_fixtures import tiny_config
 from tests.training_fixtures import tiny_train_config
 
 
@@ -256,37 +248,3 @@ class PiecesTest(tf.test.TestCase):
         if dataset.startswith("multi30k"):
           self.assertEqual((config.model.embedding_dim, config.model.encoder_units,
                             config.model.decoder_units), (256, 512, 512))
-
-
-class PackedLogitsTest(tf.test.TestCase, parameterized.TestCase):
-  """TrainStep computes the output layer and softmax on the real target tokens only: the
-  loss and every gradient equal those over the padded [batch, tgt_len, V] logits."""
-
-  @parameterized.named_parameters(
-      ("cgru", "cgru"), ("rnnsearch", "rnnsearch"), ("encdec", "encdec"), ("luong", "luong"),
-      ("self_attentive_residual", "self_attentive_residual"))
-  def test_same_loss_and_gradients(self, decoder):
-    keras.utils.set_random_seed(3)
-    model = build_model(tiny_config(decoder=decoder), "float32")
-    config = TrainConfig(label_smoothing=0.1, precision="float32")
-    step = TrainStep(model, FusedAdam(learning_rate=1e-3), tf.distribute.get_strategy(), config,
-                     tf.Variable(0.0), tf.Variable(0.0))
-    self.assertTrue(step.packed_logits)
-    b = model_batch()
-    results = {}
-    for packed in (True, False):
-      step.packed_logits = packed
-      loss_sum, _, grads = tf.function(step._compute_gradients)(  # pylint: disable=protected-access
-          b, tf.constant(10.0), tf.constant(3.0), tf.constant(0.0))
-      results[packed] = (loss_sum, grads)
-    self.assertAllClose(results[True][0], results[False][0], rtol=1e-6)
-    for packed_grad, padded_grad in zip(results[True][1], results[False][1]):
-      self.assertAllClose(packed_grad, padded_grad, atol=1e-6, rtol=1e-5)
-
-  def test_not_under_xla_or_reinforce(self):
-    model = build_model(tiny_config(), "float32")
-    strategy = tf.distribute.get_strategy()
-    for config, hard in ((TrainConfig(jit_compile=True), False), (TrainConfig(), True)):
-      step = TrainStep(model, FusedAdam(learning_rate=1e-3), strategy, config,
-                       tf.Variable(0.0), tf.Variable(0.0), hard_attention=hard)
-      self.assertFalse(step.packed_logits)

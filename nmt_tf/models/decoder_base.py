@@ -63,18 +63,15 @@ class Decoder(keras.layers.Layer):
     would give, stacked [batch, tgt_len, ...]; None = run `cell` in scan_time."""
     return None
 
-  def call(self, emb, context, training=False, positions=None):
+  def call(self, emb, context, training=False):
     """Teacher-forced decoding.
 
     Args:
       emb: [batch, tgt_len, e], embeddings of BOS y_1 .. y_{n-1} (target_in).
       context: from `make_context`.
-      positions: optional [batch, tgt_len] bool, the target positions that need logits (the
-        real tokens): the output layer and the softmax then skip the padding.
 
     Returns:
-      logits [batch, tgt_len, vocab] (with `positions`: [1, n, vocab], the n chosen positions
-      in row-major order), attention [batch, tgt_len, src_len] float32,
+      logits [batch, tgt_len, vocab], attention [batch, tgt_len, src_len] float32,
       log_prob [batch, tgt_len] float32 (hard attention's sampled log alpha, else zeros).
     """
     state = self.initial_state(context, tf.shape(emb)[1])
@@ -85,10 +82,7 @@ class Decoder(keras.layers.Layer):
     if outputs is None:
       step = lambda x_t, s, t: self.cell(x_t, s, context, t, training)
       outputs, _ = scan_time(step, x, state)  # each [batch, tgt_len, ...]
-    inputs = self.output_inputs(outputs, emb)  # each [batch, tgt_len, dim]
-    if positions is not None:
-      inputs = tf.nest.map_structure(lambda x: tf.boolean_mask(x, positions)[None], inputs)
-    logits = self.output_layer(inputs, training=training)  # [batch, tgt_len, V] or [1, n, V]
+    logits = self.output_layer(self.output_inputs(outputs, emb), training=training)
     return logits, outputs["attention"], outputs["log_prob"]
 
   def step(self, emb_t, state, context, time):

@@ -85,10 +85,6 @@ class Seq2Seq(keras.Model):
   def call(self, inputs, training=False):
     """Teacher-forced forward pass.
 
-    inputs: {"source", "target_in"} ids, and optionally "target_positions" [batch, tgt_len]
-    bool: logits only at those positions (packed [1, n, tgt_vocab]; training uses the real
-    target tokens, so the output layer and the softmax skip the padding).
-
     Returns:
       dict: logits [batch, tgt_len, tgt_vocab], attention [batch, tgt_len, src_len] (float32),
       attention_log_prob [batch, tgt_len] (hard attention's sampled log alpha, else zeros).
@@ -96,8 +92,7 @@ class Seq2Seq(keras.Model):
     with precision.scope(self.matmul_dtype):
       context = self.encode(inputs["source"], training=training)
       emb = self.embedding_dropout(self.tgt_embedding(inputs["target_in"]), training=training)
-      logits, attention, log_prob = self.decoder(emb, context, training=training,
-                                                 positions=inputs.get("target_positions"))
+      logits, attention, log_prob = self.decoder(emb, context, training=training)
     return {"logits": logits, "attention": attention, "attention_log_prob": log_prob}
 
   def encode(self, source, training=False):

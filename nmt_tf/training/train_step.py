@@ -43,10 +43,6 @@ class TrainStep:
     self.hard_attention = hard_attention
     self.nan_at_step = nan_at_step
     self.loss_scaled = hasattr(optimizer, "scale_loss") and hasattr(optimizer, "dynamic_scale")
-    # The output layer and softmax on the real target tokens only (not the padding): a
-    # data-dependent shape, so not under XLA; REINFORCE needs per-sentence sums of the logits.
-    # (An attribute, not a setting: bench_train.py --packed_logits turns it off to compare.)
-    self.packed_logits = not train_config.jit_compile and not hard_attention
     self._compute = tf.function(self._compute_gradients, jit_compile=train_config.jit_compile,
                                 reduce_retracing=True) if train_config.jit_compile else \
         self._compute_gradients
@@ -58,14 +54,10 @@ class TrainStep:
   def _compute_gradients(self, batch, global_tokens, global_sentences, baseline):
     """Forward and backward pass of one replica (no collective: can be XLA-compiled)."""
     variables = self.model.trainable_variables
-    inputs = {"source": batch["source"], "target_in": batch["target_in"]}
-    targets = batch["target_out"]  # [batch, tgt_len]
-    if self.packed_logits:  # logits of the real tokens only: [1, n, V], targets [1, n]
-      inputs["target_positions"] = tf.not_equal(targets, special_tokens.PAD_ID)
-      targets = tf.boolean_mask(targets, inputs["target_positions"])[None]
     with tf.GradientTape() as tape:
-      outputs = self.model(inputs, training=True)
-      loss_sum, _ = losses.token_loss_sum(outputs["logits"], targets,
+      outputs = self.model({"source": batch["source"], "target_in": batch["target_in"]},
+                           training=True)
+      loss_sum, _ = losses.token_loss_sum(outputs["logits"], batch["target_out"],
                                           self.config.label_smoothing)
       loss = loss_sum / global_tokens
       reward_sum = tf.constant(0.0)
