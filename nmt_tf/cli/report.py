@@ -49,10 +49,10 @@ def run(argv):
   rows = load_rows(FLAGS.report_runs + ([published] if published else []))
   fresh = 0
   if published:
-    for row in rows:
-      if os.path.dirname(os.path.abspath(row["run_dir"])) != os.path.abspath(published):
-        row["run_dir"] = publish(row, published)  # the report links the published files
-        fresh += 1
+    for row in rows:  # a row read from `published` stays where it is
+      target = publish(row, published)
+      fresh += target != row["run_dir"]
+      row["run_dir"] = target  # the report links the published files
   write_report(rows, FLAGS.report_file, FLAGS.report_figures)
   print(f"{len(rows)} rows written to {FLAGS.report_file} (figures in "
         f"{FLAGS.report_figures})" + (f"; {fresh} published to {published}." if published

@@ -77,9 +77,8 @@ def weight(w, dtype, columns=None):
     return w if columns is None else w[:, columns[0]:columns[1]]
   key = (id(w), target, columns)
   if key not in active.casts or not _reachable(active.casts[key][1]):
-    part = weight(w, dtype) if columns is not None else tf.cast(w, target)
-    if columns is not None:
-      part = part[:, columns[0]:columns[1]]
+    # A part is sliced from the cached cast of the whole kernel.
+    part = tf.cast(w, target) if columns is None else weight(w, dtype)[:, columns[0]:columns[1]]
     active.casts[key] = (w, part)  # keeps w alive so that its id stays unique
   return active.casts[key][1]
 
