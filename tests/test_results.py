@@ -234,3 +234,8 @@ class AllRowsScriptTest(tf.test.TestCase):
         self.assertIn(f"--run_dir=runs/results/{name}", line)
         self.assertEqual("--config.data.source_lang=en" in line, name.endswith("en-de"), line)
         self.assertEqual("max_source_len=30" in line, "30_word" in name, line)
+        self.assertEqual("--config.train.max_minutes=60" in line, name.endswith("en-de"), line)
+        self.assertEqual("_word.py" in config, "_word_" in name, line)
+    # The baseline first, then the rows of the comparisons that have none (RESULTS.md).
+    self.assertEqual(list(rows)[:3],
+                     ["cgru_de-en", "encdec50_word_de-en", "rnnsearch50_word_de-en"])

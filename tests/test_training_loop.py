@@ -248,3 +248,6 @@ class PiecesTest(tf.test.TestCase):
         if dataset.startswith("multi30k"):
           self.assertEqual((config.model.embedding_dim, config.model.encoder_units,
                             config.model.decoder_units), (256, 512, 512))
+          # The budgets of docs/RESULTS.md: 2 hours (the quality bar's), 1 hour for word rows.
+          self.assertEqual(config.train.max_minutes, 60.0 if dataset == "multi30k_word" else 120.0)
+          self.assertEqual(config.train.steps, 30000)
