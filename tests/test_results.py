@@ -3,6 +3,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import tempfile
 
@@ -12,6 +13,7 @@ import tensorflow as tf
 from nmt_tf.cli import report as report_cli
 from nmt_tf.cli import results as results_cli
 from nmt_tf.evaluation import results
+from nmt_tf.evaluation import significance
 from tests.test_cli_decode import run_command
 from tests.training_fixtures import tiny_train_config
 
@@ -49,6 +51,10 @@ class ResultsTest(tf.test.TestCase):
     self.assertTrue(row["command"].startswith("python run.py "))
     self.assertTrue(os.path.isfile(os.path.join(self.run_dir, "eval", "test_beam5",
                                                 "hypotheses.txt")))
+    stats = significance.read_statistics(results.statistics_path(
+        dict(row, run_dir=self.run_dir), "beam5"))
+    self.assertLen(stats["bleu"], 8)
+    self.assertAllClose(significance.corpus_score(stats, "bleu"), row["scores"]["beam5"]["bleu"])
 
   def test_report_keeps_hand_written_text(self):
     self.assertEqual(self.code, 0, self.err)
@@ -92,6 +98,30 @@ class ResultsTest(tf.test.TestCase):
     last = max(points)  # validated at steps 10 and 20
     self.assertEqual(sorted(points), [10, 20])
     self.assertIn(f"| +0.00 | 20 | 20 | {points[last][1]:.2f} (step 20) |", row[0])
+    # Paired bootstrap p-values of BLEU and chrF2 from the rows' sentence statistics (the
+    # same outputs: sacrebleu's p for a zero difference is 1 / 1001).
+    self.assertTrue(row[0].endswith("| 0.001 | 0.001 |"), row[0])
+    lost = dict(sar, run_dir=os.path.join(self.tmp, "no_such_row"))  # no hypotheses
+    lines = results._residual_comparison([base, lost])  # pylint: disable=protected-access
+    row = [line for line in lines if line.startswith("| `sar_tiny`")]
+    self.assertTrue(row[0].endswith("| n/a | n/a |"), row[0])
+
+  def test_statistics_of_rows_evaluated_without_them(self):
+    """`run.py report` writes them from the hypotheses and the references of config.json."""
+    self.assertEqual(self.code, 0, self.err)
+    old = os.path.join(tempfile.mkdtemp(dir=self.tmp), "cgru_tiny")
+    shutil.copytree(self.run_dir, old)
+    with open(os.path.join(old, "results.json"), encoding="utf-8") as f:
+      row = dict(json.load(f), run_dir=old)
+    expected = significance.read_statistics(results.statistics_path(row, "greedy"))
+    for key in ("greedy", "beam5"):
+      os.remove(results.statistics_path(row, key))
+    self.assertCountEqual(results.add_statistics(row), ["greedy", "beam5"])
+    self.assertEqual(significance.read_statistics(results.statistics_path(row, "greedy")),
+                     expected)
+    self.assertEqual(results.add_statistics(row), [])  # nothing missing any more
+    published = dict(row, run_dir=os.path.join(self.tmp, "no_config"))  # no config.json
+    self.assertEqual(results.add_statistics(published), [])
 
   def test_row_keeps_validation_curve(self):
     self.assertEqual(self.code, 0, self.err)
@@ -120,7 +150,9 @@ class ResultsTest(tf.test.TestCase):
     self.assertIn("1 published", out)
     row_dir = os.path.join(published, "cgru_tiny")
     for name in ("results.json", "eval/test_greedy/hypotheses.txt",
-                 "eval/test_beam5/hypotheses.txt", "eval/test_beam5/attention_0.png"):
+                 "eval/test_beam5/hypotheses.txt", "eval/test_beam5/attention_0.png",
+                 f"eval/test_greedy/{significance.STATS_FILE}",
+                 f"eval/test_beam5/{significance.STATS_FILE}"):
       self.assertTrue(os.path.isfile(os.path.join(row_dir, name)), name)
     with open(os.path.join(row_dir, "results.json"), encoding="utf-8") as f:
       self.assertNotIn("run_dir", json.load(f))

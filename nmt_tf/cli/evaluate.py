@@ -4,7 +4,9 @@
   python run.py evaluate --run_dir=R --source_file=s.de --reference_file=r.en --beam_size=10
 
 Writes to --eval_dir (default RUN/eval/SPLIT): hypotheses.txt, report.json,
-bleu_by_length.png (Bahdanau et al. 2015, Fig. 2) and attention_N.png for --plot_sentences.
+sentence_stats.json.gz (BLEU/chrF counts per sentence, for paired bootstrap tests without the
+references), bleu_by_length.png (Bahdanau et al. 2015, Fig. 2) and attention_N.png for
+--plot_sentences.
 """
 
 import json
@@ -17,6 +19,7 @@ from nmt_tf import data
 from nmt_tf.cli import common
 from nmt_tf.cli import translate as translate_cli
 from nmt_tf.evaluation import analysis
+from nmt_tf.evaluation import significance
 from nmt_tf.evaluation.alignment_plot import alignment_png
 from nmt_tf.evaluation.length_plot import length_bleu_png
 from nmt_tf.evaluation.scoring import corpus_bleu, corpus_chrf
@@ -75,6 +78,8 @@ def evaluate(translator, decode, sources, references, out_dir):
   with open(os.path.join(out_dir, "hypotheses.txt"), "w", encoding="utf-8") as f:
     f.writelines(h + "\n" for h in hypotheses)
   bleu, chrf = corpus_bleu(hypotheses, references), corpus_chrf(hypotheses, references)
+  significance.write_statistics(os.path.join(out_dir, significance.STATS_FILE),
+                                significance.sentence_statistics(hypotheses, references))
   buckets = analysis.bleu_by_length(sources, hypotheses, references,
                                     FLAGS.length_bucket_width)
   mask = analysis.unk_mask(sources, references, translator.source_tokenizer,

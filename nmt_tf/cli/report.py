@@ -4,10 +4,12 @@
 
 Reads the rows of --report_runs and the rows already published in --report_published (a row
 still in a run directory wins), publishes the former into --report_published (results.json
-with the validation curve, test hypotheses, attention maps: small files meant for git, so
-that a clone without the run directories can redraw the report), then rewrites only the part
-of --report_file between its two marker lines (tables, signatures, commands) and draws the
-figures into --report_figures.
+with the validation curve, test hypotheses, their BLEU/chrF statistics per sentence, attention
+maps: small files meant for git, so that a clone without the run directories can redraw the
+report), then rewrites only the part of --report_file between its two marker lines (tables,
+paired tests, signatures, commands) and draws the figures into --report_figures. Rows
+evaluated before the statistics were kept get them from their hypotheses and the references
+of their config (a warning when these cannot be read).
 """
 
 import os
@@ -36,7 +38,8 @@ FLAGS = flags.FLAGS
 
 def run(argv):
   # pylint: disable=g-import-not-at-top
-  from nmt_tf.evaluation.results import load_rows, publish, write_report
+  from nmt_tf.data import DataError
+  from nmt_tf.evaluation.results import add_statistics, load_rows, publish, write_report
   if argv:
     print(f"report takes no positional arguments; received {argv}.", file=sys.stderr)
     return 2
@@ -47,6 +50,12 @@ def run(argv):
     return 1
   published = FLAGS.report_published
   rows = load_rows(FLAGS.report_runs + ([published] if published else []))
+  for row in rows:  # rows evaluated before sentence statistics were kept get them now
+    try:
+      add_statistics(row)
+    except DataError as error:
+      print(f"warning: no sentence statistics for {row['name']} (its test references: "
+            f"{error}); its paired tests show n/a.", file=sys.stderr)
   fresh = 0
   if published:
     for row in rows:  # a row read from `published` stays where it is

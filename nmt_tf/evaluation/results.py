@@ -16,6 +16,10 @@ published copy. A fresh clone therefore redraws the whole report from git alone.
 A row's budget is wall-clock time, so rows are compared only with rows of the same machine:
 each (direction, machine) pair gets its own table and curves, and a row trained again on
 another machine is published beside the first (docs/results/rows/<row>@<machine>/).
+
+Each search also keeps its sentence statistics (significance.STATS_FILE: BLEU and chrF counts
+per test sentence), so that the report can test two rows' difference (paired bootstrap)
+without the references, which are not in git.
 """
 
 import glob
@@ -32,6 +36,7 @@ from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top,wron
 from nmt_tf.evaluation import analysis  # pylint: disable=wrong-import-position
 from nmt_tf.evaluation.length_plot import length_bleu_png  # pylint: disable=wrong-import-position
 from nmt_tf.evaluation.png import finish_png  # pylint: disable=wrong-import-position
+from nmt_tf.evaluation import significance  # pylint: disable=wrong-import-position
 
 ROW_FILE = "results.json"
 HYPOTHESES = "hypotheses.txt"
@@ -89,9 +94,9 @@ def load_rows(paths):
 
 def publish(row, archive_dir):
   """Copies a row out of its run directory into archive_dir/<name>/ (results.json with the
-  validation curve, each search's test hypotheses, the attention maps) and returns the
-  published directory: <name>, or <name>@<machine> when <name> holds the row of another
-  machine. A row already read from archive_dir is left as it is."""
+  validation curve, each search's test hypotheses and sentence statistics, the attention
+  maps) and returns the published directory: <name>, or <name>@<machine> when <name> holds
+  the row of another machine. A row already read from archive_dir is left as it is."""
   if os.path.dirname(os.path.abspath(row["run_dir"])) == os.path.abspath(archive_dir):
     return row["run_dir"]
   target = os.path.join(archive_dir, row["name"])
@@ -102,9 +107,9 @@ def publish(row, archive_dir):
         target = f"{target}@{machine_slug(row.get('machine'))}"
   os.makedirs(target, exist_ok=True)
   for key, entry in row["scores"].items():
-    names = [os.path.join("eval", f"test_{key}", HYPOTHESES)] + list(
-        (entry or {}).get("attention_images") or [])
-    for name in names:
+    names = [os.path.relpath(path(row, key), row["run_dir"])
+             for path in (hypotheses_path, statistics_path)]
+    for name in names + list((entry or {}).get("attention_images") or []):
       source = os.path.join(row["run_dir"], name)
       if os.path.isfile(source):
         os.makedirs(os.path.dirname(os.path.join(target, name)), exist_ok=True)
@@ -115,6 +120,52 @@ def publish(row, archive_dir):
     json.dump(data, f, indent=2, sort_keys=True)
   os.replace(path + ".tmp", path)
   return target
+
+
+def hypotheses_path(row, key):
+  """The test hypotheses of search `key` ("greedy", "beam5") of a row."""
+  return os.path.join(row["run_dir"], "eval", f"test_{key}", HYPOTHESES)
+
+
+def statistics_path(row, key):
+  """The sentence statistics of the same search (significance.STATS_FILE)."""
+  return os.path.join(row["run_dir"], "eval", f"test_{key}", significance.STATS_FILE)
+
+
+def add_statistics(row):
+  """Writes the missing sentence statistics of a row still in its run directory (rows
+  evaluated before they were kept) from its test hypotheses and the test references its
+  config.json names; returns the searches written. Rows without a config.json (published
+  copies) or without hypotheses are left alone.
+
+  Raises:
+    DataError (nmt_tf.data): the config's test references cannot be read.
+  """
+  # pylint: disable=g-import-not-at-top
+  from nmt_tf import data
+  from nmt_tf.experiment.run_dir import RunDir
+  todo = [key for key in row["scores"] if not os.path.isfile(statistics_path(row, key))
+          and os.path.isfile(hypotheses_path(row, key))]
+  run_dir = RunDir(row["run_dir"])
+  if not todo or not run_dir.exists():
+    return []
+  references = list(data.split_texts(data.load_corpus(run_dir.load_config().data)["test"],
+                                     "target"))
+  for key in todo:
+    with open(hypotheses_path(row, key), encoding="utf-8") as f:
+      hypotheses = [line.rstrip("\n") for line in f]
+    significance.write_statistics(statistics_path(row, key),
+                                  significance.sentence_statistics(hypotheses, references))
+  return todo
+
+
+def paired_test(row, baseline, key="beam5"):
+  """significance.paired_bootstrap of two rows' search `key`, or None when either row has
+  no sentence statistics (rows rebuilt without hypotheses) or their test sets differ."""
+  stats = [significance.read_statistics(statistics_path(r, key)) for r in (baseline, row)]
+  if None in stats or len(stats[0]["bleu"]) != len(stats[1]["bleu"]):
+    return None
+  return significance.paired_bootstrap(*stats)
 
 
 def validations(run_dir):
@@ -289,20 +340,25 @@ def _residual_comparison(rows):
       out += ["### Self-attentive decoders against their cgru baseline (same budget, seed and "
               "machine)",
               "", "Test BLEU (beam 5) after the same time budget; the steps each run trained "
-              "in it; and, as a comparison at equal training data, the validation BLEU "
-              "(greedy) of both runs at the last step both validated.", "",
+              "in it; as a comparison at equal training data, the validation BLEU "
+              "(greedy) of both runs at the last step both validated; and the p-values of "
+              "sacrebleu's paired bootstrap test (1,000 resamples, seed 12345) of the test "
+              "BLEU and chrF2 differences (n/a: a row without test hypotheses).", "",
               "| run | baseline | BLEU beam 5 | baseline | difference | steps | baseline steps "
-              "| valid BLEU at equal steps | baseline |",
-              "|---|---|---:|---:|---:|---:|---:|---|---:|"]
+              "| valid BLEU at equal steps | baseline | p BLEU | p chrF2 |",
+              "|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
     mine, theirs = r["scores"]["beam5"]["bleu"], b["scores"]["beam5"]["bleu"]
     ours = {p["step"]: p["bleu"] for p in r["validation"]}
     base_points = {p["step"]: p["bleu"] for p in b["validation"]}
     common = max(set(ours) & set(base_points), default=None)
     equal = ("n/a | n/a" if common is None else
              f"{ours[common]:.2f} (step {common:,}) | {base_points[common]:.2f}")
+    test = paired_test(r, b)
+    p_values = ("n/a | n/a" if test is None else
+                f"{test['bleu']['p']:.3f} | {test['chrf']['p']:.3f}")
     out.append(f"| `{r['name']}` ({r['model']}) | `{b['name']}` | {mine:.2f} | {theirs:.2f} "
                f"| {mine - theirs:+.2f} | {r['train']['steps']:,} | {b['train']['steps']:,} "
-               f"| {equal} |")
+               f"| {equal} | {p_values} |")
   return out + [""] if out else []
 
 
