@@ -222,6 +222,15 @@ class ResultsTest(tf.test.TestCase):
     comparison = [l for l in text.splitlines() if l.startswith("| `sar_tiny`")
                   and "`cgru_tiny`" in l]
     self.assertLen(comparison, 1)  # the old machine's sar row has no baseline there
+    # The tables' last column: beam-5 BLEU against the cgru row of the same machine (with the
+    # paired bootstrap p-value; the same outputs here); none for cgru or without a baseline.
+    lines = [l for l in text.splitlines() if l.startswith(("| `sar_tiny`", "| `cgru_tiny`"))
+             and "| word |" in l]
+    self.assertLen(lines, 3)
+    old_sar_line = lines.pop(-1 if here < old["machine"] else 0)  # tables sorted by machine
+    self.assertTrue(old_sar_line.endswith("| - |"), old_sar_line)
+    self.assertTrue(lines[0].startswith("| `cgru_tiny`") and lines[0].endswith("| - |"))
+    self.assertTrue(lines[1].endswith("| +0.00 (p 0.001) |"), lines[1])
     published = os.path.join(self.tmp, "published_machines")
     first = results.publish(old, published)
     second = results.publish(row, published)

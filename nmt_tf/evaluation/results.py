@@ -273,8 +273,8 @@ def render(rows, figure_dir, link_prefix):
     out += [f"### {title}, {machine or 'unknown machine'}: test split "
             f"({subset[0]['test_sentences']} sentences)", "",
             "| run | model | tokens | max len | steps | training | CPU cores | BLEU greedy "
-            "| BLEU beam 5 | chrF2 greedy | chrF2 beam 5 | valid BLEU |",
-            "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            "| BLEU beam 5 | chrF2 greedy | chrF2 beam 5 | valid BLEU | beam 5 vs cgru |",
+            "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in subset:
       greedy, beam = r["scores"].get("greedy"), r["scores"].get("beam5")
       out.append(
@@ -282,7 +282,8 @@ def render(rows, figure_dir, link_prefix):
           f"| {r['train']['steps']:,} | {_duration(r['train']['train_seconds'])} "
           f"| {_cores(r['train'])} "
           f"| {_score(greedy)} | {_score(beam)} | {_score(greedy, 'chrf')} "
-          f"| {_score(beam, 'chrf')} | {_score(r['train'], 'best_valid_bleu')} |")
+          f"| {_score(beam, 'chrf')} | {_score(r['train'], 'best_valid_bleu')} "
+          f"| {_against_baseline(r, rows)} |")
     out.append("")
     notes = {}  # note -> the rows that carry it
     for r in subset:
@@ -322,6 +323,24 @@ def render(rows, figure_dir, link_prefix):
   return "\n".join(out) + "\n"
 
 
+def baseline(row, rows):
+  """The cgru row that `row` is compared with: same direction, tokenizer, length limit,
+  budget, seed and machine (None if there is none, or if `row` is it)."""
+  keys = ("direction", "tokenizer", "max_length", "max_minutes", "seed", "machine")
+  return next((b for b in rows if b["decoder"] == "cgru" and b is not row
+               and all(b.get(k) == row.get(k) for k in keys)), None)
+
+
+def _against_baseline(row, rows):
+  """The table cell "difference (p)" of the beam-5 BLEU against the row's cgru baseline."""
+  b = baseline(row, rows)
+  if b is None or not (row["scores"].get("beam5") and b["scores"].get("beam5")):
+    return "-"
+  difference = row["scores"]["beam5"]["bleu"] - b["scores"]["beam5"]["bleu"]
+  test = paired_test(row, b)
+  return f"{difference:+.2f}" + ("" if test is None else f" (p {test['bleu']['p']:.3f})")
+
+
 def _residual_comparison(rows):
   """Self-attentive decoders against the cgru row of the same direction, budget, seed and
   machine."""
@@ -329,13 +348,9 @@ def _residual_comparison(rows):
   for r in rows:
     if r["decoder"] not in ("self_attentive_residual", "memory_rnn", "self_attentive_rnn"):
       continue
-    base = [b for b in rows if b["decoder"] == "cgru" and b["direction"] == r["direction"]
-            and b["tokenizer"] == r["tokenizer"] and b.get("seed") == r.get("seed")
-            and b.get("max_minutes") == r.get("max_minutes")
-            and b.get("machine") == r.get("machine")]
-    if not base:
+    b = baseline(r, rows)
+    if b is None:
       continue
-    b = base[0]
     if not out:
       out += ["### Self-attentive decoders against their cgru baseline (same budget, seed and "
               "machine)",
