@@ -14,7 +14,8 @@ def length_bleu_png(buckets, title=None, dpi=80):
 
   Args:
     buckets: list of analysis.LengthBucket (or (low, high, count, bleu) objects), or
-      several such lists as a dict {label: buckets} to compare systems.
+      such lists as a dict {label: buckets} to compare systems (with a legend). The number
+      of sentences is written at each point.
     title: optional title.
 
   Returns:
@@ -33,7 +34,7 @@ def length_bleu_png(buckets, title=None, dpi=80):
     ax.set_ylabel("BLEU")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    if len(series) > 1:
+    if isinstance(buckets, dict):
       ax.legend(fontsize=8)
     return finish_png(fig, ax, title)
   finally:

@@ -5,7 +5,8 @@ tokenizer, length limit, budget), how long it took, and the test scores of greed
 search with their sacrebleu signatures. The report renders every row found into Markdown
 tables between two marker lines of the report file (the hand-written text around them stays)
 and draws the figures: validation BLEU against training steps and time, BLEU by source length
-of the word-vocabulary rows (Bahdanau et al. 2015, Fig. 2) and the attention maps of one run.
+of each table's rows and of the word-vocabulary rows (Bahdanau et al. 2015, Fig. 2) and the
+attention maps of one run.
 
 Run directories hold checkpoints and do not belong in git, so the report also *publishes*
 each row into the project (docs/results/rows/<row>/: results.json with its validation curve,
@@ -296,6 +297,13 @@ def render(rows, figure_dir, link_prefix):
     with open(os.path.join(figure_dir, name), "wb") as f:
       f.write(curves_png(curves, title=f"{title}, {machine}: validation BLEU"))
     out += [f"![validation BLEU against training steps and time]({link_prefix}/{name})", ""]
+    by_length = {r["name"]: _buckets(r["scores"].get("beam5")) for r in subset
+                 if (r["scores"].get("beam5") or {}).get("bleu_by_length")}
+    if by_length:  # rows rebuilt by hand have no per-length scores
+      name = f"bleu_by_length_{direction}_{machine_slug(machine)}.png"
+      with open(os.path.join(figure_dir, name), "wb") as f:
+        f.write(length_bleu_png(by_length, title=f"{title}, {machine}: test BLEU (beam 5)"))
+      out += [f"![BLEU by source length]({link_prefix}/{name})", ""]
   word_rows = [r for r in rows if r["tokenizer"] == "word"]
   if word_rows:
     out += ["### Fixed context against attention by training length (word vocabularies)", "",
