@@ -23,6 +23,7 @@ per test sentence), so that the report can test two rows' difference (paired boo
 without the references, which are not in git.
 """
 
+import functools
 import glob
 import json
 import os
@@ -163,7 +164,12 @@ def add_statistics(row):
 def paired_test(row, baseline, key="beam5"):
   """significance.paired_bootstrap of two rows' search `key`, or None when either row has
   no sentence statistics (rows rebuilt without hypotheses) or their test sets differ."""
-  stats = [significance.read_statistics(statistics_path(r, key)) for r in (baseline, row)]
+  return _paired_files(statistics_path(baseline, key), statistics_path(row, key))
+
+
+@functools.lru_cache(maxsize=64)  # the report asks for each pair twice (table, comparison)
+def _paired_files(baseline_path, system_path):
+  stats = [significance.read_statistics(p) for p in (baseline_path, system_path)]
   if None in stats or len(stats[0]["bleu"]) != len(stats[1]["bleu"]):
     return None
   return significance.paired_bootstrap(*stats)
