@@ -4,7 +4,7 @@
   python run.py evaluate --run_dir=R --source_file=s.de --reference_file=r.en --beam_size=10
 
 Writes to --eval_dir (default RUN/eval/SPLIT): hypotheses.txt, report.json,
-sentence_stats.json.gz (BLEU/chrF counts per sentence, for paired bootstrap tests without the
+sentence_stats.json (BLEU/chrF counts per sentence, for paired bootstrap tests without the
 references), bleu_by_length.png (Bahdanau et al. 2015, Fig. 2) and attention_N.png for
 --plot_sentences.
 """

@@ -13,14 +13,13 @@ which is sacrebleu's `--paired-bs` (the same resamples: numpy default_rng seeded
 1,000 resamples), so `sacrebleu ref -i base sys -m bleu chrf --paired-bs` gives the same p.
 """
 
-import gzip
 import json
 import os
 
 import numpy as np
 import sacrebleu
 
-STATS_FILE = "sentence_stats.json.gz"
+STATS_FILE = "sentence_stats.json"
 SEED = 12345  # sacrebleu's default (SACREBLEU_SEED)
 SAMPLES = 1000
 
@@ -45,8 +44,9 @@ def sentence_statistics(hypotheses, references):
 
 
 def write_statistics(path, statistics):
-  """Writes sentence_statistics(...) as gzipped JSON (about 25 KB per 1,000 sentences)."""
-  with gzip.open(path + ".tmp", "wt", encoding="utf-8") as f:
+  """Writes sentence_statistics(...) as JSON text (counts derived from the references, not
+  their text: they are published with a row's hypotheses)."""
+  with open(path + ".tmp", "w", encoding="utf-8") as f:
     json.dump(statistics, f, separators=(",", ":"))
   os.replace(path + ".tmp", path)
 
@@ -55,7 +55,7 @@ def read_statistics(path):
   """The statistics written by write_statistics, or None when path does not exist."""
   if not os.path.isfile(path):
     return None
-  with gzip.open(path, "rt", encoding="utf-8") as f:
+  with open(path, encoding="utf-8") as f:
     return json.load(f)
 
 
@@ -89,9 +89,9 @@ def paired_bootstrap(baseline, system, samples=SAMPLES, seed=SEED):
       # pylint: disable-next=protected-access
       scores.append(np.array([metric._compute_score_from_stats(stats[i].sum(0)).score
                               for i in indices]))  # [samples]
-    real = abs(corpus_score(baseline, name) - corpus_score(system, name))
+    real = {"baseline": corpus_score(baseline, name), "system": corpus_score(system, name)}
     diffs = np.abs(scores[1] - scores[0])
-    p = (np.sum(diffs - diffs.mean() > real).item() + 1) / (samples + 1)
-    out[name] = {"baseline": corpus_score(baseline, name),
-                 "system": corpus_score(system, name), "p": p}
+    threshold = abs(real["baseline"] - real["system"])
+    out[name] = dict(real, p=(np.sum(diffs - diffs.mean() > threshold).item() + 1) /
+                     (samples + 1))
   return out
