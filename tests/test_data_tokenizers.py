@@ -113,7 +113,20 @@ class WordTest(TokenizerCases, tf.test.TestCase):
     self.assertEqual(tok.encode("c a b <s>"), [4, 5, 1, 1])
     self.assertEqual(data.WordTokenizer.build(["x, y."]).vocab[4:], [",", ".", "x", "y"])
     self.assertEqual(self.tok.decode(self.tok.encode("Zwei Männer, (alt)")),
-                     "Zwei Männer , ( alt )")
+                     "Zwei Männer, (alt)")
+
+  def test_detokenize_attaches_punctuation(self):
+    texts = ['Er sagt: "Ja!" (laut) [x].', '" a " b " c', "a . . . , b ( ( c"]
+    tok = data.WordTokenizer.build(texts)
+    ids = tok.tokenize(tf.constant(texts))
+    expected = ['Er sagt: "Ja!" (laut) [x].', '"a" b " c', "a..., b ((c"]
+    self.assertEqual([tok.decode(i) for i in ids.to_list()], expected)
+    self.assertAllEqual(tok.detokenize(ids), [t.encode() for t in expected])
+    # Detokenized text tokenizes back to the same ids.
+    self.assertEqual(tok.tokenize(tok.detokenize(ids)).to_list(), ids.to_list())
+    spaced = data.WordTokenizer(tok.vocab, split_punctuation=False)
+    self.assertEqual(spaced.decode(tok.encode("(laut).")), "( laut ) .")  # no attaching
+    self.assertEqual(spaced.decode(ids.to_list()[1]), '" a " b " c')
 
   def test_bad_vocab(self):
     with self.assertRaisesRegex(data.DataError, "expected .*'<pad>'"):

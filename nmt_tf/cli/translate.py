@@ -80,7 +80,7 @@ def hypothesis_view(translator, result, hyp, replace_unk):
   text = hyp.text
   if replace_unk:
     tgt_tokens = alignments.replace_unknowns(tgt_tokens, hyp.ids, hyp.attention, src_tokens)
-    text = " ".join(tgt_tokens[:-1])  # word vocabularies detokenize with spaces
+    text = translator.target_tokenizer.join(tgt_tokens[:-1])  # a WordTokenizer
   return text, src_tokens, tgt_tokens
 
 

@@ -17,6 +17,21 @@ _SPACES_RE2 = r"[\t\n\x{000B}\f\r \x{00A0}\x{2000}-\x{200A}\x{3000}]+"
 _SPACES_PY = re.compile("[\t\n\x0b\f\r \u00a0\u2000-\u200a\u3000]+")
 _PUNCT = r"""([.,!?;:"()\[\]])"""
 _PUNCT_PY = re.compile(_PUNCT)
+# Detokenization, the inverse of the split for text written the usual way: closing marks
+# attach to the word before, opening brackets to the word after, and each pair of double
+# quotes to the words inside (an unpaired last quote stays apart). (pattern, replacement)
+# in RE2 and Python ``re`` alike; applied in this order.
+_ATTACH = ((r'" ([^"]*?) "', r'"\1"'), (r" ([.,!?;:)\]])", r"\1"), (r"([(\[]) ", r"\1"))
+_ATTACH_PY = tuple((re.compile(p), r) for p, r in _ATTACH)
+
+
+def join_words(words: Sequence[str], split_punctuation: bool = True) -> str:
+  """Python detokenization: words joined by spaces, punctuation attached (see ``_ATTACH``)."""
+  text = " ".join(words)
+  if split_punctuation:
+    for pattern, replacement in _ATTACH_PY:
+      text = pattern.sub(replacement, text)
+  return text
 
 
 def split_words(text: str, split_punctuation: bool = True) -> List[str]:
@@ -32,7 +47,8 @@ class WordTokenizer(Tokenizer):
 
   Args:
     vocab: tokens by id; the first four must be ``special_tokens.SPECIAL_TOKENS``.
-    split_punctuation: split ``. , ! ? ; : " ( ) [ ]`` off words before the lookup.
+    split_punctuation: split ``. , ! ? ; : " ( ) [ ]`` off words before the lookup, and
+      attach them again in ``detokenize``/``decode`` ("a dog ." -> "a dog.").
     name: tf.Module name.
   """
 
@@ -92,7 +108,11 @@ class WordTokenizer(Tokenizer):
 
   def _detokenize_real(self, ids: tf.RaggedTensor) -> tf.Tensor:
     words = tf.gather(self._tokens, ids)  # [batch, (words)]
-    return tf.strings.reduce_join(words, axis=-1, separator=" ")  # [batch]
+    text = tf.strings.reduce_join(words, axis=-1, separator=" ")  # [batch]
+    if self.split_punctuation:
+      for pattern, replacement in _ATTACH:
+        text = tf.strings.regex_replace(text, pattern, replacement)
+    return text
 
   def id_to_token(self, ids: tf.Tensor) -> tf.Tensor:
     return tf.gather(self._tokens, ids)
@@ -111,7 +131,11 @@ class WordTokenizer(Tokenizer):
     return [i if i >= NUM_SPECIAL else special_tokens.UNK_ID for i in ids]
 
   def _decode_real(self, ids: List[int]) -> str:
-    return " ".join(self._vocab[i] for i in ids)
+    return self.join([self._vocab[i] for i in ids])
+
+  def join(self, words: Sequence[str]) -> str:
+    """Words (any strings, e.g. UNKs replaced by source words) -> text, as ``decode``."""
+    return join_words(words, self.split_punctuation)
 
   def _save_files(self, directory: str, prefix: str) -> dict:
     with open(os.path.join(directory, f"{prefix}.vocab"), "w", encoding="utf-8") as f:
