@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from nmt_tf.data import WordTokenizer
 from nmt_tf.evaluation import analysis
-from nmt_tf.evaluation.length_plot import length_bleu_png
+from nmt_tf.evaluation.length_plot import length_bleu_png, plotted
 from nmt_tf.evaluation.scoring import corpus_bleu
 from nmt_tf.inference import alignments
 from nmt_tf.special_tokens import EOS_ID, UNK_ID
@@ -22,7 +22,10 @@ class AnalysisTest(tf.test.TestCase):
                      [(0, 2, 2), (3, 5, 1), (6, 8, 1)])
     self.assertAllClose(buckets[0].bleu, corpus_bleu(hyps[::2], refs[::2]).score)
     self.assertEqual(buckets[1].bleu, 0.0)
-    self.assertEqual(length_bleu_png(buckets)[:4], b"\x89PNG")
+    self.assertEqual(length_bleu_png(buckets)[:4], b"\x89PNG")  # all too small to draw
+    self.assertEqual(length_bleu_png(buckets, min_sentences=1)[:4], b"\x89PNG")
+    drawn, left_out = plotted(buckets, min_sentences=2)
+    self.assertEqual((drawn, left_out), (buckets[:1], buckets[1:]))
     with self.assertRaisesRegex(ValueError, "width=0"):
       analysis.bleu_by_length(sources, hyps, refs, width=0)
     with self.assertRaisesRegex(ValueError, "equal counts"):

@@ -81,7 +81,7 @@ class ResultsTest(tf.test.TestCase):
     self.assertIn(f"(figures/{curves})", text)
     self.assertIn("BLEU no UNK", text)  # the word-vocabulary table
     self.assertIn(f"(figures/bleu_by_length_{curves[len('curves_'):]})", text)
-    for name in (curves, "bleu_by_length.png", "attention_cgru_tiny_attention_0.png",
+    for name in (curves, "bleu_by_length_word.png", "attention_cgru_tiny_attention_0.png",
                  f"bleu_by_length_{curves[len('curves_'):]}"):
       with open(os.path.join(figures, name), "rb") as f:
         self.assertEqual(f.read(4), b"\x89PNG", name)

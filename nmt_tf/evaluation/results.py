@@ -324,9 +324,9 @@ def render(rows, figure_dir, link_prefix):
                  f"| {_score(beam, 'bleu_all')} | {_score(beam, 'bleu_no_unk')} "
                  f"| {beam.get('no_unk_sentences', 'n/a')} |")
       series[f"{r['model']}-{r.get('max_length') or 'all'} ({r['direction']})"] = _buckets(beam)
-    with open(os.path.join(figure_dir, "bleu_by_length.png"), "wb") as f:
+    with open(os.path.join(figure_dir, "bleu_by_length_word.png"), "wb") as f:
       f.write(length_bleu_png(series, title="BLEU (beam 5) by source sentence length"))
-    out += ["", f"![BLEU by source length]({link_prefix}/bleu_by_length.png)", ""]
+    out += ["", f"![BLEU by source length]({link_prefix}/bleu_by_length_word.png)", ""]
   out += _residual_comparison(rows)
   out += _attention_maps(rows, figure_dir, link_prefix)
   signatures = sorted({(s["bleu_signature"], s["chrf_signature"]) for r in rows
