@@ -242,6 +242,26 @@ class ResultsTest(tf.test.TestCase):
     loaded = results.load_rows([published])
     self.assertCountEqual([r["machine"] for r in loaded], [here, "2 CPUs Old Box"])
 
+  def test_word_table_compares_attention_with_encdec(self):
+    """Bahdanau et al.'s comparison: each word row against the encdec row of the same length
+    limit, budget, seed and machine (paired bootstrap p; the same outputs here)."""
+    self.assertEqual(self.code, 0, self.err)
+    with open(os.path.join(self.run_dir, "results.json"), encoding="utf-8") as f:
+      row = json.load(f)
+    row["run_dir"] = self.run_dir
+    encdec = dict(row, name="encdec_tiny", decoder="encdec", model="encdec")
+    rnnsearch = dict(row, name="rnnsearch_tiny", decoder="rnnsearch", model="rnnsearch")
+    other_length = dict(rnnsearch, name="rnnsearch_tiny30", max_length=30)
+    text = results.render([encdec, rnnsearch, other_length],
+                          os.path.join(self.tmp, "figures_word"), "f")
+    table = text.split("### Fixed context against attention")[1].split("###")[0]
+    lines = {l.split("`")[1]: l for l in table.splitlines() if l.startswith("| `")}
+    self.assertTrue(lines["encdec_tiny"].endswith("| - |"), lines["encdec_tiny"])
+    self.assertTrue(lines["rnnsearch_tiny"].endswith("| +0.00 (p 0.001) |"),
+                    lines["rnnsearch_tiny"])
+    self.assertTrue(lines["rnnsearch_tiny30"].endswith("| - |"))  # no encdec-30 row
+    self.assertIn(f"| {row['machine']} |", lines["rnnsearch_tiny"])
+
   def test_errors(self):
     code, _, err = run_command(results_cli, results_beams=["0"])
     self.assertEqual(code, 2)

@@ -315,14 +315,20 @@ def render(rows, figure_dir, link_prefix):
     out += ["### Fixed context against attention by training length (word vocabularies)", "",
             "BLEU (beam 5) on all test sentences and on those whose source and reference have "
             "no out-of-vocabulary word (Bahdanau et al. 2015, Table 1).", "",
-            "| run | model | max len | BLEU all | BLEU no UNK | sentences without UNK |",
-            "|---|---|---:|---:|---:|---:|"]
+            "The last column is the paper's comparison: the BLEU difference of an attention "
+            "row from the encdec row of the same length limit, budget, seed and machine, with "
+            "the p-value of the paired bootstrap test.", "",
+            "| run | model | max len | machine | BLEU all | BLEU no UNK "
+            "| sentences without UNK | beam 5 vs encdec |",
+            "|---|---|---:|---|---:|---:|---:|---:|"]
     series = {}
     for r in word_rows:
       beam = r["scores"].get("beam5") or {}
       out.append(f"| `{r['name']}` | {r['model']} | {r.get('max_length') or '-'} "
+                 f"| {r.get('machine') or 'unknown machine'} "
                  f"| {_score(beam, 'bleu_all')} | {_score(beam, 'bleu_no_unk')} "
-                 f"| {beam.get('no_unk_sentences', 'n/a')} |")
+                 f"| {beam.get('no_unk_sentences', 'n/a')} "
+                 f"| {_against_baseline(r, rows, 'encdec')} |")
       series[f"{r['model']}-{r.get('max_length') or 'all'} ({r['direction']})"] = _buckets(beam)
     with open(os.path.join(figure_dir, "bleu_by_length_word.png"), "wb") as f:
       f.write(length_bleu_png(series, title="BLEU (beam 5) by source sentence length"))
@@ -337,17 +343,18 @@ def render(rows, figure_dir, link_prefix):
   return "\n".join(out) + "\n"
 
 
-def baseline(row, rows):
-  """The cgru row that `row` is compared with: same direction, tokenizer, length limit,
-  budget, seed and machine (None if there is none, or if `row` is it)."""
+def baseline(row, rows, decoder="cgru"):
+  """The row of `decoder` that `row` is compared with: same direction, tokenizer, length
+  limit, budget, seed and machine (None if there is none, or if `row` is it)."""
   keys = ("direction", "tokenizer", "max_length", "max_minutes", "seed", "machine")
-  return next((b for b in rows if b["decoder"] == "cgru" and b is not row
+  return next((b for b in rows if b["decoder"] == decoder and b is not row
                and all(b.get(k) == row.get(k) for k in keys)), None)
 
 
-def _against_baseline(row, rows):
-  """The table cell "difference (p)" of the beam-5 BLEU against the row's cgru baseline."""
-  b = baseline(row, rows)
+def _against_baseline(row, rows, decoder="cgru"):
+  """The table cell "difference (p)" of the beam-5 BLEU against the row's baseline of
+  `decoder` (see `baseline`)."""
+  b = baseline(row, rows, decoder)
   if b is None or not (row["scores"].get("beam5") and b["scores"].get("beam5")):
     return "-"
   difference = row["scores"]["beam5"]["bleu"] - b["scores"]["beam5"]["bleu"]
