@@ -262,6 +262,46 @@ class ResultsTest(tf.test.TestCase):
     self.assertTrue(lines["rnnsearch_tiny30"].endswith("| - |"))  # no encdec-30 row
     self.assertIn(f"| {row['machine']} |", lines["rnnsearch_tiny"])
 
+  def test_word_figure_keeps_rows_of_two_machines_apart(self):
+    """The same model and length limit from two machines are two series of the figure."""
+    self.assertEqual(self.code, 0, self.err)
+    with open(os.path.join(self.run_dir, "results.json"), encoding="utf-8") as f:
+      row = json.load(f)
+    here = row["machine"]
+    old = dict(row, machine="2 CPUs Old Box")
+    model = f"cgru-{row.get('max_length') or 'all'}"
+    series = results._word_series([row])  # pylint: disable=protected-access
+    self.assertEqual(list(series), [f"{model} (generated)"])
+    series = results._word_series([row, old])  # pylint: disable=protected-access
+    self.assertEqual(list(series), [f"{model} (generated, {here})",
+                                    f"{model} (generated, 2 CPUs Old Box)"])
+    series = results._word_series([row, dict(row, name="cgru_tiny_seed2")])  # pylint: disable=protected-access
+    self.assertEqual(list(series), [f"{model} (generated)",
+                                    f"{model} (generated) [cgru_tiny_seed2]"])
+    self.assertEqual(series[f"{model} (generated)"],
+                     results._buckets(row["scores"]["beam5"]))  # pylint: disable=protected-access
+
+  def test_report_deletes_the_figures_it_no_longer_draws(self):
+    self.assertEqual(self.code, 0, self.err)
+    with open(os.path.join(self.run_dir, "results.json"), encoding="utf-8") as f:
+      row = dict(json.load(f), run_dir=self.run_dir)
+    figures = os.path.join(self.tmp, "figures_stale")
+    os.makedirs(os.path.join(figures, "rows"))
+    kept = ["notes.png", "table.txt", os.path.join("rows", "curves_of_a_row.png")]
+    stale = ["curves_generated_2-cpus-old-box.png", "bleu_by_length.png"]
+    for name in kept + stale:
+      with open(os.path.join(figures, name), "wb") as f:
+        f.write(b"x")
+    results.write_report([row], os.path.join(self.tmp, "RESULTS_stale.md"), figures)
+    for name in kept:
+      self.assertTrue(os.path.isfile(os.path.join(figures, name)), name)
+    for name in stale:
+      self.assertFalse(os.path.exists(os.path.join(figures, name)), name)
+    curves = f"curves_generated_{results.machine_slug(row['machine'])}.png"
+    for name in (curves, "bleu_by_length_word.png"):
+      with open(os.path.join(figures, name), "rb") as f:
+        self.assertEqual(f.read(4), b"\x89PNG", name)
+
   def test_errors(self):
     code, _, err = run_command(results_cli, results_beams=["0"])
     self.assertEqual(code, 2)

@@ -7,7 +7,9 @@ still in a run directory wins), publishes the former into --report_published (re
 with the validation curve, test hypotheses, their BLEU/chrF statistics per sentence, attention
 maps: small files meant for git, so that a clone without the run directories can redraw the
 report), then rewrites only the part of --report_file between its two marker lines (tables,
-paired tests, signatures, commands) and draws the figures into --report_figures. Rows
+paired tests, signatures, commands) and draws the figures into --report_figures, where it
+deletes the figures of earlier reports it no longer draws (curves*.png, bleu_by_length*.png,
+attention*.png at its top level: the directory's figures are the report's). Rows
 evaluated before the statistics were kept get them from their hypotheses and the references
 of their config (a warning when these cannot be read).
 """
@@ -31,7 +33,8 @@ flags.DEFINE_string("report_published", os.path.join(PROJECT_ROOT, "docs", "resu
 flags.DEFINE_string("report_file", os.path.join(PROJECT_ROOT, "docs", "RESULTS.md"),
                     "Markdown report to update.")
 flags.DEFINE_string("report_figures", os.path.join(PROJECT_ROOT, "docs", "results"),
-                    "Directory for the report's figures.")
+                    "Directory for the report's figures (its curves*, bleu_by_length* and "
+                    "attention*.png that the report no longer draws are deleted).")
 
 FLAGS = flags.FLAGS
 

@@ -266,9 +266,34 @@ def _buckets(entry):
   return buckets
 
 
-def render(rows, figure_dir, link_prefix):
-  """Markdown of all rows; writes the figures into figure_dir (linked as link_prefix/...)."""
+def _save(figure_dir, name, data, written):
+  """Writes figure_dir/name and adds name to the set `written`."""
+  with open(os.path.join(figure_dir, name), "wb") as f:
+    f.write(data)
+  written.add(name)
+
+
+def _word_series(word_rows):
+  """The BLEU-by-length series of the word rows, labelled "<model>-<limit> (<direction>)";
+  with the machine too when the rows come from more than one, and [the row's name] when two
+  rows would still share a label."""
+  machines = {r.get("machine") or "" for r in word_rows}
+  series = {}
+  for r in word_rows:
+    place = r["direction"] + (f", {r.get('machine') or 'unknown machine'}"
+                              if len(machines) > 1 else "")
+    label = f"{r['model']}-{r.get('max_length') or 'all'} ({place})"
+    if label in series:
+      label = f"{label} [{r['name']}]"
+    series[label] = _buckets(r["scores"].get("beam5"))
+  return series
+
+
+def render(rows, figure_dir, link_prefix, written=None):
+  """Markdown of all rows; writes the figures into figure_dir (linked as link_prefix/...) and
+  adds their names to the set `written` when one is given."""
   os.makedirs(figure_dir, exist_ok=True)
+  written = set() if written is None else written
   rows = sorted(rows, key=_row_key)
   out = []
   if not rows:
@@ -300,15 +325,15 @@ def render(rows, figure_dir, link_prefix):
     out += [""] if notes else []
     curves = {r["name"]: r["validation"] for r in subset}
     name = f"curves_{direction}_{machine_slug(machine)}.png"
-    with open(os.path.join(figure_dir, name), "wb") as f:
-      f.write(curves_png(curves, title=f"{title}, {machine}: validation BLEU"))
+    _save(figure_dir, name, curves_png(curves, title=f"{title}, {machine}: validation BLEU"),
+          written)
     out += [f"![validation BLEU against training steps and time]({link_prefix}/{name})", ""]
     by_length = {r["name"]: _buckets(r["scores"].get("beam5")) for r in subset
                  if (r["scores"].get("beam5") or {}).get("bleu_by_length")}
     if by_length:  # rows rebuilt by hand have no per-length scores
       name = f"bleu_by_length_{direction}_{machine_slug(machine)}.png"
-      with open(os.path.join(figure_dir, name), "wb") as f:
-        f.write(length_bleu_png(by_length, title=f"{title}, {machine}: test BLEU (beam 5)"))
+      _save(figure_dir, name,
+            length_bleu_png(by_length, title=f"{title}, {machine}: test BLEU (beam 5)"), written)
       out += [f"![BLEU by source length]({link_prefix}/{name})", ""]
   word_rows = [r for r in rows if r["tokenizer"] == "word"]
   if word_rows:
@@ -321,7 +346,6 @@ def render(rows, figure_dir, link_prefix):
             "| run | model | max len | machine | BLEU all | BLEU no UNK "
             "| sentences without UNK | beam 5 vs encdec |",
             "|---|---|---:|---|---:|---:|---:|---:|"]
-    series = {}
     for r in word_rows:
       beam = r["scores"].get("beam5") or {}
       out.append(f"| `{r['name']}` | {r['model']} | {r.get('max_length') or '-'} "
@@ -329,12 +353,12 @@ def render(rows, figure_dir, link_prefix):
                  f"| {_score(beam, 'bleu_all')} | {_score(beam, 'bleu_no_unk')} "
                  f"| {beam.get('no_unk_sentences', 'n/a')} "
                  f"| {_against_baseline(r, rows, 'encdec')} |")
-      series[f"{r['model']}-{r.get('max_length') or 'all'} ({r['direction']})"] = _buckets(beam)
-    with open(os.path.join(figure_dir, "bleu_by_length_word.png"), "wb") as f:
-      f.write(length_bleu_png(series, title="BLEU (beam 5) by source sentence length"))
+    _save(figure_dir, "bleu_by_length_word.png",
+          length_bleu_png(_word_series(word_rows),
+                          title="BLEU (beam 5) by source sentence length"), written)
     out += ["", f"![BLEU by source length]({link_prefix}/bleu_by_length_word.png)", ""]
   out += _residual_comparison(rows)
-  out += _attention_maps(rows, figure_dir, link_prefix)
+  out += _attention_maps(rows, figure_dir, link_prefix, written)
   signatures = sorted({(s["bleu_signature"], s["chrf_signature"]) for r in rows
                        for s in r["scores"].values() if s})
   out += ["### Signatures", ""] + [f"- BLEU `{b}`, chrF `{c}`" for b, c in signatures] + [""]
@@ -398,7 +422,7 @@ def _residual_comparison(rows):
   return out + [""] if out else []
 
 
-def _attention_maps(rows, figure_dir, link_prefix):
+def _attention_maps(rows, figure_dir, link_prefix, written):
   """Links the beam-5 attention maps of the first cgru row (else the first row): in place when
   the row is published under figure_dir, else copied into figure_dir."""
   chosen = next((r for r in rows if r["decoder"] == "cgru"), rows[0])
@@ -412,16 +436,27 @@ def _attention_maps(rows, figure_dir, link_prefix):
     if name.startswith(os.pardir):
       name = f"attention_{chosen['name']}_{os.path.basename(source)}"
       shutil.copyfile(source, os.path.join(figure_dir, name))
+      written.add(name)
     out.append(f"![attention]({link_prefix}/{name})")
   if not out:
     return []
   return [f"### Attention of `{chosen['name']}` (beam 5, test sentences)", ""] + out + [""]
 
 
+# The names of the figures `render` writes into its figure_dir (not into the rows below it).
+_FIGURE = re.compile(r"(curves|bleu_by_length|attention)(_.*)?\.png")
+
+
 def write_report(rows, report_file, figure_dir):
-  """Replaces the generated part of report_file (created with the markers if missing)."""
+  """Replaces the generated part of report_file (created with the markers if missing) and
+  deletes the figures of earlier reports that this one no longer draws."""
   link_prefix = os.path.relpath(figure_dir, os.path.dirname(os.path.abspath(report_file)))
-  body = render(rows, figure_dir, link_prefix)
+  written = set()
+  body = render(rows, figure_dir, link_prefix, written)
+  for name in sorted(os.listdir(figure_dir)):
+    if (_FIGURE.fullmatch(name) and name not in written
+        and os.path.isfile(os.path.join(figure_dir, name))):
+      os.remove(os.path.join(figure_dir, name))
   text = ""
   if os.path.isfile(report_file):
     with open(report_file, encoding="utf-8") as f:
