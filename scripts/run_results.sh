@@ -37,14 +37,15 @@ row() {  # name -> "name|config|extra flags"
   esac
 }
 
-# The order the rows are run in: the baseline (the quality bar) first, then the rows of the
-# issue's comparisons that have no row yet, the rest of de->en, en->de, and last the de->en
-# rows that were published from another machine (docs/RESULTS.md, "Budgets and order").
+# The order the rows are run in (docs/RESULTS.md, "Budgets and order"): the baseline (the
+# quality bar) first, then the word rows of the Bahdanau comparison, the self-attentive
+# de->en rows (memory RNN and self-attentive RNN first: they have no row on any machine), luong,
+# en->de, and last rnnsearch and encdec de-en, which have rows from another machine.
 all_rows() {
   local m
   row cgru_de-en
   for m in encdec50 rnnsearch50 encdec30 rnnsearch30; do row "${m}_word_de-en"; done
-  for m in sar_avg sar_cavg memory_rnn self_attentive_rnn luong; do row "${m}_de-en"; done
+  for m in memory_rnn self_attentive_rnn sar_avg sar_cavg luong; do row "${m}_de-en"; done
   for m in $MODELS; do row "${m}_en-de"; done
   for m in rnnsearch encdec; do row "${m}_de-en"; done
 }

@@ -339,6 +339,11 @@ class AllRowsScriptTest(tf.test.TestCase):
         self.assertEqual("max_source_len=30" in line, "30_word" in name, line)
         self.assertEqual("--config.train.max_minutes=60" in line, name.endswith("en-de"), line)
         self.assertEqual("_word.py" in config, "_word_" in name, line)
-    # The baseline first, then the rows of the comparisons that have none (RESULTS.md).
-    self.assertEqual(list(rows)[:3],
-                     ["cgru_de-en", "encdec50_word_de-en", "rnnsearch50_word_de-en"])
+    # The baseline first, then the rows of the comparisons that have none, then the models
+    # with no row on any machine (RESULTS.md, "Budgets and order").
+    self.assertEqual(list(rows)[:7],
+                     ["cgru_de-en", "encdec50_word_de-en", "rnnsearch50_word_de-en",
+                      "encdec30_word_de-en", "rnnsearch30_word_de-en", "memory_rnn_de-en",
+                      "self_attentive_rnn_de-en"])
+    # Last, the de->en rows that have rows from the Intel machine.
+    self.assertEqual(list(rows)[-2:], ["rnnsearch_de-en", "encdec_de-en"])
