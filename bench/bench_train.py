@@ -5,13 +5,13 @@ Usage: .venv/bin/python bench/bench_train.py [--precisions float32,mixed_bfloat1
            [--jit false,true] [--fused_attention true,false,xla] [--bucket_widths 2,5]
            [--optimizers fused,keras] [--smoothing_labels sparse,dense]
            [--gru_backward manual,autodiff,autodiff_encoder,autodiff_decoder]
-           [--decoders cgru,rnnsearch,luong,encdec] [--interleave]
+           [--decoders cgru,rnnsearch,luong,encdec,sar_avg,sar_cavg,...] [--interleave]
            [--batches 30] [--batch_tokens 2000] [--peak]
 For each (decoder, precision, jit_compile, fused attention score, bucket width, Adam,
 smoothed-loss form, backward pass of the recurrences) setting the reference model
 (configs/cgru_multi30k.py: emb 256, BiGRU 2x512, cGRU 512, deep output, SentencePiece 8k,
-dropout 0.2, Adam, clipping, label smoothing 0.1; with --decoders another decoder in place of
-the cGRU) is built and
+dropout 0.2, Adam, clipping, label smoothing 0.1; with --decoders another decoder, or a model
+preset of nmt_tf/training/presets.py such as sar_cavg, in place of the cGRU) is built and
 `nmt_tf.training.train_step.TrainStep` (the Trainer's step) runs over `--batches` real training
 batches of the bucketed pipeline twice: the first pass is the warm-up (tracing, and XLA
 compiling each batch shape), the second is timed, step by step, with the loss fetched to the
@@ -49,6 +49,7 @@ from nmt_tf.layers import fused as fused_ops
 from nmt_tf.layers import gru_sequence
 from nmt_tf.models import ModelConfig
 from nmt_tf.training import losses
+from nmt_tf.training import presets
 from nmt_tf.training.optimizers import FusedAdam
 from nmt_tf.training.train_step import TrainStep
 from nmt_tf.training.trainer import build_model
@@ -74,8 +75,9 @@ flags.DEFINE_list("gru_backward", ["manual"], "Backward passes of the recurrence
                   "(TensorFlow's gradient of the scan_time loops), autodiff_encoder and "
                   "autodiff_decoder (autodiff for that part only).")
 flags.DEFINE_list("decoders", ["cgru"], "Decoders of the timed model (the reference model with "
-                  "its decoder replaced, the presets' paper defaults otherwise); model FLOPs "
-                  "are counted for cgru only.")
+                  "its decoder replaced, the presets' paper defaults otherwise): ModelConfig "
+                  "decoders or the model presets of training/presets.py (sar_avg, sar_cavg, "
+                  "...); model FLOPs are counted for cgru only.")
 flags.DEFINE_list("bucket_widths", [], "Length ranges of a bucket of the pipeline to time; "
                   "default: PipelineConfig's.")
 flags.DEFINE_bool("interleave", False, "Time batch i of every setting before batch i + 1.")
@@ -118,7 +120,8 @@ def build_step(vocab, setting):
   strategy = tf.distribute.get_strategy()
   train_cfg = TrainConfig(precision=setting.precision, jit_compile=setting.jit, clip_norm=1.0,
                           label_smoothing=0.1, learning_rate=5e-4)
-  model_cfg = {**common.reference_model_config(*vocab), "decoder": setting.decoder}
+  model_cfg = {**common.reference_model_config(*vocab),
+               **presets.MODELS.get(setting.decoder, {"decoder": setting.decoder})}
   model = build_model(ModelConfig(**model_cfg), setting.precision)
   optimizer = OPTIMIZERS[setting.optimizer](learning_rate=5e-4)
   optimizer.build(model.trainable_variables)

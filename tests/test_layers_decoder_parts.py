@@ -186,6 +186,7 @@ class SelfAttentiveResidualTest(tf.test.TestCase, parameterized.TestCase):
     state = layer.initial_state(BATCH, EMB)
     scores = layer.scores(emb)  # [batch, tgt]
     self.assertEqual(scores.shape, (BATCH, TGT))
+    self.assertAllClose(layer(emb, scores=scores), teacher, atol=0)
     state_pre = state
     for t in range(TGT):
       d, state = layer.step(emb[:, t], state)

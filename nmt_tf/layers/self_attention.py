@@ -59,12 +59,13 @@ class SelfAttentiveResidual(keras.layers.Layer):
     hidden = ops.dense(self.score_dense, emb)  # [..., units]
     return tf.cast(tf.reduce_sum(hidden * tf.cast(self.v, hidden.dtype), -1), tf.float32)
 
-  def call(self, emb):
+  def call(self, emb, scores=None):
     """Teacher-forced: emb [batch, tgt_len, e] rows E y_0..E y_{n-1} -> d [batch, tgt_len, e],
-    row t summarising rows 0..t."""
+    row t summarising rows 0..t. `scores` [batch, tgt_len] may be passed when precomputed with
+    `scores`."""
     n = tf.shape(emb)[1]
     causal = tf.linalg.band_part(tf.ones([n, n], tf.bool), -1, 0)  # [tgt_len, tgt_len], i <= t
-    scores = self.scores(emb)[:, None, :]  # [batch, 1, tgt_len]
+    scores = (self.scores(emb) if scores is None else scores)[:, None, :]  # [batch, 1, tgt_len]
     weights = ops.masked_softmax(scores, causal[None])  # [batch, tgt_len, tgt_len]
     return tf.matmul(tf.cast(weights, emb.dtype), emb)  # [batch, tgt_len, e]
 

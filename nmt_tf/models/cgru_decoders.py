@@ -15,7 +15,6 @@ import tensorflow as tf
 from nmt_tf.layers import fused as fused_kernels
 from nmt_tf.layers.conditional_gru import ConditionalGRUCell
 from nmt_tf.layers.deep_output import Bridge, DeepOutput
-from nmt_tf.layers.recurrence import scan_time
 from nmt_tf.layers.self_attention import SelfAttentiveResidual, StateMemory
 from nmt_tf.models.decoder_base import Decoder
 
@@ -113,7 +112,7 @@ class CGRUDecoder(Decoder):
     """With soft additive attention and no state memory (variants cgru and
     self_attentive_residual): the cGRU loop with the hand-written backward pass
     (layers/attention_sequence.py); the target summary d_t, which does not depend on the states,
-    runs in its own scan_time loop."""
+    is computed for all steps at once with a causal mask (no loop)."""
     if self.uses_memory or not self.cgru.has_sequence:
       return None
     keys = context["keys"]
@@ -122,10 +121,7 @@ class CGRUDecoder(Decoder):
     outputs = {"s": s, "context": c, "attention": alpha,
                "log_prob": tf.zeros_like(alpha[..., 0])}
     if self.uses_summary:
-      step = lambda x_t, summary, t: self.target_summary.step(x_t["emb"], summary,
-                                                              score=x_t["score"])
-      outputs["d"], _ = scan_time(step, {"emb": x["emb"], "score": x["score"]},
-                                  state["summary"])  # [batch, tgt_len, emb_dim]
+      outputs["d"] = self.target_summary(x["emb"], scores=x["score"])  # [batch, tgt_len, emb_dim]
     return outputs
 
   def output_inputs(self, outputs, emb):
