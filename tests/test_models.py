@@ -14,6 +14,7 @@ from nmt_tf.layers import attention_sequence
 from nmt_tf.layers import conditional_gru
 from nmt_tf.layers import fused as fused_kernels
 from nmt_tf.layers import gru_sequence
+from nmt_tf.layers import luong_sequence
 from nmt_tf.layers import precision
 from nmt_tf.models import ConfigError, ModelConfig, Seq2Seq
 from nmt_tf.models import luong_decoder
@@ -166,18 +167,20 @@ class DeferredGradientTest(tf.test.TestCase, parameterized.TestCase):
 
 class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
   """While training, the encoder's GRUs and the encdec decoder's (layers/gru_sequence.py) and
-  the cgru, rnnsearch and luong decoders' loops (layers/attention_sequence.py) run with
-  hand-written backward passes: the logits, attention and every gradient equal the autodiff
-  path's (scan_time), eager and in graph mode, in float32 and with bfloat16 products (plain and
-  XLA score kernels). The others (memory RNN, hard attention, luong with LSTM or the concat
-  score, cgru/rnnsearch with non-additive scores) keep autodiff."""
+  the cgru (with or without the state memory of the memory RNN), rnnsearch and luong decoders'
+  loops (layers/attention_sequence.py, luong_sequence.py) run with hand-written backward
+  passes: the logits, attention and every gradient equal the autodiff path's (scan_time), eager
+  and in graph mode, in float32 and with bfloat16 products (plain and XLA score kernels). The
+  others (hard attention, luong with LSTM or the concat score, cgru/rnnsearch with non-additive
+  scores) keep autodiff."""
 
   @parameterized.named_parameters(
       *[(name, name) for name in ("cgru", "cgru_rnn_reversed", "cgru_hard", "rnnsearch",
                                   "rnnsearch_reset_after", "rnnsearch_general",
                                   "encdec_birnn_2layers", "self_attentive_residual",
-                                  "self_attentive_residual_cavg", "memory_rnn", "luong",
-                                  "luong_dot", "luong_concat", "luong_lstm_dot")])
+                                  "self_attentive_residual_cavg", "memory_rnn",
+                                  "self_attentive_rnn", "luong", "luong_dot", "luong_concat",
+                                  "luong_lstm_dot")])
   def test_same_outputs_and_gradients_as_autodiff(self, variant):
     keras.utils.set_random_seed(7)
     overrides = {"rnnsearch_reset_after": dict(decoder="rnnsearch", gru_reset="after"),
@@ -207,7 +210,8 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
                       or original[name](*args, **kwargs)) for name in original}
     expected_calls = {"cgru": ["cgru"], "cgru_rnn_reversed": ["cgru"],
                       "self_attentive_residual": ["cgru"],
-                      "self_attentive_residual_cavg": ["cgru"], "rnnsearch": ["rnnsearch"],
+                      "self_attentive_residual_cavg": ["cgru"], "memory_rnn": ["cgru"],
+                      "self_attentive_rnn": ["cgru"], "rnnsearch": ["rnnsearch"],
                       "rnnsearch_reset_after": ["rnnsearch"], "luong": ["luong"],
                       "luong_dot": ["luong"]}.get(variant, [])
     settings = [(None, None, "float32 eager"), (None, tf.function, "float32 graph"),
@@ -263,6 +267,46 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
       scale = float(tf.reduce_max(tf.abs(want))) + 1e-6
       self.assertAllClose(got / scale, want / scale, atol=0.06, msg=label)
 
+  def test_mixed_bfloat16_state_memory(self):
+    # The memory RNN's W_m bias and W_s gradients are sums of nearly cancelling terms, which
+    # bfloat16 rounds differently on the two paths (autodiff drifts further: 0.19 of the
+    # gradient's scale for W_m's bias against 0.07 by hand), so each path is compared with the
+    # float32 model of the same weights: the hand-written one is about as close or closer.
+    def build(policy):
+      previous = keras.mixed_precision.global_policy()
+      keras.mixed_precision.set_global_policy(policy)
+      try:
+        keras.utils.set_random_seed(5)
+        model = Seq2Seq(tiny_config(decoder="self_attentive_rnn"))
+        model(batch())
+      finally:
+        keras.mixed_precision.set_global_policy(previous)
+      return model
+
+    model, reference = build("mixed_bfloat16"), build("float32")
+    for v, w in zip(reference.trainable_variables, model.trainable_variables):
+      v.assign(w)
+    b = batch()
+
+    def outputs_and_gradients(model):
+      with tf.GradientTape() as tape:
+        out = model(b, training=True)
+        loss = losses.masked_nll(tf.cast(out["logits"], tf.float32), b["target_out"])
+      return [out["logits"]] + tape.gradient(loss, model.trainable_variables)
+
+    manual = tf.function(lambda: outputs_and_gradients(model))()
+    with gru_sequence.autodiff():
+      auto = tf.function(lambda: outputs_and_gradients(model))()
+    truth = tf.function(lambda: outputs_and_gradients(reference))()
+    self.assertEqual(manual[0].dtype, tf.bfloat16)
+    for label, got, other, want in zip(["logits"] + [v.path for v in model.trainable_variables],
+                                       manual, auto, truth):
+      got, other, want = [tf.cast(tf.convert_to_tensor(g), tf.float32) for g in (got, other, want)]
+      scale = float(tf.reduce_max(tf.abs(want))) + 1e-6
+      error = float(tf.reduce_max(tf.abs(got - want))) / scale
+      autodiff_error = float(tf.reduce_max(tf.abs(other - want))) / scale
+      self.assertLessEqual(error, max(0.06, 1.25 * autodiff_error), label)
+
   def test_xla_compiled_training(self):
     # train.jit_compile=True compiles the whole train step, the hand-written loops included.
     for variant in ("cgru", "luong"):
@@ -297,10 +341,20 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
     memory, mask = tf.zeros([1, 3, 6]), tf.ones([1, 3], tf.bool)
     for run, name in ((attention_sequence.cgru_sequence, "cgru_sequence"),
                       (attention_sequence.rnnsearch_sequence, "rnnsearch_sequence"),
-                      (attention_sequence.luong_sequence, "luong_sequence")):
+                      (luong_sequence.luong_sequence, "luong_sequence")):
       with self.assertRaisesRegex(ValueError, rf"{name} needs the weights \[.*'wq'|{name} "
                                   r"needs the weights \[.*'wf'"):
         run(x, s0, memory, memory, mask, {})
+    # The state memory's weights are named too.
+    keras.utils.set_random_seed(9)
+    model = Seq2Seq(tiny_config(decoder="cgru"))
+    model(batch())
+    cell = model.decoder.cgru
+    weights = {**cell.attention.loop_weights(cell.units, tf.float32), "u1": 0, "bu1": 0,
+               "w2": 0, "b2": 0, "u2": 0, "bu2": 0, "wm": 0}
+    with self.assertRaisesRegex(ValueError, r"cgru_sequence needs the weights \['bm', 'vm', "
+                                r"'ws'\]"):
+      attention_sequence.cgru_sequence(x, s0, memory, memory, mask, weights, state_memory=True)
 
   def test_sequence_needs_soft_additive_attention(self):
     keras.utils.set_random_seed(9)

@@ -1,8 +1,7 @@
 """Attention-conditioned GRU decoders over a whole target sequence with a hand-written backward
 pass (BPTT), as layers/gru_sequence.py does for the plain GRU: the conditional GRU of
-dl4mt/Nematus (`cgru_sequence`), the RNNsearch decoder of Bahdanau et al. 2015
-(`rnnsearch_sequence`) and Luong et al. 2015's input-feeding decoder (`luong_sequence`, at the
-end of the module).
+dl4mt/Nematus (`cgru_sequence`) and the RNNsearch decoder of Bahdanau et al. 2015
+(`rnnsearch_sequence`); Luong et al. 2015's input-feeding decoder is in luong_sequence.py.
 
 Forward, per target step j (x_j = W E y_{j-1} + b precomputed; k_i = U_a h_i + b_a keys):
   cgru (equations.md "cgru"):            s'_j = GRU1(x_j, s_{j-1})           (reset-after)
@@ -22,10 +21,23 @@ and after the loop, one product each over all steps: the recurrent kernels'
 (sum_j state_{j-1}^T du_j), dW_q = sum_j s'_j^T dq_j, dW2 = sum_j c_j^T dx2_j, the biases (sums
 of du and dx2) and dh_i = sum_j alpha_ji dc_j (the annotations' gradient through c).
 
+With the state memory (cgru only; the memory RNN and self-attentive RNN of Werlen et al. 2018,
+layers/self_attention.py StateMemory), GRU1 reads s~_j instead of s_{j-1}:
+  m_i = W_m s_i + b_m (written once, when s_i is made),   p_j = W_s s_{j-1},
+  beta_j = softmax over i < j of v_m^T tanh(m_i + p_j),   s~_j = sum_{i<j} beta_ji s_i.
+The buffers S = [s_0..s_n] and M = [m_0..m_n] are complete after the forward loop and row i is
+never changed after step i, so the backward loop reads the final buffers, carries their
+gradients dS and dM, and adds row j's, dS_j + dM_j W_m^T, to ds_j when it reaches step j (all
+later steps, the only readers of row j, are done by then):
+  dS_i += beta_ji ds~_j,  de^m_j = beta_j (.) (S ds~_j - beta_j . S ds~_j),
+  dM_i += de^m_ji v_m (.) (1 - tanh^2(m_i + p_j)),  ds_{j-1} = dp_j W_s^T
+with ds~_j = GRU1's ds_{j-1} (plus the output's gradient of s~_j); after the loop
+dW_m = sum_i s_i^T dM_i, db_m = sum_i dM_i, dW_s = sum_j s_{j-1}^T dp_j, and GRU1's recurrent
+kernel's gradient takes s~_j in place of s_{j-1}.
+
 The score's two passes are layers/fused.py's: the XLA kernels when `use_fused` picks them, else
-the same arithmetic in plain ops. Used while training by CGRUDecoder (variants cgru and
-self_attentive_residual) and RNNSearchDecoder, with soft additive attention; decoding and
-export run their step-by-step code.
+the same arithmetic in plain ops. Used while training by CGRUDecoder (every variant) and
+RNNSearchDecoder, with soft additive attention; decoding and export run their step-by-step code.
 """
 
 import tensorflow as tf
@@ -38,13 +50,13 @@ from nmt_tf.layers.gru_sequence import gru_forward_reset_before, kernel_gradient
 from nmt_tf.layers.gru_sequence import stacked
 
 
-def _check_weights(names, weights, who):
+def check_weights(names, weights, who):
   missing = sorted(set(names) - set(weights))
   if missing:
     raise ValueError(f"{who} needs the weights {missing}.")
 
 
-def _context_backward(memory, alpha, dc, d_alpha=None):
+def context_backward(memory, alpha, dc, d_alpha=None):
   """The scores' gradient [batch, src_len] float32 of c = sum_i alpha_i h_i with alpha =
   softmax(e) over real positions, from dc [batch, mem_dim] (and an output gradient of alpha):
   dalpha_i = h_i . dc + d_alpha_i,  de = alpha (.) (dalpha - alpha . dalpha)."""
@@ -54,7 +66,8 @@ def _context_backward(memory, alpha, dc, d_alpha=None):
   return alpha * (d_weights - tf.reduce_sum(alpha * d_weights, -1, keepdims=True))
 
 
-def cgru_sequence(inputs, initial_state, memory, keys, mask, weights, fused=False):
+def cgru_sequence(inputs, initial_state, memory, keys, mask, weights, fused=False,
+                  state_memory=False):
   """Runs the conditional GRU over all target steps; see the module docstring.
 
   Args:
@@ -64,15 +77,19 @@ def cgru_sequence(inputs, initial_state, memory, keys, mask, weights, fused=Fals
     mask: [batch, src_len] bool, True at real source positions.
     weights: dict of tensors, the kernels already in the product dtype (precision.weight):
       u1 [units, 3*units], bu1 [3*units] (GRU1 recurrent), wq [units, att_units], v
-      [att_units], w2 [mem_dim, 3*units], b2 [3*units] (GRU2 input), u2, bu2 (GRU2 recurrent).
-    fused: the score's kernels, as `fused.use_fused` returns ("xla" or False).
+      [att_units], w2 [mem_dim, 3*units], b2 [3*units] (GRU2 input), u2, bu2 (GRU2 recurrent);
+      with state_memory also wm [units, mem_units], bm [mem_units], ws [units, mem_units] and
+      vm [mem_units] (StateMemory's W_m, b_m, W_s and v).
+    fused: the scores' kernels, as `fused.use_fused` returns ("xla" or False).
+    state_memory: GRU1 reads s~_j, the attention over the previous states.
 
   Returns:
     (states s_j [time, batch, units], contexts c_j [time, batch, mem_dim], attention weights
-    alpha_j [time, batch, src_len] float32).
+    alpha_j [time, batch, src_len] float32), and with state_memory the summaries s~_j
+    [time, batch, units] as a fourth.
   """
   return _sequence(inputs, initial_state, memory, keys, mask, weights, fused, first_gru=True,
-                   reset_after=True)
+                   reset_after=True, state_memory=state_memory)
 
 
 def rnnsearch_sequence(inputs, initial_state, memory, keys, mask, weights, fused=False,
@@ -94,17 +111,18 @@ def rnnsearch_sequence(inputs, initial_state, memory, keys, mask, weights, fused
 
 
 def _sequence(inputs, initial_state, memory, keys, mask, weights, fused, first_gru,
-              reset_after):
+              reset_after, state_memory=False):
   names = (("u1", "bu1") if first_gru else ()) + ("wq", "v", "w2")
   names += (("b2",) if first_gru else ()) + ("u2",) + (("bu2",) if reset_after else ())
-  _check_weights(names, weights, "cgru_sequence" if first_gru else "rnnsearch_sequence")
+  names += ("wm", "bm", "ws", "vm") if state_memory else ()
+  check_weights(names, weights, "cgru_sequence" if first_gru else "rnnsearch_sequence")
   mask = tf.cast(mask, tf.bool)
 
   @tf.custom_gradient
   def run(x, s0, memory, keys, *flat):
     w = dict(zip(names, flat))
     dtype = x.dtype
-    biases = {n: tf.cast(w[n], dtype) for n in ("bu1", "b2", "bu2") if n in w}
+    biases = {n: tf.cast(w[n], dtype) for n in ("bu1", "b2", "bu2", "bm") if n in w}
     v = tf.cast(w["v"], keys.dtype)
     length = tf.shape(x)[0]
     units = s0.shape[-1]
@@ -114,10 +132,24 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused, first_g
       u2_split = (w["u2"][:, :2 * units], w["u2"][:, 2 * units:])  # U_zr, U_h
       second_forward = lambda x2, h: gru_forward_reset_before(x2, h, *u2_split)
     num_kept2 = 4 if reset_after else 3
+    if state_memory:
+      vm = tf.cast(w["vm"], dtype)
+      rows = tf.range(length + 1)  # buffer rows 0..n
 
-    def body(t, s, arrays):
+    def write(buffer, t, value):  # row t of buffer [batch, n + 1, dim] := value [batch, dim]
+      return tf.where((rows == t)[None, :, None], value[:, None, :], buffer)
+
+    def body(t, s, buffers, arrays):
+      s_read, read_values = s, ()
+      if state_memory:
+        states_buf, keys_buf = buffers  # S, M [batch, n + 1, units|mem_units]
+        p = precision.matmul(s, w["ws"])  # p_j = W_s s_{j-1} [batch, mem_units]
+        scores = fused_kernels.additive_score(keys_buf, p, vm, fused)  # [batch, n + 1]
+        beta = ops.masked_softmax(scores, (rows <= t)[None])  # [batch, n + 1] float32
+        s_read = tf.matmul(tf.cast(beta, dtype)[:, None, :], states_buf)[:, 0]  # s~_j
+        read_values = (s_read, beta, p)
       if first_gru:
-        s_inter, kept1 = gru_forward(x[t], s, w["u1"], biases["bu1"])  # s'_j [batch, units]
+        s_inter, kept1 = gru_forward(x[t], s_read, w["u1"], biases["bu1"])  # s'_j [batch, units]
       else:
         s_inter, kept1 = s, ()
       q = tf.cast(precision.matmul(s_inter, w["wq"]), keys.dtype)  # [batch, att_units]
@@ -126,28 +158,47 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused, first_g
       c = tf.matmul(tf.cast(alpha, memory.dtype)[:, None, :], memory)[:, 0]  # [batch, mem_dim]
       x2 = precision.matmul(c, w["w2"]) + (biases["b2"] if first_gru else x[t])  # [batch, 3*units]
       s, kept2 = second_forward(x2, s_inter)
-      values = (s, c, alpha, q) + ((s_inter,) if first_gru else ()) + kept1 + kept2
-      return t + 1, s, [a.write(t, value) for a, value in zip(arrays, values)]
+      if state_memory:
+        buffers = (write(states_buf, t + 1, s),
+                   write(keys_buf, t + 1, precision.matmul(s, w["wm"]) + biases["bm"]))
+      values = (s, c, alpha, q) + ((s_inter,) if first_gru else ()) + kept1 + kept2 + read_values
+      return t + 1, s, buffers, [a.write(t, value) for a, value in zip(arrays, values)]
 
-    # Per step: s, c, alpha, q, then for cgru s' and GRU1's kept values, then GRU2's.
+    buffers = ()
+    if state_memory:
+      empty = tf.zeros_like(tf.repeat(s0[:, None, :], length + 1, axis=1))  # [batch, n + 1, units]
+      m0 = precision.matmul(s0, w["wm"]) + biases["bm"]  # [batch, mem_units]
+      buffers = (write(empty, 0, s0),
+                 write(tf.zeros_like(tf.repeat(m0[:, None, :], length + 1, axis=1)), 0, m0))
+    # Per step: s, c, alpha, q, then for cgru s' and GRU1's kept values, then GRU2's, then with
+    # the state memory s~, beta and p.
     templates = [s0, memory[:, 0], tf.cast(mask, tf.float32), keys[:, 0]]
     templates += [s0] * ((1 + 4 if first_gru else 0) + num_kept2)
-    _, _, arrays = tf.while_loop(lambda t, *_: t < length, body,
-                                 (0, s0, [stacked(a, length) for a in templates]),
-                                 maximum_iterations=length)
+    if state_memory:
+      templates += [s0, tf.cast(buffers[1][:, :, 0], tf.float32), buffers[1][:, 0]]
+    _, _, buffers, arrays = tf.while_loop(
+        lambda t, *_: t < length, body,
+        (0, s0, buffers, [stacked(a, length) for a in templates]), maximum_iterations=length)
     kept = [a.stack() for a in arrays]  # [time, batch, ...] each
     states, contexts, alphas, queries = kept[:4]
     s_prevs = tf.concat([s0[None], states[:-1]], axis=0)  # s_{j-1} [time, batch, units]
+    if state_memory:
+      kept, (reads, betas, mem_queries) = kept[:-3], kept[-3:]  # s~_j, beta_j, p_j
     if first_gru:
       inters, kept1, kept2 = kept[4], kept[5:9], kept[9:]
     else:
       inters, kept1, kept2 = s_prevs, [], kept[4:]
+    gru1_inputs = reads if state_memory else s_prevs  # the state GRU1 reads at step j
 
-    def grad(d_states, d_contexts, d_alphas):
+    def grad(d_states, d_contexts, d_alphas, d_reads=None):
 
-      def back(t, ds, dk, dv, arrays):
+      def back(t, ds, dk, dv, buffer_grads, arrays):
         if d_states is not None:
           ds = ds + d_states[t]
+        if state_memory:  # row t + 1 holds s_t: the gradients of the steps that read it
+          d_buf_states, d_buf_keys, _ = buffer_grads
+          ds = ds + tf.cast(d_buf_states[:, t + 1], dtype) + precision.matmul(
+              tf.cast(d_buf_keys[:, t + 1], dtype), w["wm"], transpose_b=True)
         kept2_t = [value[t] for value in kept2]
         if reset_after:
           dx2, du2, ds_inter = gru_backward(ds, inters[t], kept2_t, w["u2"])
@@ -157,27 +208,44 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused, first_g
         dc = precision.matmul(dx2, w["w2"], transpose_b=True)  # [batch, mem_dim]
         if d_contexts is not None:
           dc = dc + d_contexts[t]
-        d_scores = _context_backward(memory, alphas[t], dc,
-                                     None if d_alphas is None else d_alphas[t])
+        d_scores = context_backward(memory, alphas[t], dc,
+                                    None if d_alphas is None else d_alphas[t])
         dk_t, dq, dv_t = fused_kernels.score_gradient(keys, queries[t], v, d_scores, fused)
         ds_inter = ds_inter + precision.matmul(tf.cast(dq, dtype), w["wq"], transpose_b=True)
         values = [dq, dx2, dc]
         if first_gru:
-          dx1, du1, ds_prev = gru_backward(ds_inter, s_prevs[t], [k1[t] for k1 in kept1],
+          dx1, du1, ds_prev = gru_backward(ds_inter, gru1_inputs[t], [k1[t] for k1 in kept1],
                                            w["u1"])
           values += [dx1, du1]
         else:
           ds_prev = ds_inter
         if du2 is not None:
           values.append(du2)
-        return t - 1, ds_prev, dk + dk_t, dv + dv_t, [a.write(t, value) for a, value in
-                                                        zip(arrays, values)]
+        if state_memory:  # ds_prev is ds~_j: back through s~_j = sum_i beta_ji s_i
+          if d_reads is not None:
+            ds_prev = ds_prev + d_reads[t]
+          d_buf_states, d_buf_keys, d_vm = buffer_grads
+          d_buf_states += betas[t][:, :, None] * tf.cast(ds_prev, tf.float32)[:, None]
+          d_mem_scores = context_backward(buffers[0], betas[t], ds_prev)  # [batch, n + 1]
+          dm_t, dp, dvm_t = fused_kernels.score_gradient(buffers[1], mem_queries[t], vm,
+                                                         d_mem_scores, fused)
+          buffer_grads = (d_buf_states, d_buf_keys + tf.cast(dm_t, tf.float32),
+                          d_vm + tf.cast(dvm_t, tf.float32))
+          ds_prev = precision.matmul(dp, w["ws"], transpose_b=True)  # ds_{j-1} [batch, units]
+          values.append(dp)
+        return t - 1, ds_prev, dk + dk_t, dv + dv_t, buffer_grads, [
+            a.write(t, value) for a, value in zip(arrays, values)]
 
       templates = [queries[0], x[0], contexts[0]] + [x[0]] * ((2 if first_gru else 0)
                                                               + (1 if reset_after else 0))
-      _, d_s0, d_keys, d_v, arrays = tf.while_loop(
+      buffer_grads = ()
+      if state_memory:
+        templates.append(mem_queries[0])
+        # Accumulated over steps in float32 (bfloat16 sums of many small terms drift).
+        buffer_grads = tuple(tf.zeros_like(b, tf.float32) for b in buffers + (vm,))
+      _, d_s0, d_keys, d_v, buffer_grads, arrays = tf.while_loop(
           lambda t, *_: t >= 0, back,
-          (length - 1, tf.zeros_like(s0), tf.zeros_like(keys), tf.zeros_like(v),
+          (length - 1, tf.zeros_like(s0), tf.zeros_like(keys), tf.zeros_like(v), buffer_grads,
            [stacked(a, length) for a in templates]),
           maximum_iterations=length)
       stacks = [a.stack() for a in arrays]  # [time, batch, ...] each
@@ -185,9 +253,16 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused, first_g
       sums = lambda d, name: tf.cast(tf.reduce_sum(d, axis=[0, 1]), w[name].dtype)
       grads = {"wq": kernel_gradient(inters, d_q, w["wq"]), "v": tf.cast(d_v, w["v"].dtype),
                "w2": kernel_gradient(contexts, d_x2, w["w2"])}
+      if state_memory:
+        d_buf_states, d_buf_keys, d_vm = buffer_grads  # row 0 holds s_0
+        d_s0 = d_s0 + tf.cast(d_buf_states[:, 0], dtype) + precision.matmul(
+            tf.cast(d_buf_keys[:, 0], dtype), w["wm"], transpose_b=True)
+        grads.update(wm=kernel_gradient(buffers[0], d_buf_keys, w["wm"]),
+                     bm=sums(d_buf_keys, "bm"), ws=kernel_gradient(s_prevs, stacks.pop(), w["ws"]),
+                     vm=tf.cast(d_vm, w["vm"].dtype))
       if first_gru:
         d_x, d_u1 = stacks[3:5]
-        grads.update(u1=kernel_gradient(s_prevs, d_u1, w["u1"]), bu1=sums(d_u1, "bu1"),
+        grads.update(u1=kernel_gradient(gru1_inputs, d_u1, w["u1"]), bu1=sums(d_u1, "bu1"),
                      b2=sums(d_x2, "b2"))
       else:
         d_x = d_x2
@@ -203,105 +278,7 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused, first_g
       d_memory = tf.einsum("tbn,tbm->bnm", tf.cast(alphas, memory.dtype), d_c)
       return [d_x, d_s0, d_memory, d_keys] + [grads[n] for n in names]
 
-    return (states, contexts, alphas), grad
-
-  return run(inputs, initial_state, memory, keys, *(weights[n] for n in names))
-
-
-def luong_sequence(inputs, initial_state, memory, keys, mask, weights):
-  """Luong et al. 2015's decoder (equations.md "luong": input feeding, GRU reset-after,
-  bilinear score) over all target steps, with a hand-written backward pass.
-
-  Forward, per step j (x_j = W E y_{j-1} + b precomputed; k_i = W_a h_i for the general score,
-  h_i for dot; h~_0 = 0):
-    s_j = GRU(x_j + W_f h~_{j-1}, s_{j-1}),   e_ji = k_i . s_j,   alpha_j = softmax(e_j),
-    c_j = sum_i alpha_ji h_i,   h~_j = tanh(W_c [c_j ; s_j])
-  Backward, from dh~_j (the output's gradient plus the next step's feed gradient) and ds_j:
-    dp = dh~_j (.) (1 - h~_j^2),  [dc_j ; ds^c] = dp W_c^T,  dalpha_ji = h_i . dc_j,
-    de_j = alpha_j (.) (dalpha_j - alpha_j . dalpha_j),  ds_j += ds^c + sum_i de_ji k_i,
-    dx_j, ds_{j-1} = GRU backward step,  dh~_{j-1} = dx_j W_f^T
-  and after the loop: dW_c = sum_j [c_j ; s_j]^T dp_j, dW_f = sum_j h~_{j-1}^T dx_j, the GRU's
-  dU and db_U, dh_i = sum_j alpha_ji dc_j and dk_i = sum_j de_ji s_j.
-
-  Args:
-    inputs: [time, batch, 3*units], the GRU's W E y + b (time-major).
-    initial_state: s_0 [batch, units].
-    memory: [batch, src_len, mem_dim]; keys: [batch, src_len, units]; mask: [batch, src_len].
-    weights: dict of tensors in the product dtype: wf [units, 3*units] (input feeding), u
-      [units, 3*units], bu [3*units] (the GRU's recurrent kernel and bias), wc
-      [mem_dim + units, units].
-
-  Returns:
-    (h~_j [time, batch, units], alpha_j [time, batch, src_len] float32).
-  """
-  names = ("wf", "u", "bu", "wc")
-  _check_weights(names, weights, "luong_sequence")
-  mask = tf.cast(mask, tf.bool)
-
-  @tf.custom_gradient
-  def run(x, s0, memory, keys, *flat):
-    w = dict(zip(names, flat))
-    bu = tf.cast(w["bu"], x.dtype)
-    length = tf.shape(x)[0]
-    mem_dim = memory.shape[-1]
-
-    def body(t, s, h_tilde, arrays):
-      x_in = x[t] + precision.matmul(h_tilde, w["wf"])  # [batch, 3*units]
-      s, kept = gru_forward(x_in, s, w["u"], bu)  # [batch, units]
-      scores = tf.matmul(keys, tf.cast(s, keys.dtype)[:, :, None])[:, :, 0]  # [batch, src_len]
-      alpha = ops.masked_softmax(scores, mask)  # [batch, src_len] float32
-      c = tf.matmul(tf.cast(alpha, memory.dtype)[:, None, :], memory)[:, 0]  # [batch, mem_dim]
-      h_tilde = tf.tanh(precision.matmul(tf.concat([c, tf.cast(s, c.dtype)], -1), w["wc"]))
-      values = (s, h_tilde, c, alpha) + kept
-      return t + 1, s, h_tilde, [a.write(t, value) for a, value in zip(arrays, values)]
-
-    templates = [s0, s0, memory[:, 0], tf.cast(mask, tf.float32)] + [s0] * 4
-    _, _, _, arrays = tf.while_loop(
-        lambda t, *_: t < length, body,
-        (0, s0, tf.zeros_like(s0), [stacked(a, length) for a in templates]),
-        maximum_iterations=length)
-    states, tildes, contexts, alphas, *kept = [a.stack() for a in arrays]  # [time, batch, ...]
-    s_prevs = tf.concat([s0[None], states[:-1]], axis=0)  # s_{j-1}
-    tilde_prevs = tf.concat([tf.zeros_like(s0)[None], tildes[:-1]], axis=0)  # h~_{j-1}
-
-    def grad(d_tildes, d_alphas):
-
-      def back(t, ds, d_tilde, arrays):
-        if d_tildes is not None:
-          d_tilde = d_tilde + d_tildes[t]
-        h_tilde = tildes[t]
-        dp = d_tilde * (1.0 - h_tilde * h_tilde)  # [batch, units]
-        d_cs = precision.matmul(dp, w["wc"], transpose_b=True)  # [batch, mem_dim + units]
-        dc = d_cs[:, :mem_dim]
-        d_scores = _context_backward(memory, alphas[t], dc,
-                                     None if d_alphas is None else d_alphas[t])
-        d_scores = tf.cast(d_scores, keys.dtype)  # [batch, src_len]
-        ds_score = tf.matmul(d_scores[:, None, :], keys)[:, 0]  # [batch, units]
-        ds = ds + tf.cast(d_cs[:, mem_dim:], ds.dtype) + tf.cast(ds_score, ds.dtype)
-        dx, du, ds_prev = gru_backward(ds, s_prevs[t], [k[t] for k in kept], w["u"])
-        d_tilde_prev = precision.matmul(dx, w["wf"], transpose_b=True)
-        values = (dx, du, dp, d_scores, dc)
-        return t - 1, ds_prev, d_tilde_prev, [a.write(t, value) for a, value in
-                                              zip(arrays, values)]
-
-      templates = [x[0], x[0], s0, keys[:, :, 0], contexts[0]]
-      _, d_s0, _, arrays = tf.while_loop(
-          lambda t, *_: t >= 0, back,
-          (length - 1, tf.zeros_like(s0), tf.zeros_like(s0),
-           [stacked(a, length) for a in templates]),
-          maximum_iterations=length)
-      d_x, d_u, d_p, d_scores, d_c = [a.stack() for a in arrays]  # [time, batch, ...]
-      grads = {
-          "wf": kernel_gradient(tilde_prevs, d_x, w["wf"]),
-          "u": kernel_gradient(s_prevs, d_u, w["u"]),
-          "bu": tf.cast(tf.reduce_sum(d_u, axis=[0, 1]), w["bu"].dtype),
-          "wc": kernel_gradient(tf.concat([contexts, tf.cast(states, contexts.dtype)], -1), d_p,
-                                w["wc"]),
-      }
-      d_memory = tf.einsum("tbn,tbm->bnm", tf.cast(alphas, memory.dtype), d_c)
-      d_keys = tf.einsum("tbn,tbu->bnu", d_scores, tf.cast(states, keys.dtype))
-      return [d_x, d_s0, d_memory, d_keys] + [grads[n] for n in names]
-
-    return (tildes, alphas), grad
+    outputs = (states, contexts, alphas) + ((reads,) if state_memory else ())
+    return outputs, grad
 
   return run(inputs, initial_state, memory, keys, *(weights[n] for n in names))

@@ -70,17 +70,20 @@ class ConditionalGRUCell(keras.layers.Layer):
     """Whether `sequence` applies: soft additive (Bahdanau) attention."""
     return isinstance(self.attention, BahdanauAttention) and self.attention.mode == "soft"
 
-  def sequence(self, x_proj, s0, memory, keys, mask, fused=False):
+  def sequence(self, x_proj, s0, memory, keys, mask, fused=False, state_memory=None):
     """All target steps at once with the hand-written backward pass of
     layers/attention_sequence.py (the same values as `step` at every position).
 
     Args:
       x_proj: [batch, time, 3*units], `project_inputs` of the embedded target prefix.
       s0: [batch, units]; memory, keys, mask: as for `step`.
-      fused: the score's kernels (layers/fused.py `use_fused`).
+      fused: the scores' kernels (layers/fused.py `use_fused`).
+      state_memory: optional StateMemory layer: GRU1 reads its summary s~_j of s_0..s_{j-1}
+        instead of s_{j-1} (the memory RNN).
 
     Returns:
-      s [batch, time, units], c [batch, time, mem_dim], alpha [batch, time, src_len] float32.
+      s [batch, time, units], c [batch, time, mem_dim], alpha [batch, time, src_len] float32,
+      and with state_memory s~ [batch, time, units].
     """
     if not self.has_sequence:
       raise ValueError("ConditionalGRUCell.sequence needs soft additive attention; use `step`.")
@@ -96,8 +99,10 @@ class ConditionalGRUCell(keras.layers.Layer):
         "u2": precision.weight(self.gru2.recurrent_kernel, dtype),
         "bu2": tf.convert_to_tensor(self.gru2.recurrent_bias),
     }
+    if state_memory is not None:
+      weights.update(state_memory.loop_weights(self.units, dtype))  # wm, bm, ws, vm
     outputs = cgru_sequence(tf.transpose(x_proj, [1, 0, 2]), s0, memory, keys, mask, weights,
-                            fused)  # time-major
+                            fused, state_memory=state_memory is not None)  # time-major
     return [tf.transpose(o, [1, 0, 2]) for o in outputs]
 
   def get_config(self):

@@ -12,7 +12,9 @@ and denominator (an online softmax) so each step costs O(1) in t.
 StateMemory (memory RNN / self-attentive RNN): over previous decoder states s_0 .. s_{t-1},
   e_i = v^T tanh(W_m s_i + W_s s_{t-1}),  s~_t = sum_i softmax(e)_i s_i
 (the paper prints s_t in the score, which is circular; s_{t-1} is used). W_m s_i is computed
-once when s_i is written to the buffer, not at every later step.
+once when s_i is written to the buffer, not at every later step. While training, the cGRU
+decoder's hand-written loop (layers/attention_sequence.py) runs the same arithmetic with
+`loop_weights`.
 """
 
 import keras
@@ -20,6 +22,7 @@ import tensorflow as tf
 
 from nmt_tf.layers import fused as fused_kernels
 from nmt_tf.layers import ops
+from nmt_tf.layers import precision
 
 SUMMARIES = ("avg", "cavg")
 
@@ -136,6 +139,19 @@ class StateMemory(keras.layers.Layer):
         "states": tf.where(at, s[:, None, :], memory["states"]),  # [batch, L, d]
         "keys": tf.where(at, tf.cast(key, memory["keys"].dtype)[:, None, :], memory["keys"]),
     }
+
+  def loop_weights(self, units, dtype):
+    """{"wm", "bm", "ws", "vm"}: W_m, b_m, W_s (in the product dtype of `dtype` states,
+    layers/precision.py) and v, for the hand-written loop of layers/attention_sequence.py."""
+    for dense in (self.key_dense, self.query_dense):
+      if not dense.built:
+        dense.build((None, units))
+    if not self.built:
+      self.build()
+    return {"wm": precision.weight(self.key_dense.kernel, dtype),
+            "bm": tf.convert_to_tensor(self.key_dense.bias),
+            "ws": precision.weight(self.query_dense.kernel, dtype),
+            "vm": tf.convert_to_tensor(self.v)}
 
   def call(self, s_prev, memory, time, training=False):
     """s~_t over entries 0..time: s_prev [batch, d] -> (s~ [batch, d], weights [batch, L]).

@@ -109,17 +109,19 @@ class CGRUDecoder(Decoder):
     return outputs, new_state
 
   def sequence(self, x, state, context, training):
-    """With soft additive attention and no state memory (variants cgru and
-    self_attentive_residual): the cGRU loop with the hand-written backward pass
-    (layers/attention_sequence.py); the target summary d_t, which does not depend on the states,
-    is computed for all steps at once with a causal mask (no loop)."""
-    if self.uses_memory or not self.cgru.has_sequence:
+    """With soft additive attention (every variant): the cGRU loop, with the state memory for
+    the memory-RNN variants, and its hand-written backward pass (layers/attention_sequence.py);
+    the target summary d_t, which does not depend on the states, is computed for all steps at
+    once with a causal mask (no loop)."""
+    if not self.cgru.has_sequence:
       return None
     keys = context["keys"]
-    s, c, alpha = self.cgru.sequence(x["gru"], state["s"], context["memory"], keys,
-                                     context["mask"], fused_kernels.use_fused(training, keys))
-    outputs = {"s": s, "context": c, "attention": alpha,
-               "log_prob": tf.zeros_like(alpha[..., 0])}
+    outputs = self.cgru.sequence(x["gru"], state["s"], context["memory"], keys, context["mask"],
+                                 fused_kernels.use_fused(training, keys),
+                                 self.state_memory if self.uses_memory else None)
+    s, c, alpha = outputs[:3]
+    outputs = {"s": s, "context": c, "attention": alpha, "log_prob": tf.zeros_like(alpha[..., 0]),
+               **({"s_tilde": outputs[3]} if self.uses_memory else {})}
     if self.uses_summary:
       outputs["d"] = self.target_summary(x["emb"], scores=x["score"])  # [batch, tgt_len, emb_dim]
     return outputs

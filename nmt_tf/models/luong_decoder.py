@@ -14,7 +14,7 @@ import tensorflow as tf
 from nmt_tf.layers import ops
 from nmt_tf.layers import precision
 from nmt_tf.layers.attention import LuongAttention
-from nmt_tf.layers.attention_sequence import luong_sequence
+from nmt_tf.layers.luong_sequence import luong_sequence
 from nmt_tf.layers.deep_output import Bridge, OutputProjection
 from nmt_tf.layers.gru import GRUCell
 from nmt_tf.layers.lstm import LSTMCell
@@ -72,7 +72,7 @@ class LuongDecoder(Decoder):
 
   def sequence(self, x, state, context, training):
     """With a GRU and a soft dot or general score: the whole loop with the hand-written
-    backward pass (layers/attention_sequence.py `luong_sequence`)."""
+    backward pass (layers/luong_sequence.py)."""
     attention = self.attention
     if not (self.rnn_cell == "gru" and isinstance(attention, LuongAttention)
             and attention.score_type in ("dot", "general") and attention.mode == "soft"):

@@ -1,0 +1,111 @@
+"""Luong et al. 2015's input-feeding decoder over a whole target sequence with a hand-written
+backward pass (BPTT), as layers/attention_sequence.py does for the cGRU and RNNsearch decoders.
+Used while training by LuongDecoder with a GRU and a dot or general score; decoding and export
+run its step-by-step code.
+"""
+
+import tensorflow as tf
+
+from nmt_tf.layers import ops
+from nmt_tf.layers import precision
+from nmt_tf.layers.attention_sequence import check_weights, context_backward
+from nmt_tf.layers.gru_sequence import gru_backward, gru_forward, kernel_gradient, stacked
+
+
+def luong_sequence(inputs, initial_state, memory, keys, mask, weights):
+  """Luong et al. 2015's decoder (equations.md "luong": input feeding, GRU reset-after,
+  bilinear score) over all target steps, with a hand-written backward pass.
+
+  Forward, per step j (x_j = W E y_{j-1} + b precomputed; k_i = W_a h_i for the general score,
+  h_i for dot; h~_0 = 0):
+    s_j = GRU(x_j + W_f h~_{j-1}, s_{j-1}),   e_ji = k_i . s_j,   alpha_j = softmax(e_j),
+    c_j = sum_i alpha_ji h_i,   h~_j = tanh(W_c [c_j ; s_j])
+  Backward, from dh~_j (the output's gradient plus the next step's feed gradient) and ds_j:
+    dp = dh~_j (.) (1 - h~_j^2),  [dc_j ; ds^c] = dp W_c^T,  dalpha_ji = h_i . dc_j,
+    de_j = alpha_j (.) (dalpha_j - alpha_j . dalpha_j),  ds_j += ds^c + sum_i de_ji k_i,
+    dx_j, ds_{j-1} = GRU backward step,  dh~_{j-1} = dx_j W_f^T
+  and after the loop: dW_c = sum_j [c_j ; s_j]^T dp_j, dW_f = sum_j h~_{j-1}^T dx_j, the GRU's
+  dU and db_U, dh_i = sum_j alpha_ji dc_j and dk_i = sum_j de_ji s_j.
+
+  Args:
+    inputs: [time, batch, 3*units], the GRU's W E y + b (time-major).
+    initial_state: s_0 [batch, units].
+    memory: [batch, src_len, mem_dim]; keys: [batch, src_len, units]; mask: [batch, src_len].
+    weights: dict of tensors in the product dtype: wf [units, 3*units] (input feeding), u
+      [units, 3*units], bu [3*units] (the GRU's recurrent kernel and bias), wc
+      [mem_dim + units, units].
+
+  Returns:
+    (h~_j [time, batch, units], alpha_j [time, batch, src_len] float32).
+  """
+  names = ("wf", "u", "bu", "wc")
+  check_weights(names, weights, "luong_sequence")
+  mask = tf.cast(mask, tf.bool)
+
+  @tf.custom_gradient
+  def run(x, s0, memory, keys, *flat):
+    w = dict(zip(names, flat))
+    bu = tf.cast(w["bu"], x.dtype)
+    length = tf.shape(x)[0]
+    mem_dim = memory.shape[-1]
+
+    def body(t, s, h_tilde, arrays):
+      x_in = x[t] + precision.matmul(h_tilde, w["wf"])  # [batch, 3*units]
+      s, kept = gru_forward(x_in, s, w["u"], bu)  # [batch, units]
+      scores = tf.matmul(keys, tf.cast(s, keys.dtype)[:, :, None])[:, :, 0]  # [batch, src_len]
+      alpha = ops.masked_softmax(scores, mask)  # [batch, src_len] float32
+      c = tf.matmul(tf.cast(alpha, memory.dtype)[:, None, :], memory)[:, 0]  # [batch, mem_dim]
+      h_tilde = tf.tanh(precision.matmul(tf.concat([c, tf.cast(s, c.dtype)], -1), w["wc"]))
+      values = (s, h_tilde, c, alpha) + kept
+      return t + 1, s, h_tilde, [a.write(t, value) for a, value in zip(arrays, values)]
+
+    templates = [s0, s0, memory[:, 0], tf.cast(mask, tf.float32)] + [s0] * 4
+    _, _, _, arrays = tf.while_loop(
+        lambda t, *_: t < length, body,
+        (0, s0, tf.zeros_like(s0), [stacked(a, length) for a in templates]),
+        maximum_iterations=length)
+    states, tildes, contexts, alphas, *kept = [a.stack() for a in arrays]  # [time, batch, ...]
+    s_prevs = tf.concat([s0[None], states[:-1]], axis=0)  # s_{j-1}
+    tilde_prevs = tf.concat([tf.zeros_like(s0)[None], tildes[:-1]], axis=0)  # h~_{j-1}
+
+    def grad(d_tildes, d_alphas):
+
+      def back(t, ds, d_tilde, arrays):
+        if d_tildes is not None:
+          d_tilde = d_tilde + d_tildes[t]
+        h_tilde = tildes[t]
+        dp = d_tilde * (1.0 - h_tilde * h_tilde)  # [batch, units]
+        d_cs = precision.matmul(dp, w["wc"], transpose_b=True)  # [batch, mem_dim + units]
+        dc = d_cs[:, :mem_dim]
+        d_scores = context_backward(memory, alphas[t], dc,
+                                     None if d_alphas is None else d_alphas[t])
+        d_scores = tf.cast(d_scores, keys.dtype)  # [batch, src_len]
+        ds_score = tf.matmul(d_scores[:, None, :], keys)[:, 0]  # [batch, units]
+        ds = ds + tf.cast(d_cs[:, mem_dim:], ds.dtype) + tf.cast(ds_score, ds.dtype)
+        dx, du, ds_prev = gru_backward(ds, s_prevs[t], [k[t] for k in kept], w["u"])
+        d_tilde_prev = precision.matmul(dx, w["wf"], transpose_b=True)
+        values = (dx, du, dp, d_scores, dc)
+        return t - 1, ds_prev, d_tilde_prev, [a.write(t, value) for a, value in
+                                              zip(arrays, values)]
+
+      templates = [x[0], x[0], s0, keys[:, :, 0], contexts[0]]
+      _, d_s0, _, arrays = tf.while_loop(
+          lambda t, *_: t >= 0, back,
+          (length - 1, tf.zeros_like(s0), tf.zeros_like(s0),
+           [stacked(a, length) for a in templates]),
+          maximum_iterations=length)
+      d_x, d_u, d_p, d_scores, d_c = [a.stack() for a in arrays]  # [time, batch, ...]
+      grads = {
+          "wf": kernel_gradient(tilde_prevs, d_x, w["wf"]),
+          "u": kernel_gradient(s_prevs, d_u, w["u"]),
+          "bu": tf.cast(tf.reduce_sum(d_u, axis=[0, 1]), w["bu"].dtype),
+          "wc": kernel_gradient(tf.concat([contexts, tf.cast(states, contexts.dtype)], -1), d_p,
+                                w["wc"]),
+      }
+      d_memory = tf.einsum("tbn,tbm->bnm", tf.cast(alphas, memory.dtype), d_c)
+      d_keys = tf.einsum("tbn,tbu->bnu", d_scores, tf.cast(states, keys.dtype))
+      return [d_x, d_s0, d_memory, d_keys] + [grads[n] for n in names]
+
+    return (tildes, alphas), grad
+
+  return run(inputs, initial_state, memory, keys, *(weights[n] for n in names))
