@@ -309,7 +309,7 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_xla_compiled_training(self):
     # train.jit_compile=True compiles the whole train step, the hand-written loops included.
-    for variant in ("cgru", "luong"):
+    for variant in ("cgru", "luong", "self_attentive_rnn"):
       keras.utils.set_random_seed(5)
       model = Seq2Seq(tiny_config(**VARIANTS[variant]))
       b = batch()

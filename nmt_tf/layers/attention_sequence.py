@@ -166,10 +166,10 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused, first_g
 
     buffers = ()
     if state_memory:
-      empty = tf.zeros_like(tf.repeat(s0[:, None, :], length + 1, axis=1))  # [batch, n + 1, units]
       m0 = precision.matmul(s0, w["wm"]) + biases["bm"]  # [batch, mem_units]
-      buffers = (write(empty, 0, s0),
-                 write(tf.zeros_like(tf.repeat(m0[:, None, :], length + 1, axis=1)), 0, m0))
+      # S, M [batch, n + 1, units|mem_units] holding s_0 and m_0 in row 0
+      buffers = tuple(write(tf.tile(tf.zeros_like(row)[:, None], [1, length + 1, 1]), 0, row)
+                      for row in (s0, m0))
     # Per step: s, c, alpha, q, then for cgru s' and GRU1's kept values, then GRU2's, then with
     # the state memory s~, beta and p.
     templates = [s0, memory[:, 0], tf.cast(mask, tf.float32), keys[:, 0]]
@@ -195,7 +195,7 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused, first_g
       def back(t, ds, dk, dv, buffer_grads, arrays):
         if d_states is not None:
           ds = ds + d_states[t]
-        if state_memory:  # row t + 1 holds s_t: the gradients of the steps that read it
+        if state_memory:  # buffer row t + 1 holds states[t]: the later steps' gradients of it
           d_buf_states, d_buf_keys, _ = buffer_grads
           ds = ds + tf.cast(d_buf_states[:, t + 1], dtype) + precision.matmul(
               tf.cast(d_buf_keys[:, t + 1], dtype), w["wm"], transpose_b=True)
