@@ -136,8 +136,8 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused, first_g
       vm = tf.cast(w["vm"], dtype)
       rows = tf.range(length + 1)  # buffer rows 0..n
 
-    def write(buffer, t, value):  # row t of buffer [batch, n + 1, dim] := value [batch, dim]
-      return tf.where((rows == t)[None, :, None], value[:, None, :], buffer)
+      def write(buffer, t, value):  # row t of buffer [batch, n + 1, dim] := value [batch, dim]
+        return tf.where((rows == t)[None, :, None], value[:, None, :], buffer)
 
     def body(t, s, buffers, arrays):
       s_read, read_values = s, ()
