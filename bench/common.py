@@ -17,7 +17,7 @@ if importlib.util.find_spec("nmt_tf") is None:  # run as bench/<script>.py from 
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import tensorflow as tf
 
-from nmt_tf import data
+from nmt_tf import cpu, data
 
 DEFAULT_VOCAB_DIR = "/tmp/nmt_tf_bench_vocab"
 
@@ -88,16 +88,11 @@ class Timer:
 
 
 def device_info():
-  """Threads and the CPU flags that decide the matmul kernels (AVX-512, AMX)."""
-  flags = set()
-  try:
-    with open("/proc/cpuinfo") as f:
-      for line in f:
-        if line.startswith("flags"):
-          flags = set(line.split(":", 1)[1].split())
-          break
-  except OSError:
-    pass
-  return {"cpus": os.cpu_count(), "tf": tf.__version__,
-          "avx512f": "avx512f" in flags, "amx_bf16": "amx_bf16" in flags,
+  """Threads, the machine (nmt_tf/cpu.py) and the CPU flags that decide the matmul kernels
+  (AVX-512, AVX512_BF16, AMX)."""
+  info = cpu.cpu_info()
+  flags = info.get("flags") or set()
+  return {"cpus": os.cpu_count(), "tf": tf.__version__, "machine": cpu.machine_label(info),
+          "avx512f": "avx512f" in flags, "avx512_bf16": "avx512_bf16" in flags,
+          "amx_bf16": "amx_bf16" in flags,
           "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads()}

@@ -11,6 +11,10 @@
 #   bash scripts/run_results.sh --dry_run  # print the commands of the rows still to do
 #   ROWS="sar_avg_de-en rnnsearch_de-en" bash scripts/run_results.sh   # only these rows
 #
+# A row is compared with the cgru row of its direction trained on the same machine: without
+# one here the script refuses it (ALLOW_NO_BASELINE=1 overrides); all rows run the baselines
+# first.
+#
 # Data: $NMT_TF_MULTI30K_DIR (default ../shared/data/multi30k). Logs: runs/results/<row>.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -56,14 +60,23 @@ wanted() {  # is row $1 selected by $ROWS (all rows when unset)?
   return 1
 }
 
-# The machine as `run.py results` records it: "<cores> CPUs <model name>".
-MACHINE="$(getconf _NPROCESSORS_ONLN) CPUs $(grep -m1 '^model name' /proc/cpuinfo 2>/dev/null \
-  | cut -d: -f2- | sed 's/^ *//')"
-MACHINE="${MACHINE% }"
+# The machine as `run.py results` records it (nmt_tf/cpu.py): "<cores> CPUs <model name>
+# (family <f>, <isa>)". VMs of one model name differ by CPU generation (docs/RESULTS.md,
+# "Budgets and order"), so the family and the matrix instructions are part of the name.
+MACHINE="$(python3 -c 'from nmt_tf.cpu import machine_label; print(machine_label())')"
 
 published_here() {  # was row $1 published from this machine?
   grep -qsF "\"machine\": \"${MACHINE}\"" docs/results/rows/"$1"/results.json \
     docs/results/rows/"$1"@*/results.json
+}
+
+planned=" "  # rows this queue runs before the current one
+baseline_here() {  # has row $1's baseline (cgru, same direction) a row from this machine?
+  local base="cgru_${1##*_}"
+  case "$1" in cgru_*|*_word_de-en) return 0 ;; esac  # baselines; word rows pair up
+  [[ "$planned" == *" ${base} "* ]] \
+    || grep -qsF "\"machine\": \"${MACHINE}\"" "runs/results/${base}/results.json" \
+    || published_here "$base"
 }
 
 todo=0
@@ -77,7 +90,17 @@ while IFS='|' read -r name config extra; do
     echo "done: ${name} (published)"
     continue
   fi
+  if ! baseline_here "$name" && [[ -z "${ALLOW_NO_BASELINE:-}" ]]; then
+    msg="row ${name}: cgru_${name##*_}, its baseline, has no row from this machine (${MACHINE})"
+    if [[ $DRY_RUN == 1 ]]; then
+      echo "${msg}: refused unless ALLOW_NO_BASELINE=1"
+      continue
+    fi
+    echo "${msg}; run it first (ROWS=\"cgru_${name##*_} ${name}\"), or set ALLOW_NO_BASELINE=1" >&2
+    exit 1
+  fi
   todo=$((todo + 1))
+  planned+="${name} "
   # shellcheck disable=SC2086  # $extra holds several flags
   cmd=(.venv/bin/python run.py results "--config=${config}" "--run_dir=runs/results/${name}" $extra)
   echo "row ${name}: ${cmd[*]}"

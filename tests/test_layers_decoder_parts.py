@@ -195,6 +195,23 @@ class SelfAttentiveResidualTest(tf.test.TestCase, parameterized.TestCase):
       self.assertAllClose(d, teacher[:, t], atol=1e-5)
       self.assertAllClose(d_pre, d, atol=1e-6)
 
+  @parameterized.parameters("avg", "cavg")
+  def test_passed_scores_are_used(self, summary):
+    # Scores unrelated to the layer's own: call and step must weight by them (equations with
+    # arbitrary e_i), not recompute their own.
+    layer = self.build(summary)
+    emb = normal((BATCH, TGT, EMB), 6)
+    scores = 3.0 * normal((BATCH, TGT), 7)
+    expected = ref.target_summary(emb, scores)
+    self.assertNotAllClose(expected, self.reference(layer, emb))
+    self.assertAllClose(layer(tf.constant(emb), scores=tf.constant(scores, tf.float32)),
+                        expected, atol=1e-5)
+    state = layer.initial_state(BATCH, EMB)
+    for t in range(TGT):
+      d, state = layer.step(tf.constant(emb[:, t]), state,
+                            score=tf.constant(scores[:, t], tf.float32))
+      self.assertAllClose(d, expected[:, t], atol=1e-5)
+
   def test_step_inside_tf_function(self):
     layer = self.build("cavg")
     emb = tf.constant(normal((BATCH, TGT, EMB), 5))

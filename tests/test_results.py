@@ -10,6 +10,9 @@ import tempfile
 import pytest
 import tensorflow as tf
 
+from absl.testing import flagsaver
+
+from nmt_tf import cpu
 from nmt_tf.cli import report as report_cli
 from nmt_tf.cli import results as results_cli
 from nmt_tf.evaluation import results
@@ -49,6 +52,10 @@ class ResultsTest(tf.test.TestCase):
     self.assertIn("nrefs:1", row["scores"]["beam5"]["bleu_signature"])
     self.assertEqual(row["test_sentences"], 8)
     self.assertTrue(row["command"].startswith("python run.py "))
+    self.assertEqual(row["machine"], cpu.machine_label())  # where it trained (machine.json)
+    self.assertNotIn("resumed_on", row)
+    with open(os.path.join(self.run_dir, results_cli.MACHINE_FILE), encoding="utf-8") as f:
+      self.assertEqual(json.load(f)["machine"], row["machine"])
     self.assertTrue(os.path.isfile(os.path.join(self.run_dir, "eval", "test_beam5",
                                                 "hypotheses.txt")))
     stats = significance.read_statistics(results.statistics_path(
@@ -311,6 +318,44 @@ class ResultsTest(tf.test.TestCase):
     self.assertIn("no such run directory", err)
 
 
+class RowMachineTest(tf.test.TestCase):
+  """A row's time budget is spent on one machine: RUN/machine.json names it."""
+
+  def began_elsewhere(self):
+    run_dir = os.path.join(tempfile.mkdtemp(), "cgru_tiny")
+    os.makedirs(run_dir)
+    with open(os.path.join(run_dir, results_cli.MACHINE_FILE), "w", encoding="utf-8") as f:
+      json.dump({"machine": "2 CPUs Old Box (family 1, AVX2)", "date": "2026-01-01"}, f)
+    return run_dir
+
+  def test_resume_on_another_machine_is_refused(self):
+    run_dir = self.began_elsewhere()
+    config = tiny_train_config(steps=2)
+    code, _, err = run_command(results_cli, config=json.loads(config.to_json()),
+                               run_dir=run_dir)
+    self.assertEqual(code, 2)
+    self.assertIn('began training on "2 CPUs Old Box (family 1, AVX2)"', err)
+    self.assertIn("--results_other_machine", err)
+    self.assertEqual(os.listdir(run_dir), [results_cli.MACHINE_FILE])  # nothing trained
+
+  def test_resume_on_another_machine_when_asked(self):
+    run_dir = self.began_elsewhere()
+    here = cpu.machine_label()
+    for _ in range(2):  # listed once however often it resumes here
+      with flagsaver.flagsaver(results_other_machine=True):
+        self.assertEqual(results_cli._training_machine(run_dir),  # pylint: disable=protected-access
+                         "2 CPUs Old Box (family 1, AVX2)")
+    with open(os.path.join(run_dir, results_cli.MACHINE_FILE), encoding="utf-8") as f:
+      self.assertEqual(json.load(f)["resumed_on"], [here])
+
+  def test_new_run_records_this_machine(self):
+    run_dir = os.path.join(tempfile.mkdtemp(), "new_row")
+    self.assertEqual(results_cli._training_machine(run_dir),  # pylint: disable=protected-access
+                     cpu.machine_label())
+    with open(os.path.join(run_dir, results_cli.MACHINE_FILE), encoding="utf-8") as f:
+      self.assertNotIn("recorded_at_resume", json.load(f))
+
+
 class AllRowsScriptTest(tf.test.TestCase):
   """scripts/run_results.sh --dry_run: every row of docs/RESULTS.md, each with a config."""
 
@@ -347,3 +392,27 @@ class AllRowsScriptTest(tf.test.TestCase):
                       "self_attentive_rnn_de-en"])
     # Last, the de->en rows that have rows from the Intel machine.
     self.assertEqual(list(rows)[-2:], ["rnnsearch_de-en", "encdec_de-en"])
+
+  def test_row_without_its_baseline_on_this_machine_is_refused(self):
+    """In an empty checkout (no rows run or published) sar_avg_de-en alone needs cgru_de-en
+    first; with the baseline queued before it, it runs (dry run)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    empty = tempfile.mkdtemp()
+    shutil.copytree(os.path.join(root, "scripts"), os.path.join(empty, "scripts"))
+    shutil.copytree(os.path.join(root, "nmt_tf"), os.path.join(empty, "nmt_tf"))
+    script = os.path.join(empty, "scripts", "run_results.sh")
+    run = lambda rows, *args: subprocess.run(["bash", script, *args], capture_output=True,
+                                             text=True, env=dict(os.environ, ROWS=rows))
+    refused = run("sar_avg_de-en")  # not a dry run: refused before anything starts
+    self.assertEqual(refused.returncode, 1)
+    self.assertIn("cgru_de-en, its baseline, has no row from this machine", refused.stderr)
+    self.assertIn('ROWS="cgru_de-en sar_avg_de-en"', refused.stderr)
+    self.assertFalse(os.path.exists(os.path.join(empty, "runs")))
+    dry = run("sar_avg_de-en", "--dry_run")
+    self.assertEqual(dry.returncode, 0, dry.stderr)
+    self.assertIn("refused unless ALLOW_NO_BASELINE=1", dry.stdout)
+    self.assertIn("0 row(s) to run", dry.stdout)
+    for rows, env in (("cgru_de-en sar_avg_de-en", ""), ("sar_avg_de-en", "1")):
+      queued = subprocess.run(["bash", script, "--dry_run"], capture_output=True, text=True,
+                              env=dict(os.environ, ROWS=rows, ALLOW_NO_BASELINE=env))
+      self.assertIn("row sar_avg_de-en: .venv/bin/python run.py results", queued.stdout)

@@ -14,6 +14,7 @@ import tensorflow as tf
 from nmt_tf.evaluation.alignment_plot import alignment_png
 from nmt_tf.training import Trainer, TrainingError, train
 from nmt_tf.training.schedules import WarmupSchedule
+from nmt_tf.training.trainer import bf16_warning
 from nmt_tf.training.validation import ValidationResult
 from tests.training_fixtures import tiny_train_config
 
@@ -221,6 +222,19 @@ class PrecisionAndStoppingTest(tf.test.TestCase):
 
 
 class PiecesTest(tf.test.TestCase):
+
+  def test_bf16_warning_on_cpus_without_bf16_instructions(self):
+    zen3 = {"model_name": "AMD EPYC", "family": "25", "flags": {"avx2"}}
+    zen5 = {"model_name": "AMD EPYC", "family": "26", "flags": {"avx512f", "avx512_bf16"}}
+    for precision in ("float32_bf16_matmul", "mixed_bfloat16"):
+      warning = bf16_warning(precision, zen3, gpus=[])
+      self.assertIn(repr(precision), warning)
+      self.assertIn("--config.train.precision=float32", warning)
+      self.assertIsNone(bf16_warning(precision, zen5, gpus=[]))
+      self.assertIsNone(bf16_warning(precision, {}, gpus=[]))  # unknown CPU
+      self.assertIsNone(bf16_warning(precision, zen3, gpus=["GPU:0"]))
+    for precision in ("float32", "mixed_float16"):
+      self.assertIsNone(bf16_warning(precision, zen3, gpus=[]))
 
   def test_schedules(self):
     warm = WarmupSchedule(1.0, "inverse_sqrt", warmup_steps=4)

@@ -18,25 +18,49 @@ import time
 
 from absl import flags
 
+from nmt_tf import cpu
 from nmt_tf.cli import evaluate, train
 
 COMMAND = "results"
 HELP = "One results row: train (time budget), evaluate greedy and beam 5, write results.json."
 
 flags.DEFINE_list("results_beams", ["1", "5"], "Beam sizes to evaluate (1 = greedy).")
+flags.DEFINE_bool("results_other_machine", False,
+                  "Resume a row that began training on another machine (RUN/machine.json); "
+                  "its time budget then mixes the two machines' speeds.")
 
 FLAGS = flags.FLAGS
+MACHINE_FILE = "machine.json"
 
 
-def _machine():
-  model = ""
-  try:
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-      model = next((line.split(":", 1)[1].strip() for line in f
-                    if line.startswith("model name")), "")
-  except OSError:
-    pass
-  return f"{os.cpu_count()} CPUs {model}".strip()
+def _training_machine(run_dir):
+  """The machine label of this run (nmt_tf/cpu.py), kept in RUN/machine.json from its first
+  start; None (after printing why) when the run began on another machine: a row's time budget
+  must not mix machines, unless --results_other_machine."""
+  here = cpu.machine_label()
+  if not run_dir:
+    return here  # `train` names the missing --run_dir
+  path = os.path.join(run_dir, MACHINE_FILE)
+  if os.path.isfile(path):
+    record = _read(path)
+    if record["machine"] == here or here in record.get("resumed_on", []):
+      return record["machine"]
+    if not FLAGS.results_other_machine:
+      print(f"error: {run_dir} began training on \"{record['machine']}\", this machine is "
+            f"\"{here}\": its time budget would mix machines; move the directory aside to "
+            "train the row here from the start, or pass --results_other_machine to resume it "
+            "anyway.", file=sys.stderr)
+      return None
+    record.setdefault("resumed_on", []).append(here)  # the row's results.json lists them
+  else:
+    record = {"machine": here, "date": datetime.date.today().isoformat()}
+    if os.path.isfile(os.path.join(run_dir, "config.json")):
+      record["recorded_at_resume"] = True  # a run begun before machine.json existed
+    os.makedirs(run_dir, exist_ok=True)
+  with open(path + ".tmp", "w", encoding="utf-8") as f:
+    json.dump(record, f)
+  os.replace(path + ".tmp", path)
+  return record["machine"]
 
 
 def _read(path):
@@ -58,6 +82,9 @@ def run(argv):
   if not beams or min(beams) < 1:
     print(f"error: Received --results_beams={FLAGS.results_beams}; expected beam sizes >= 1 "
           "such as 1,5.", file=sys.stderr)
+    return 2
+  machine = _training_machine(FLAGS.run_dir)
+  if machine is None:
     return 2
   command = "python run.py " + " ".join(sys.argv[1:])
   print("\n=== train ===", flush=True)
@@ -102,9 +129,12 @@ def run(argv):
       "scores": scores,
       "validation": validation_points(*validations(FLAGS.run_dir)),
       "evaluate_seconds": round(time.time() - start, 1),
-      "machine": _machine(),
+      "machine": machine,
       "date": datetime.date.today().isoformat(),
   }
+  resumed_on = _read(os.path.join(FLAGS.run_dir, MACHINE_FILE)).get("resumed_on")
+  if resumed_on:
+    row["resumed_on"] = resumed_on  # --results_other_machine: trained on these too
   path = os.path.join(FLAGS.run_dir, ROW_FILE)
   with open(path + ".tmp", "w", encoding="utf-8") as f:
     json.dump(row, f, indent=2, sort_keys=True)

@@ -80,6 +80,8 @@ class CGRUDecoder(Decoder):
       state["summary"] = self.target_summary.initial_state(tf.shape(s0)[0],
                                                            self.embedding_dim)
     if self.uses_memory:
+      # Read by `cell` only: in the training tf.function, where `sequence` reads just "s",
+      # TensorFlow prunes the unread buffers from the graph (docs/PERFORMANCE.md, "Session 15").
       state["memory"] = self.state_memory.initial_state(s0, max_length)
     return state
 

@@ -1,0 +1,62 @@
+"""The CPU this process runs on, read from /proc/cpuinfo (Linux; elsewhere only the core count
+is known).
+
+`machine_label` names the machine of a docs/RESULTS.md row: "<cores> CPUs <model name>
+(family <f>, <isa>)". The family and the widest matrix instructions are part of the name
+because VMs of one model name ("AMD EPYC") differ by CPU generation: rows trained within a
+time budget are only comparable on the same one. `native_bf16` tells whether bfloat16
+matrix products run natively (AVX512_BF16 or AMX-BF16); without, TensorFlow converts the
+operands and the products are slower than float32 (docs/PERFORMANCE.md, "Session 15").
+"""
+
+import os
+
+CPUINFO = "/proc/cpuinfo"
+# The widest matrix-product instructions, best first: (flag in /proc/cpuinfo, name).
+ISA_LEVELS = (("amx_bf16", "AMX-BF16"), ("avx512_bf16", "AVX512-BF16"), ("avx512f", "AVX-512"),
+              ("avx2", "AVX2"))
+BF16_FLAGS = ("amx_bf16", "avx512_bf16")
+
+
+def cpu_info(path=CPUINFO):
+  """The first processor's entries: {"model_name", "family", "model", "flags"} (flags a set);
+  {} when `path` cannot be read."""
+  fields = {}
+  try:
+    with open(path, encoding="utf-8") as f:
+      for line in f:
+        if not line.strip():
+          if fields:
+            break  # the end of the first processor's block
+          continue
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+  except OSError:
+    return {}
+  return {"model_name": fields.get("model name", ""), "family": fields.get("cpu family", ""),
+          "model": fields.get("model", ""), "flags": set(fields.get("flags", "").split())}
+
+
+def isa(info):
+  """The widest matrix instructions of `info` (cpu_info), e.g. "AVX512-BF16"; "" if unknown."""
+  flags = info.get("flags") or set()
+  return next((name for flag, name in ISA_LEVELS if flag in flags),
+              "no AVX2" if flags else "")
+
+
+def machine_label(info=None, cores=None):
+  """"2 CPUs AMD EPYC (family 26, AVX512-BF16)": cores, model name, family and ISA."""
+  info = cpu_info() if info is None else info
+  cores = os.cpu_count() if cores is None else cores
+  label = f"{cores} CPUs {info.get('model_name', '')}".strip()
+  details = ", ".join(part for part in (f"family {info['family']}" if info.get("family") else "",
+                                        isa(info)) if part)
+  return f"{label} ({details})" if details else label
+
+
+def native_bf16(info=None):
+  """True / False: whether bfloat16 matrix products run natively; None when unknown."""
+  info = cpu_info() if info is None else info
+  if not info.get("flags"):
+    return None
+  return any(flag in info["flags"] for flag in BF16_FLAGS)
