@@ -29,6 +29,23 @@ OVERFIT_VARIANTS = ("encdec", "rnnsearch", "cgru", "luong", "self_attentive_resi
                     "self_attentive_residual_cavg")
 
 
+def _batches_like(first, count, src_vocab, tgt_vocab, seed=0):
+  """`first`, then count - 1 batches of its shapes and padding with random tokens (ids >= 4,
+  the special tokens kept), target_out the shifted target_in."""
+  rng = np.random.default_rng(seed)
+  out = [first]
+  for _ in range(count - 1):
+    source, target_in = (np.where(first[k].numpy() > 3,
+                                  rng.integers(4, vocab, first[k].shape), first[k].numpy())
+                         for k, vocab in (("source", src_vocab), ("target_in", tgt_vocab)))
+    target_out = first["target_out"].numpy().copy()
+    target_out[:, :-1] = np.where(target_out[:, :-1] > 3, target_in[:, 1:], target_out[:, :-1])
+    out.append({"source": tf.constant(source, tf.int32),
+                "target_in": tf.constant(target_in, tf.int32),
+                "target_out": tf.constant(target_out, tf.int32)})
+  return out
+
+
 def _stepwise(model, source, target_in):
   """Runs model.step over target_in; returns logits [batch, tgt_len, V], attention."""
   context = model.encode(source)
@@ -269,10 +286,13 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_mixed_bfloat16_state_memory(self):
     # The memory RNN's W_m bias and W_s gradients are sums of nearly cancelling terms, which
-    # bfloat16 rounds differently on the two paths (in one ad-hoc run of this comparison with
-    # the errors printed, autodiff was 0.19 of the gradient's scale off for W_m's bias, the
-    # hand-written path 0.07), so each path is compared with the float32 model of the same
-    # weights: the hand-written one is about as close or closer.
+    # bfloat16 rounds differently on the two paths, so each path is compared with the float32
+    # model of the same weights: averaged over 8 batches, the hand-written one is about as
+    # close as autodiff or closer. On one batch the closer path is a matter of rounding and of
+    # the CPU's bfloat16 kernels: for W_m's bias on the fixture batch the hand-written path was
+    # 0.07 of the gradient's scale off and autodiff 0.19 on an AVX512_BF16 CPU (session 14),
+    # 0.11 and 0.07 on an AVX2 one (session 15), whose 8-batch means are 0.07 and 0.09 (ad-hoc
+    # runs with the errors printed, not committed).
     def build(policy):
       previous = keras.mixed_precision.global_policy()
       keras.mixed_precision.set_global_policy(policy)
@@ -287,25 +307,32 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
     model, reference = build("mixed_bfloat16"), build("float32")
     for v, w in zip(reference.trainable_variables, model.trainable_variables):
       v.assign(w)
-    b = batch()
 
-    def outputs_and_gradients(model):
+    def outputs_and_gradients(model, b):
       with tf.GradientTape() as tape:
         out = model(b, training=True)
         loss = losses.masked_nll(tf.cast(out["logits"], tf.float32), b["target_out"])
       return [out["logits"]] + tape.gradient(loss, model.trainable_variables)
 
-    manual = tf.function(lambda: outputs_and_gradients(model))()
-    with gru_sequence.autodiff():
-      auto = tf.function(lambda: outputs_and_gradients(model))()
-    truth = tf.function(lambda: outputs_and_gradients(reference))()
-    self.assertEqual(manual[0].dtype, tf.bfloat16)
-    for label, got, other, want in zip(["logits"] + [v.path for v in model.trainable_variables],
-                                       manual, auto, truth):
-      got, other, want = [tf.cast(tf.convert_to_tensor(g), tf.float32) for g in (got, other, want)]
-      scale = float(tf.reduce_max(tf.abs(want))) + 1e-6
-      error = float(tf.reduce_max(tf.abs(got - want))) / scale
-      autodiff_error = float(tf.reduce_max(tf.abs(other - want))) / scale
+    manual = tf.function(lambda b: outputs_and_gradients(model, b))
+    truth = tf.function(lambda b: outputs_and_gradients(reference, b))
+    with gru_sequence.autodiff():  # read when traced, at the first call below
+      auto = tf.function(lambda b: outputs_and_gradients(model, b))
+    labels = ["logits"] + [v.path for v in model.trainable_variables]
+    errors = {label: [] for label in labels}  # (hand-written, autodiff) per batch
+    for b in _batches_like(batch(), 8, src_vocab=23, tgt_vocab=19):
+      with gru_sequence.autodiff():
+        other_values = auto(b)
+      got_values = manual(b)
+      self.assertEqual(got_values[0].dtype, tf.bfloat16)
+      for label, got, other, want in zip(labels, got_values, other_values, truth(b)):
+        got, other, want = [tf.cast(tf.convert_to_tensor(g), tf.float32)
+                            for g in (got, other, want)]
+        scale = float(tf.reduce_max(tf.abs(want))) + 1e-6
+        errors[label].append((float(tf.reduce_max(tf.abs(got - want))) / scale,
+                              float(tf.reduce_max(tf.abs(other - want))) / scale))
+    for label, pairs in errors.items():
+      error, autodiff_error = np.mean(pairs, axis=0)
       self.assertLessEqual(error, max(0.06, 1.25 * autodiff_error), label)
 
   def test_xla_compiled_training(self):
