@@ -7,7 +7,9 @@ with greedy search and with beam search, and writes RUN/results.json.
       --config.data.source_lang=en --config.data.target_lang=de
 
 The evaluations go to RUN/eval/test_greedy and RUN/eval/test_beam5 (see `run.py evaluate`);
-`python run.py report` gathers the rows into docs/RESULTS.md.
+`python run.py report` gathers the rows into docs/RESULTS.md. RUN/machine.json keeps the machine
+the row began on (nmt_tf/cpu.py): a row's time budget belongs to one machine, so resuming on
+another is refused unless --results_other_machine.
 """
 
 import datetime
