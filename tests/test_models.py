@@ -21,7 +21,7 @@ from nmt_tf.models import luong_decoder
 from nmt_tf.models import rnn_decoders
 from nmt_tf.training import losses
 from nmt_tf.training.presets import preset
-from tests.model_fixtures import VARIANTS, batch, tiny_config
+from tests.model_fixtures import TINY, VARIANTS, batch, tiny_config
 
 # Every decoder type plus hard attention; the encoder variants share the cgru training path.
 OVERFIT_VARIANTS = ("encdec", "rnnsearch", "cgru", "luong", "self_attentive_residual",
@@ -316,11 +316,11 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
 
     manual = tf.function(lambda b: outputs_and_gradients(model, b))
     truth = tf.function(lambda b: outputs_and_gradients(reference, b))
-    with gru_sequence.autodiff():  # read when traced, at the first call below
-      auto = tf.function(lambda b: outputs_and_gradients(model, b))
+    auto = tf.function(lambda b: outputs_and_gradients(model, b))  # traced under autodiff()
     labels = ["logits"] + [v.path for v in model.trainable_variables]
     errors = {label: [] for label in labels}  # (hand-written, autodiff) per batch
-    for b in _batches_like(batch(), 8, src_vocab=23, tgt_vocab=19):
+    for b in _batches_like(batch(), 8, src_vocab=TINY["src_vocab_size"],
+                           tgt_vocab=TINY["tgt_vocab_size"]):
       with gru_sequence.autodiff():
         other_values = auto(b)
       got_values = manual(b)
