@@ -106,6 +106,7 @@ class ResultsTest(tf.test.TestCase):
     points = results.validations(self.run_dir)[0]
     last = max(points)  # validated at steps 10 and 20
     self.assertEqual(sorted(points), [10, 20])
+    self.assertIn(f"| `cgru_tiny` | {base['machine']} | ", row[0])  # rows of several machines
     self.assertIn(f"| +0.00 | 20 | 20 | {points[last][1]:.2f} (step 20) |", row[0])
     # Paired bootstrap p-values of BLEU and chrF2 from the rows' sentence statistics (the
     # same outputs: sacrebleu's p for a zero difference is 1 / 1001).
@@ -231,6 +232,8 @@ class ResultsTest(tf.test.TestCase):
     comparison = [l for l in text.splitlines() if l.startswith("| `sar_tiny`")
                   and "`cgru_tiny`" in l]
     self.assertLen(comparison, 1)  # the old machine's sar row has no baseline there
+    self.assertIn(f"| `cgru_tiny` | {here} | ", comparison[0])
+    self.assertIn(f"### Attention of `cgru_tiny` (beam 5, test sentences, {here})", text)
     # The tables' last column: beam-5 BLEU against the cgru row of the same machine (with the
     # paired bootstrap p-value; the same outputs here); none for cgru or without a baseline.
     lines = [l for l in text.splitlines() if l.startswith(("| `sar_tiny`", "| `cgru_tiny`"))

@@ -404,9 +404,9 @@ def _residual_comparison(rows):
               "(greedy) of both runs at the last step both validated; and the p-values of "
               "sacrebleu's paired bootstrap test (1,000 resamples, seed 12345) of the test "
               "BLEU and chrF2 differences (n/a: a row without test hypotheses).", "",
-              "| run | baseline | BLEU beam 5 | baseline | difference | steps | baseline steps "
-              "| valid BLEU at equal steps | baseline | p BLEU | p chrF2 |",
-              "|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
+              "| run | baseline | machine | BLEU beam 5 | baseline | difference | steps "
+              "| baseline steps | valid BLEU at equal steps | baseline | p BLEU | p chrF2 |",
+              "|---|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
     mine, theirs = r["scores"]["beam5"]["bleu"], b["scores"]["beam5"]["bleu"]
     ours = {p["step"]: p["bleu"] for p in r["validation"]}
     base_points = {p["step"]: p["bleu"] for p in b["validation"]}
@@ -416,7 +416,8 @@ def _residual_comparison(rows):
     test = paired_test(r, b)
     p_values = ("n/a | n/a" if test is None else
                 f"{test['bleu']['p']:.3f} | {test['chrf']['p']:.3f}")
-    out.append(f"| `{r['name']}` ({r['model']}) | `{b['name']}` | {mine:.2f} | {theirs:.2f} "
+    out.append(f"| `{r['name']}` ({r['model']}) | `{b['name']}` "
+               f"| {r.get('machine') or 'unknown machine'} | {mine:.2f} | {theirs:.2f} "
                f"| {mine - theirs:+.2f} | {r['train']['steps']:,} | {b['train']['steps']:,} "
                f"| {equal} | {p_values} |")
   return out + [""] if out else []
@@ -440,7 +441,9 @@ def _attention_maps(rows, figure_dir, link_prefix, written):
     out.append(f"![attention]({link_prefix}/{name})")
   if not out:
     return []
-  return [f"### Attention of `{chosen['name']}` (beam 5, test sentences)", ""] + out + [""]
+  machine = f", {chosen['machine']}" if chosen.get("machine") else ""
+  return ([f"### Attention of `{chosen['name']}` (beam 5, test sentences{machine})", ""]
+          + out + [""])
 
 
 # The names of the figures `render` writes into its figure_dir (not into the rows below it).
