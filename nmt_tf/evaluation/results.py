@@ -252,6 +252,11 @@ def _score(entry, key="bleu"):
   return "n/a" if value is None else f"{value:.2f}"
 
 
+def _machine(row):
+  """The row's machine for the page; rows from before machines were recorded have none."""
+  return row.get("machine") or "unknown machine"
+
+
 def _row_key(row):
   return (row["direction"], row.get("machine") or "", row["model"], row.get("max_length") or 0,
           row["name"])
@@ -280,7 +285,7 @@ def _word_series(word_rows):
   machines = {r.get("machine") or "" for r in word_rows}
   series = {}
   for r in word_rows:
-    place = r["direction"] + (f", {r.get('machine') or 'unknown machine'}"
+    place = r["direction"] + (f", {_machine(r)}"
                               if len(machines) > 1 else "")
     label = f"{r['model']}-{r.get('max_length') or 'all'} ({place})"
     if label in series:
@@ -349,7 +354,7 @@ def render(rows, figure_dir, link_prefix, written=None):
     for r in word_rows:
       beam = r["scores"].get("beam5") or {}
       out.append(f"| `{r['name']}` | {r['model']} | {r.get('max_length') or '-'} "
-                 f"| {r.get('machine') or 'unknown machine'} "
+                 f"| {_machine(r)} "
                  f"| {_score(beam, 'bleu_all')} | {_score(beam, 'bleu_no_unk')} "
                  f"| {beam.get('no_unk_sentences', 'n/a')} "
                  f"| {_against_baseline(r, rows, 'encdec')} |")
@@ -417,7 +422,7 @@ def _residual_comparison(rows):
     p_values = ("n/a | n/a" if test is None else
                 f"{test['bleu']['p']:.3f} | {test['chrf']['p']:.3f}")
     out.append(f"| `{r['name']}` ({r['model']}) | `{b['name']}` "
-               f"| {r.get('machine') or 'unknown machine'} | {mine:.2f} | {theirs:.2f} "
+               f"| {_machine(r)} | {mine:.2f} | {theirs:.2f} "
                f"| {mine - theirs:+.2f} | {r['train']['steps']:,} | {b['train']['steps']:,} "
                f"| {equal} | {p_values} |")
   return out + [""] if out else []
