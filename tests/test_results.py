@@ -346,17 +346,21 @@ class RowMachineTest(tf.test.TestCase):
     here = cpu.machine_label()
     for _ in range(2):  # listed once however often it resumes here
       with flagsaver.flagsaver(results_other_machine=True):
-        self.assertEqual(results_cli._training_machine(run_dir),  # pylint: disable=protected-access
-                         "2 CPUs Old Box (family 1, AVX2)")
+        record = results_cli._training_machine(run_dir)  # pylint: disable=protected-access
+        self.assertEqual(record["machine"], "2 CPUs Old Box (family 1, AVX2)")
+        self.assertEqual(record["resumed_on"], [here])  # what the row's results.json lists
     with open(os.path.join(run_dir, results_cli.MACHINE_FILE), encoding="utf-8") as f:
-      self.assertEqual(json.load(f)["resumed_on"], [here])
+      self.assertEqual(json.load(f), record)
 
   def test_new_run_records_this_machine(self):
     run_dir = os.path.join(tempfile.mkdtemp(), "new_row")
-    self.assertEqual(results_cli._training_machine(run_dir),  # pylint: disable=protected-access
-                     cpu.machine_label())
+    record = results_cli._training_machine(run_dir)  # pylint: disable=protected-access
+    self.assertEqual(record["machine"], cpu.machine_label())
+    self.assertNotIn("resumed_on", record)
     with open(os.path.join(run_dir, results_cli.MACHINE_FILE), encoding="utf-8") as f:
-      self.assertNotIn("recorded_at_resume", json.load(f))
+      saved = json.load(f)
+    self.assertEqual(saved, record)
+    self.assertNotIn("recorded_at_resume", saved)
 
 
 class AllRowsScriptTest(tf.test.TestCase):

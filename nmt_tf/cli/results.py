@@ -36,17 +36,18 @@ MACHINE_FILE = "machine.json"
 
 
 def _training_machine(run_dir):
-  """The machine label of this run (nmt_tf/cpu.py), kept in RUN/machine.json from its first
-  start; None (after printing why) when the run began on another machine: a row's time budget
-  must not mix machines, unless --results_other_machine."""
+  """The machine record of this run, kept in RUN/machine.json from its first start:
+  {"machine": label (nmt_tf/cpu.py), "date", "resumed_on": [labels] if any}. None (after
+  printing why) when the run began on another machine: a row's time budget must not mix
+  machines, unless --results_other_machine."""
   here = cpu.machine_label()
   if not run_dir:
-    return here  # `train` names the missing --run_dir
+    return {"machine": here}  # `train` names the missing --run_dir
   path = os.path.join(run_dir, MACHINE_FILE)
   if os.path.isfile(path):
     record = _read(path)
     if record["machine"] == here or here in record.get("resumed_on", []):
-      return record["machine"]
+      return record
     if not FLAGS.results_other_machine:
       print(f"error: {run_dir} began training on \"{record['machine']}\", this machine is "
             f"\"{here}\": its time budget would mix machines; move the directory aside to "
@@ -62,7 +63,7 @@ def _training_machine(run_dir):
   with open(path + ".tmp", "w", encoding="utf-8") as f:
     json.dump(record, f)
   os.replace(path + ".tmp", path)
-  return record["machine"]
+  return record
 
 
 def _read(path):
@@ -85,7 +86,7 @@ def run(argv):
     print(f"error: Received --results_beams={FLAGS.results_beams}; expected beam sizes >= 1 "
           "such as 1,5.", file=sys.stderr)
     return 2
-  machine = _training_machine(FLAGS.run_dir)
+  machine = _training_machine(FLAGS.run_dir)  # read once: the row's "machine", "resumed_on"
   if machine is None:
     return 2
   command = "python run.py " + " ".join(sys.argv[1:])
@@ -131,12 +132,11 @@ def run(argv):
       "scores": scores,
       "validation": validation_points(*validations(FLAGS.run_dir)),
       "evaluate_seconds": round(time.time() - start, 1),
-      "machine": machine,
+      "machine": machine["machine"],
       "date": datetime.date.today().isoformat(),
   }
-  resumed_on = _read(os.path.join(FLAGS.run_dir, MACHINE_FILE)).get("resumed_on")
-  if resumed_on:
-    row["resumed_on"] = resumed_on  # --results_other_machine: trained on these too
+  if machine.get("resumed_on"):
+    row["resumed_on"] = machine["resumed_on"]  # --results_other_machine: trained on these too
   path = os.path.join(FLAGS.run_dir, ROW_FILE)
   with open(path + ".tmp", "w", encoding="utf-8") as f:
     json.dump(row, f, indent=2, sort_keys=True)
