@@ -46,6 +46,8 @@ class ResultsTest(tf.test.TestCase):
     self.assertGreater(row["train"]["train_seconds"], 0)
     self.assertBetween(row["train"]["cpu_seconds"], 0.01,
                        (os.cpu_count() or 1) * row["train"]["train_seconds"])
+    self.assertEqual(row["train"]["progress"]["readings"], 4)  # log_every=5 of 20 steps
+    self.assertGreater(row["train"]["progress"]["tokens_per_sec_median"], 0)
     self.assertEqual(sorted(row["scores"]), ["beam5", "greedy"])
     self.assertEqual(row["scores"]["greedy"]["beam_size"], 1)
     self.assertEqual(row["scores"]["beam5"]["beam_size"], 5)

@@ -73,8 +73,8 @@ def _read(path):
 
 def run(argv):
   # pylint: disable=g-import-not-at-top
-  from nmt_tf.evaluation.results import (model_label, ROW_FILE, scores_entry, validation_points,
-                                         validations)
+  from nmt_tf.evaluation.results import (model_label, ROW_FILE, scores_entry, training_speed,
+                                         validation_points, validations)
   if argv:
     print(f"results takes no positional arguments; received {argv}.", file=sys.stderr)
     return 2
@@ -127,7 +127,8 @@ def run(argv):
       "precision": config["train"]["precision"],
       "train": {"steps": summary["steps"], "train_seconds": summary.get("train_seconds"),
                 "cpu_seconds": summary.get("cpu_seconds"),
-                "best_valid_bleu": summary["best_bleu"], "stopped": summary["stopped"]},
+                "best_valid_bleu": summary["best_bleu"], "stopped": summary["stopped"],
+                "progress": training_speed(FLAGS.run_dir)},  # median tokens/s, readings
       "test_sentences": next(iter(scores.values()))["sentences"],
       "scores": scores,
       "validation": validation_points(*validations(FLAGS.run_dir)),

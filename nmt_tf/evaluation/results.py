@@ -29,6 +29,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 
 import matplotlib
 
@@ -197,6 +198,25 @@ def validations(run_dir):
   if points and set(points) <= set(clock):
     return {step: (clock[step], bleu) for step, (_, bleu) in points.items()}, 0.0
   return points, start
+
+
+def training_speed(run_dir):
+  """{"tokens_per_sec_median", "readings"}: the median of the progress line's target tokens/s
+  ("train/tokens_per_sec", one reading every train.log_every steps, over every resumed
+  invocation; a step logged again after a resume keeps its last value); None without
+  readings."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  readings = {}
+  for path in sorted(glob.glob(os.path.join(run_dir, "tensorboard", "events.*"))):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        if value.tag == "train/tokens_per_sec":
+          readings[event.step] = (float(tf.make_ndarray(value.tensor))
+                                  if value.HasField("tensor") else value.simple_value)
+  if not readings:
+    return None
+  return {"tokens_per_sec_median": round(statistics.median(readings.values()), 1),
+          "readings": len(readings)}
 
 
 def validation_points(points, start):
