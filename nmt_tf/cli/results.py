@@ -86,7 +86,7 @@ def run(argv):
     print(f"error: Received --results_beams={FLAGS.results_beams}; expected beam sizes >= 1 "
           "such as 1,5.", file=sys.stderr)
     return 2
-  machine = _training_machine(FLAGS.run_dir)  # read once: the row's "machine", "resumed_on"
+  machine = _training_machine(FLAGS.run_dir)  # RUN/machine.json: "machine", "resumed_on"
   if machine is None:
     return 2
   command = "python run.py " + " ".join(sys.argv[1:])

@@ -176,46 +176,43 @@ def _paired_files(baseline_path, system_path):
   return significance.paired_bootstrap(*stats)
 
 
+def _scalars(run_dir, tags):
+  """({tag: {step: (wall time, value)}}, first event's wall time) of the run's TensorBoard
+  events, over every resumed invocation (a step logged again keeps its last value)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  found, start = {tag: {} for tag in tags}, None
+  for path in sorted(glob.glob(os.path.join(run_dir, "tensorboard", "events.*"))):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      start = event.wall_time if start is None else min(start, event.wall_time)
+      for value in event.summary.value:
+        if value.tag in found:
+          found[value.tag][event.step] = (
+              event.wall_time, float(tf.make_ndarray(value.tensor)) if value.HasField("tensor")
+              else value.simple_value)
+  return found, start
+
+
 def validations(run_dir):
   """({step: (training seconds, validation BLEU)}, start) from the run's TensorBoard events
   (a step validated again after a resume keeps its last value). Training seconds are the
   budget clock logged with each validation ("valid/train_minutes": stops and resumes
   excluded), else, for runs logged before it existed, the wall time since start, the first
   event's wall time (stops included)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  points, clock, start = {}, {}, None
-  for path in sorted(glob.glob(os.path.join(run_dir, "tensorboard", "events.*"))):
-    for event in tf.compat.v1.train.summary_iterator(path):
-      start = event.wall_time if start is None else min(start, event.wall_time)
-      for value in event.summary.value:
-        if value.tag in ("valid/bleu", "valid/train_minutes"):
-          number = (float(tf.make_ndarray(value.tensor)) if value.HasField("tensor")
-                    else value.simple_value)
-          if value.tag == "valid/bleu":
-            points[event.step] = (event.wall_time, number)
-          else:
-            clock[event.step] = number * 60.0
+  found, start = _scalars(run_dir, ("valid/bleu", "valid/train_minutes"))
+  points, clock = found["valid/bleu"], found["valid/train_minutes"]
   if points and set(points) <= set(clock):
-    return {step: (clock[step], bleu) for step, (_, bleu) in points.items()}, 0.0
+    return {step: (clock[step][1] * 60.0, bleu) for step, (_, bleu) in points.items()}, 0.0
   return points, start
 
 
 def training_speed(run_dir):
   """{"tokens_per_sec_median", "readings"}: the median of the progress line's target tokens/s
   ("train/tokens_per_sec", one reading every train.log_every steps, over every resumed
-  invocation; a step logged again after a resume keeps its last value); None without
-  readings."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  readings = {}
-  for path in sorted(glob.glob(os.path.join(run_dir, "tensorboard", "events.*"))):
-    for event in tf.compat.v1.train.summary_iterator(path):
-      for value in event.summary.value:
-        if value.tag == "train/tokens_per_sec":
-          readings[event.step] = (float(tf.make_ndarray(value.tensor))
-                                  if value.HasField("tensor") else value.simple_value)
+  invocation); None without readings."""
+  readings = _scalars(run_dir, ("train/tokens_per_sec",))[0]["train/tokens_per_sec"]
   if not readings:
     return None
-  return {"tokens_per_sec_median": round(statistics.median(readings.values()), 1),
+  return {"tokens_per_sec_median": round(statistics.median(v for _, v in readings.values()), 1),
           "readings": len(readings)}
 
 
