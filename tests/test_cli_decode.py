@@ -22,6 +22,7 @@ from nmt_tf.cli import evaluate as evaluate_cli
 from nmt_tf.cli import export as export_cli
 from nmt_tf.cli import score as score_cli
 from nmt_tf.cli import translate as translate_cli
+from nmt_tf.evaluation.scoring import corpus_bleu
 from nmt_tf.experiment import RunDir
 from nmt_tf.special_tokens import UNK_ID
 from tests.run_fixtures import make_tiny_run
@@ -238,6 +239,11 @@ class DecodeCommandsTest(tf.test.TestCase):
       report = json.load(f)
     self.assertEqual(report["sentences"], 4)
     self.assertIn("nrefs:1", report["chrf_signature"])
+    with open(os.path.join(eval_dir, "hypotheses.txt"), encoding="utf-8") as f:
+      hypotheses = f.read().splitlines()
+    self.assertAllClose(report["bleu_length_ratio"],
+                        corpus_bleu(hypotheses, self.references).length_ratio)
+    self.assertIn(f"(length ratio {report['bleu_length_ratio']:.3f}; ", out)
     self.assertEqual(sum(b["sentences"] for b in report["bleu_by_length"]), 4)
     for name in ("hypotheses.txt", "bleu_by_length.png", "attention_0.png", "attention_3.png"):
       self.assertTrue(os.path.isfile(os.path.join(eval_dir, name)), name)

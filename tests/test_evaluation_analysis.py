@@ -31,6 +31,14 @@ class AnalysisTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, "equal counts"):
       analysis.bleu_by_length(sources, hyps[:2], refs, width=3)
 
+  def test_bleu_length_ratio_and_brevity_penalty(self):
+    # Every n-gram of the hypothesis matches: BLEU is 100 times the brevity penalty
+    # exp(1 - 1/ratio), ratio = 6 / 7 hypothesis / reference tokens.
+    short = corpus_bleu(["the cat sat on the mat"], ["the cat sat on the mat today"])
+    self.assertAllClose(short.length_ratio, 6 / 7)
+    self.assertAllClose(short.score, 100.0 * np.exp(1.0 - 7 / 6), rtol=1e-6)
+    self.assertAllClose(corpus_bleu(["a b c d e"], ["a b c d e"]).length_ratio, 1.0)
+
   def test_unk_split(self):
     src_tok = WordTokenizer.build(["a b c"])
     tgt_tok = WordTokenizer.build(["x y z"])

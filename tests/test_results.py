@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import tempfile
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -64,6 +65,9 @@ class ResultsTest(tf.test.TestCase):
         dict(row, run_dir=self.run_dir), "beam5"))
     self.assertLen(stats["bleu"], 8)
     self.assertAllClose(significance.corpus_score(stats, "bleu"), row["scores"]["beam5"]["bleu"])
+    counts = np.asarray(stats["bleu"])  # [sentences, (hypothesis length, reference length, ...)]
+    self.assertAllClose(row["scores"]["beam5"]["bleu_length_ratio"],
+                        counts[:, 0].sum() / counts[:, 1].sum())
 
   def test_report_keeps_hand_written_text(self):
     self.assertEqual(self.code, 0, self.err)

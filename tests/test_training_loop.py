@@ -60,12 +60,23 @@ class TrainingTest(tf.test.TestCase):
     self.assertEndsWith(self.summary["checkpoint"], "ckpt-200")
     self.assertTrue(tf.io.gfile.exists(self.summary["best_checkpoint"] + ".index"))
 
+  def test_validation_output_kept_per_validation(self):
+    folder = os.path.join(self.run_dir, "validation")
+    self.assertCountEqual(os.listdir(folder), [f"step_{s}.txt" for s in (50, 100, 150, 200)])
+    for name in os.listdir(folder):
+      with open(os.path.join(folder, name), encoding="utf-8") as f:
+        self.assertLen(f.read().splitlines(), 16)  # one line per validation sentence
+    self.assertIn("(length ratio ", self.trainer.stream.getvalue())
+
   def test_tensorboard_scalars_image_text(self):
     tags = _events(self.run_dir)
     for tag in ("train/loss", "train/perplexity", "train/learning_rate", "train/grad_norm",
                 "train/tokens_per_sec", "valid/loss", "valid/perplexity", "valid/bleu",
-                "valid/samples", "valid/train_minutes", "config"):
+                "valid/length_ratio", "valid/samples", "valid/train_minutes", "config"):
       self.assertIn(tag, tags)
+    ratios = [_scalar(v) for _, v in tags["valid/length_ratio"]]
+    self.assertLen(ratios, len(tags["valid/bleu"]))
+    self.assertAllGreater(ratios, 0.0)
     self.assertLen(tags["train/loss"], 200 // 5)
     minutes = [_scalar(v) for _, v in sorted(tags["valid/train_minutes"], key=lambda e: e[0])]
     self.assertLen(minutes, len(tags["valid/bleu"]))

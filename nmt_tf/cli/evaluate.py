@@ -103,6 +103,7 @@ def evaluate(translator, decode, sources, references, out_dir):
       "sentences": len(sources), "beam_size": decode.beam_size,
       "length_penalty": decode.length_penalty,
       "bleu": bleu.score, "bleu_signature": bleu.signature,
+      "bleu_length_ratio": bleu.length_ratio,  # hypothesis / reference tokens
       "chrf": chrf.score, "chrf_signature": chrf.signature,
       "bleu_by_length": [dict(source_words=b.label, sentences=b.count, bleu=b.bleu)
                          for b in buckets],
@@ -117,7 +118,8 @@ def evaluate(translator, decode, sources, references, out_dir):
 
 
 def format_report(report):
-  lines = [f"BLEU  = {report['bleu']:.2f}  ({report['bleu_signature']})",
+  lines = [f"BLEU  = {report['bleu']:.2f}  (length ratio {report['bleu_length_ratio']:.3f}; "
+           f"{report['bleu_signature']})",
            f"chrF2 = {report['chrf']:.2f}  ({report['chrf_signature']})",
            "", "BLEU by source length (words):"]
   lines += [f"  {b['source_words']:>8}  {b['sentences']:>6} sentences  BLEU {b['bleu']:6.2f}"

@@ -61,9 +61,9 @@ def model_label(model_config):
 
 def scores_entry(report):
   """The part of an evaluate report.json that a row keeps."""
-  keys = ("beam_size", "length_penalty", "bleu", "bleu_signature", "chrf", "chrf_signature",
-          "bleu_all", "bleu_no_unk", "no_unk_sentences", "sentences", "bleu_by_length",
-          "attention_images")
+  keys = ("beam_size", "length_penalty", "bleu", "bleu_signature", "bleu_length_ratio", "chrf",
+          "chrf_signature", "bleu_all", "bleu_no_unk", "no_unk_sentences", "sentences",
+          "bleu_by_length", "attention_images")
   return {k: report.get(k) for k in keys}
 
 

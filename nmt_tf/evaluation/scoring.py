@@ -1,17 +1,23 @@
 """Corpus BLEU and chrF with sacrebleu on detokenized text, with their signatures."""
 
 import dataclasses
+from typing import Optional
 
 import sacrebleu
 
 
 @dataclasses.dataclass(frozen=True)
 class Score:
-  """A corpus score and the sacrebleu signature that makes it reproducible."""
+  """A corpus score and the sacrebleu signature that makes it reproducible.
+
+  length_ratio (BLEU only): hypothesis / reference length in BLEU's tokens; below 1 the
+  brevity penalty exp(1 - 1/ratio) scales the score.
+  """
 
   name: str
   score: float
   signature: str
+  length_ratio: Optional[float] = None
 
   def __str__(self):
     return f"{self.name} = {self.score:.2f}  ({self.signature})"
@@ -28,7 +34,8 @@ def corpus_bleu(hypotheses, references, tokenize="13a"):
   _check(hypotheses, references)
   metric = sacrebleu.metrics.BLEU(tokenize=tokenize)
   result = metric.corpus_score(list(hypotheses), [list(references)])
-  return Score("BLEU", float(result.score), str(metric.get_signature()))
+  return Score("BLEU", float(result.score), str(metric.get_signature()),
+               length_ratio=result.sys_len / max(result.ref_len, 1))
 
 
 def corpus_chrf(hypotheses, references):

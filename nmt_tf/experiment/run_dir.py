@@ -5,6 +5,7 @@
   <run_dir>/checkpoints/    tf.train.CheckpointManager: model, optimizer, step, ...
   <run_dir>/best/           the checkpoint with the best validation BLEU (model only)
   <run_dir>/tensorboard/    event files
+  <run_dir>/validation/     greedy output on the validation split, step_<N>.txt per validation
   <run_dir>/export/         SavedModels for TF Serving (run.py export)
 """
 
@@ -45,6 +46,7 @@ class RunDir:
     self.checkpoint_dir = os.path.join(self.path, "checkpoints")
     self.best_dir = os.path.join(self.path, "best")
     self.tensorboard_dir = os.path.join(self.path, "tensorboard")
+    self.validation_dir = os.path.join(self.path, "validation")
     self.export_dir = os.path.join(self.path, "export")
 
   def exists(self):

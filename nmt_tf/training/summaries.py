@@ -1,7 +1,8 @@
 """TensorBoard output of a run (run_dir/tensorboard).
 
   train/loss, train/perplexity, train/learning_rate, train/grad_norm, train/tokens_per_sec
-  valid/loss, valid/perplexity, valid/bleu        scalars
+  valid/loss, valid/perplexity, valid/bleu,
+  valid/length_ratio                              scalars (length_ratio: of the BLEU)
   valid/alignment/<i>                             attention heat maps (PNG) of fixed sentences
   valid/samples                                   source | reference | greedy output table
   config                                          the ExperimentConfig as JSON text
@@ -57,8 +58,8 @@ class Summaries:
 
   def validation(self, result, step):
     """A ValidationResult: scalars, alignment images and sample translations."""
-    self.scalars({"loss": result.loss, "perplexity": result.perplexity, "bleu": result.bleu},
-                 step, "valid")
+    self.scalars({"loss": result.loss, "perplexity": result.perplexity, "bleu": result.bleu,
+                  "length_ratio": result.length_ratio}, step, "valid")
     with self.writer.as_default(step=step):
       for i, (title, png) in enumerate(result.alignments):
         image = tf.io.decode_png(png, channels=3)[tf.newaxis]  # [1, height, width, 3]

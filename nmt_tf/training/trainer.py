@@ -269,7 +269,14 @@ class Trainer:
       self.state["bad_evals"].assign_add(1)
       mark = f" (best {best:.2f})"
     progress.message(f"validation at step {step}: loss {result.loss:.4f}  perplexity "
-                     f"{result.perplexity:.2f}  BLEU {result.bleu:.2f}{mark}")
+                     f"{result.perplexity:.2f}  BLEU {result.bleu:.2f} (length ratio "
+                     f"{result.length_ratio:.3f}){mark}")
+    if self.worker.is_chief and result.hypotheses:
+      os.makedirs(self.run_dir.validation_dir, exist_ok=True)
+      path = os.path.join(self.run_dir.validation_dir, f"step_{step}.txt")
+      with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.writelines(h + "\n" for h in result.hypotheses)
+      os.replace(path + ".tmp", path)
     return result
 
   def _save(self, step, epoch, consumed):

@@ -2,7 +2,8 @@
 
   loss = sum of token NLL / number of target tokens (EOS included), perplexity = exp(loss);
   BLEU = sacrebleu corpus BLEU of the detokenized greedy Translator output against the raw
-  reference sentences (the same code path as `run.py translate`).
+  reference sentences (the same code path as `run.py translate`), with its length ratio
+  (hypothesis / reference tokens: a BLEU drop with a ratio below 1 is the brevity penalty).
 """
 
 import dataclasses
@@ -22,13 +23,16 @@ from nmt_tf.training.train_step import make_eval_loss_fn
 @dataclasses.dataclass
 class ValidationResult:
   """loss, perplexity, bleu; samples [(source, reference, hypothesis)]; alignments
-  [(title, png bytes)]."""
+  [(title, png bytes)]; length_ratio of BLEU; hypotheses: the greedy output, one per
+  validation sentence."""
 
   loss: float
   perplexity: float
   bleu: float
   samples: List[Tuple[str, str, str]]
   alignments: List[Tuple[str, bytes]]
+  length_ratio: float = float("nan")
+  hypotheses: List[str] = dataclasses.field(default_factory=list)
 
 
 def _texts(split, limit):
@@ -92,10 +96,11 @@ class Validator:
       hypotheses += [t.decode("utf-8") for t in out["translation"][:, 0].numpy()]
       for i in range(max(0, min(self.num_alignments - start, len(chunk)))):
         alignments.append(self._alignment(start + i, out, i))
-    bleu = scoring.corpus_bleu(hypotheses, self.references).score
+    bleu = scoring.corpus_bleu(hypotheses, self.references)
     samples = list(zip(self.sources, self.references, hypotheses))[:max(self.num_alignments, 3)]
-    return ValidationResult(loss=loss, perplexity=math.exp(min(loss, 50.0)), bleu=bleu,
-                            samples=samples, alignments=alignments)
+    return ValidationResult(loss=loss, perplexity=math.exp(min(loss, 50.0)), bleu=bleu.score,
+                            samples=samples, alignments=alignments,
+                            length_ratio=bleu.length_ratio, hypotheses=hypotheses)
 
   def _alignment(self, index, out, row):
     """(title, PNG) of sentence `index`, row `row` of the Translator output `out`."""
