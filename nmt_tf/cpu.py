@@ -19,8 +19,8 @@ BF16_FLAGS = ("amx_bf16", "avx512_bf16")
 
 
 def cpu_info(path=CPUINFO):
-  """The first processor's entries: {"model_name", "family", "model", "flags"} (flags a set);
-  {} when `path` cannot be read."""
+  """The first processor's entries: {"model_name", "family", "model", "stepping", "flags"}
+  (flags a set); {} when `path` cannot be read."""
   fields = {}
   try:
     with open(path, encoding="utf-8") as f:
@@ -34,7 +34,8 @@ def cpu_info(path=CPUINFO):
   except OSError:
     return {}
   return {"model_name": fields.get("model name", ""), "family": fields.get("cpu family", ""),
-          "model": fields.get("model", ""), "flags": set(fields.get("flags", "").split())}
+          "model": fields.get("model", ""), "stepping": fields.get("stepping", ""),
+          "flags": set(fields.get("flags", "").split())}
 
 
 def isa(info):
@@ -52,6 +53,15 @@ def machine_label(info=None, cores=None):
   details = ", ".join(part for part in (f"family {info['family']}" if info.get("family") else "",
                                         isa(info)) if part)
   return f"{label} ({details})" if details else label
+
+
+def cpu_id(info=None):
+  """"family 6 model 143 stepping 8": the CPU generation within a model name, which the
+  machine label leaves out (two Intel VMs of one label differed 1.7x in speed, docs/RESULTS.md,
+  "Intel Xeon machine again"); recorded with each results row. "" if unknown."""
+  info = cpu_info() if info is None else info
+  return " ".join(f"{key} {info[key]}" for key in ("family", "model", "stepping")
+                  if info.get(key))
 
 
 def native_bf16(info=None):

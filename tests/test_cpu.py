@@ -12,6 +12,7 @@ vendor_id\t: AuthenticAMD
 cpu family\t: 25
 model\t\t: 1
 model name\t: AMD EPYC
+stepping\t: 1
 flags\t\t: fpu sse2 avx avx2 fma
 
 processor\t: 1
@@ -38,8 +39,9 @@ class CpuTest(tf.test.TestCase):
   def test_reads_the_first_processor(self):
     info = cpu.cpu_info(self.cpuinfo(ZEN3))
     self.assertEqual(info, {"model_name": "AMD EPYC", "family": "25", "model": "1",
-                            "flags": {"fpu", "sse2", "avx", "avx2", "fma"}})
+                            "stepping": "1", "flags": {"fpu", "sse2", "avx", "avx2", "fma"}})
     self.assertEqual(cpu.machine_label(info, cores=2), "2 CPUs AMD EPYC (family 25, AVX2)")
+    self.assertEqual(cpu.cpu_id(info), "family 25 model 1 stepping 1")
     self.assertFalse(cpu.native_bf16(info))
 
   def test_isa_is_the_widest_matrix_instructions(self):
@@ -60,6 +62,7 @@ class CpuTest(tf.test.TestCase):
     missing = os.path.join(tempfile.mkdtemp(), "no_cpuinfo")
     self.assertEqual(cpu.cpu_info(missing), {})
     self.assertEqual(cpu.machine_label({}, cores=4), "4 CPUs")
+    self.assertEqual(cpu.cpu_id({}), "")
     self.assertIsNone(cpu.native_bf16({}))
 
   def test_this_machine(self):

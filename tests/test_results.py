@@ -56,6 +56,7 @@ class ResultsTest(tf.test.TestCase):
     self.assertEqual(row["test_sentences"], 8)
     self.assertTrue(row["command"].startswith("python run.py "))
     self.assertEqual(row["machine"], cpu.machine_label())  # where it trained (machine.json)
+    self.assertEqual(row["cpu"], cpu.cpu_id())
     self.assertNotIn("resumed_on", row)
     with open(os.path.join(self.run_dir, results_cli.MACHINE_FILE), encoding="utf-8") as f:
       self.assertEqual(json.load(f)["machine"], row["machine"])
@@ -362,6 +363,7 @@ class RowMachineTest(tf.test.TestCase):
     run_dir = os.path.join(tempfile.mkdtemp(), "new_row")
     record = results_cli._training_machine(run_dir)  # pylint: disable=protected-access
     self.assertEqual(record["machine"], cpu.machine_label())
+    self.assertEqual(record["cpu"], cpu.cpu_id())
     self.assertNotIn("resumed_on", record)
     with open(os.path.join(run_dir, results_cli.MACHINE_FILE), encoding="utf-8") as f:
       saved = json.load(f)

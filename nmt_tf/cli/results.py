@@ -37,7 +37,8 @@ MACHINE_FILE = "machine.json"
 
 def _training_machine(run_dir):
   """The machine record of this run, kept in RUN/machine.json from its first start:
-  {"machine": label (nmt_tf/cpu.py), "date", "resumed_on": [labels] if any}. None (after
+  {"machine": label (nmt_tf/cpu.py), "cpu": cpu_id (from session 19), "date", "resumed_on":
+  [labels] if any}. None (after
   printing why) when the run began on another machine: a row's time budget must not mix
   machines, unless --results_other_machine."""
   here = cpu.machine_label()
@@ -56,7 +57,7 @@ def _training_machine(run_dir):
       return None
     record.setdefault("resumed_on", []).append(here)  # the row's results.json lists them
   else:
-    record = {"machine": here, "date": datetime.date.today().isoformat()}
+    record = {"machine": here, "cpu": cpu.cpu_id(), "date": datetime.date.today().isoformat()}
     if os.path.isfile(os.path.join(run_dir, "config.json")):
       record["recorded_at_resume"] = True  # a run begun before machine.json existed
     os.makedirs(run_dir, exist_ok=True)
@@ -134,6 +135,7 @@ def run(argv):
       "validation": validation_points(*validations(FLAGS.run_dir)),
       "evaluate_seconds": round(time.time() - start, 1),
       "machine": machine["machine"],
+      "cpu": machine.get("cpu"),  # family, model, stepping where it started (None: unrecorded)
       "date": datetime.date.today().isoformat(),
   }
   if machine.get("resumed_on"):
