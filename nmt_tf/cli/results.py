@@ -22,6 +22,7 @@ from absl import flags
 
 from nmt_tf import cpu
 from nmt_tf.cli import evaluate, train
+from nmt_tf.experiment.run_dir import write_json
 
 COMMAND = "results"
 HELP = "One results row: train (time budget), evaluate greedy and beam 5, write results.json."
@@ -38,9 +39,8 @@ MACHINE_FILE = "machine.json"
 def _training_machine(run_dir):
   """The machine record of this run, kept in RUN/machine.json from its first start:
   {"machine": label (nmt_tf/cpu.py), "cpu": cpu_id (from session 19), "date", "resumed_on":
-  [labels] if any}. None (after
-  printing why) when the run began on another machine: a row's time budget must not mix
-  machines, unless --results_other_machine."""
+  [labels] if any}. None (after printing why) when the run began on another machine: a row's
+  time budget must not mix machines, unless --results_other_machine."""
   here = cpu.machine_label()
   if not run_dir:
     return {"machine": here}  # `train` names the missing --run_dir
@@ -87,7 +87,7 @@ def run(argv):
     print(f"error: Received --results_beams={FLAGS.results_beams}; expected beam sizes >= 1 "
           "such as 1,5.", file=sys.stderr)
     return 2
-  machine = _training_machine(FLAGS.run_dir)  # RUN/machine.json: "machine", "resumed_on"
+  machine = _training_machine(FLAGS.run_dir)  # RUN/machine.json: "machine", "cpu", ...
   if machine is None:
     return 2
   command = "python run.py " + " ".join(sys.argv[1:])
@@ -141,9 +141,7 @@ def run(argv):
   if machine.get("resumed_on"):
     row["resumed_on"] = machine["resumed_on"]  # --results_other_machine: trained on these too
   path = os.path.join(FLAGS.run_dir, ROW_FILE)
-  with open(path + ".tmp", "w", encoding="utf-8") as f:
-    json.dump(row, f, indent=2, sort_keys=True)
-  os.replace(path + ".tmp", path)
+  write_json(path, row)
   print(f"\nrow written to {path}: " + ", ".join(
       f"{k} BLEU {v['bleu']:.2f}" for k, v in scores.items()))
   return 0

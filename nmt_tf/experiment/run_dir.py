@@ -167,9 +167,14 @@ def _diff(saved, new):
   return ", ".join(changed[:3]) or "different values"
 
 
-def write_json(path, values):
-  """Writes a JSON file atomically."""
+def write_text(path, text):
+  """Writes a text file atomically: a reader sees the old file or the whole new one."""
   tmp = path + ".tmp"
   with open(tmp, "w", encoding="utf-8") as f:
-    json.dump(values, f, indent=2, sort_keys=True)
+    f.write(text)
   os.replace(tmp, path)
+
+
+def write_json(path, values):
+  """Writes a JSON file atomically."""
+  write_text(path, json.dumps(values, indent=2, sort_keys=True))

@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from nmt_tf import cpu
 from nmt_tf.experiment import ExperimentConfig, RunDir
-from nmt_tf.experiment.run_dir import write_json
+from nmt_tf.experiment.run_dir import write_json, write_text
 from nmt_tf.models import Seq2Seq
 from nmt_tf.training import distribution
 from nmt_tf.training.checkpoints import CheckpointKeeper
@@ -273,10 +273,8 @@ class Trainer:
                      f"{result.length_ratio:.3f}){mark}")
     if self.worker.is_chief and result.hypotheses:
       os.makedirs(self.run_dir.validation_dir, exist_ok=True)
-      path = os.path.join(self.run_dir.validation_dir, f"step_{step}.txt")
-      with open(path + ".tmp", "w", encoding="utf-8") as f:
-        f.writelines(h + "\n" for h in result.hypotheses)
-      os.replace(path + ".tmp", path)
+      write_text(os.path.join(self.run_dir.validation_dir, f"step_{step}.txt"),
+                 "".join(h + "\n" for h in result.hypotheses))
     return result
 
   def _save(self, step, epoch, consumed):
