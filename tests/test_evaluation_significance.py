@@ -36,6 +36,10 @@ class SignificanceTest(tf.test.TestCase):
     self.assertAllClose(significance.corpus_score(stats, "chrf"), corpus_chrf(hyps, refs).score)
     self.assertEqual(stats["bleu_signature"], corpus_bleu(hyps, refs).signature)
     self.assertEqual(stats["chrf_signature"], corpus_chrf(hyps, refs).signature)
+    self.assertAllClose(significance.length_ratio(stats), corpus_bleu(hyps, refs).length_ratio)
+    self.assertLess(significance.length_ratio(stats), 1.0)  # _corpus shortens hypotheses
+    self.assertAllClose(significance.length_ratio(significance.sentence_statistics(refs, refs)),
+                        1.0)
 
   def test_paired_bootstrap_is_sacrebleus(self):
     """The same scores and p-values as `sacrebleu ref -i base sys --paired-bs` (seed 12345)."""
@@ -60,6 +64,8 @@ class SignificanceTest(tf.test.TestCase):
     self.assertIsNone(significance.read_statistics(path))
     significance.write_statistics(path, stats)
     self.assertEqual(significance.read_statistics(path), stats)
+    with open(path, encoding="utf-8") as f:
+      self.assertNotIn("\n", f.read())  # one line: a row's largest files stay small
     with self.assertRaisesRegex(ValueError, "one hypothesis per reference line"):
       significance.sentence_statistics(hyps[:-1], refs)
     fewer = significance.sentence_statistics(hyps[:-1], refs[:-1])

@@ -140,6 +140,37 @@ class ResultsTest(tf.test.TestCase):
     published = dict(row, run_dir=os.path.join(self.tmp, "no_config"))  # no config.json
     self.assertEqual(results.add_statistics(published), [])
 
+  def test_length_ratio_of_rows_evaluated_without_it(self):
+    """`run.py report` fills it in from the sentence statistics, in published rows too."""
+    self.assertEqual(self.code, 0, self.err)
+    work = tempfile.mkdtemp(dir=self.tmp)
+    published = os.path.join(work, "rows")
+    report = lambda runs: run_command(report_cli, report_runs=runs, report_published=published,
+                                      report_file=os.path.join(work, "RESULTS.md"),
+                                      report_figures=work)
+    self.assertEqual(report([self.rows_dir])[0], 0)
+    path = os.path.join(published, "cgru_tiny", "results.json")
+    with open(path, encoding="utf-8") as f:
+      row = json.load(f)
+    expected = {k: v.pop("bleu_length_ratio") for k, v in row["scores"].items()}
+    self.assertCountEqual(expected, ["greedy", "beam5"])
+    with open(path, "w", encoding="utf-8") as f:  # as rows before session 19 were published
+      json.dump(row, f)
+    old = dict(row, run_dir=os.path.dirname(path))
+    self.assertCountEqual(results.add_length_ratio(old), ["greedy", "beam5"])
+    self.assertEqual(results.add_length_ratio(old), [])  # nothing missing any more
+    for key, ratio in expected.items():
+      self.assertAllClose(old["scores"][key]["bleu_length_ratio"], ratio)
+    code, _, err = report([])  # the published row alone
+    self.assertEqual(code, 0, err)
+    with open(os.path.join(work, "RESULTS.md"), encoding="utf-8") as f:
+      text = f.read()
+    self.assertIn("| chrF2 beam 5 | length ratio beam 5 | valid BLEU |", text)
+    self.assertIn(f"| {row['scores']['beam5']['chrf']:.2f} | {expected['beam5']:.3f} | ", text)
+    with open(path, encoding="utf-8") as f:
+      self.assertAllClose({k: v["bleu_length_ratio"] for k, v in json.load(f)["scores"].items()},
+                          expected)
+
   def test_row_keeps_validation_curve(self):
     self.assertEqual(self.code, 0, self.err)
     with open(os.path.join(self.run_dir, "results.json"), encoding="utf-8") as f:
@@ -331,11 +362,12 @@ class ResultsTest(tf.test.TestCase):
 class RowMachineTest(tf.test.TestCase):
   """A row's time budget is spent on one machine: RUN/machine.json names it."""
 
-  def began_elsewhere(self):
+  def began_elsewhere(self, **record):
     run_dir = os.path.join(tempfile.mkdtemp(), "cgru_tiny")
     os.makedirs(run_dir)
+    record = dict({"machine": "2 CPUs Old Box (family 1, AVX2)", "date": "2026-01-01"}, **record)
     with open(os.path.join(run_dir, results_cli.MACHINE_FILE), "w", encoding="utf-8") as f:
-      json.dump({"machine": "2 CPUs Old Box (family 1, AVX2)", "date": "2026-01-01"}, f)
+      json.dump(record, f)
     return run_dir
 
   def test_resume_on_another_machine_is_refused(self):
@@ -355,9 +387,26 @@ class RowMachineTest(tf.test.TestCase):
       with flagsaver.flagsaver(results_other_machine=True):
         record = results_cli._training_machine(run_dir)  # pylint: disable=protected-access
         self.assertEqual(record["machine"], "2 CPUs Old Box (family 1, AVX2)")
-        self.assertEqual(record["resumed_on"], [here])  # what the row's results.json lists
+        self.assertEqual(record["resumed_on"],  # what the row's results.json lists
+                         [results_cli.machine_name(here, cpu.cpu_id())])
     with open(os.path.join(run_dir, results_cli.MACHINE_FILE), encoding="utf-8") as f:
       self.assertEqual(json.load(f), record)
+
+  def test_same_label_other_cpu_is_refused(self):
+    """Two VMs of one label differed 1.7x in speed: the CPU id tells them apart."""
+    here = cpu.machine_label()
+    run_dir = self.began_elsewhere(machine=here, cpu="family 6 model 1 stepping 0")
+    code, _, err = run_command(results_cli, config=json.loads(
+        tiny_train_config(steps=2).to_json()), run_dir=run_dir)
+    self.assertEqual(code, 2)
+    self.assertIn(f'began training on "{here} [family 6 model 1 stepping 0]", this machine is '
+                  f'"{results_cli.machine_name(here, cpu.cpu_id())}"', err)
+    self.assertEqual(os.listdir(run_dir), [results_cli.MACHINE_FILE])  # nothing trained
+    for same in (cpu.cpu_id(), None):  # this CPU, or a record from before CPU ids
+      run_dir = self.began_elsewhere(machine=here, cpu=same)
+      record = results_cli._training_machine(run_dir)  # pylint: disable=protected-access
+      self.assertEqual(record["machine"], here)
+      self.assertNotIn("resumed_on", record)
 
   def test_new_run_records_this_machine(self):
     run_dir = os.path.join(tempfile.mkdtemp(), "new_row")
@@ -431,3 +480,37 @@ class AllRowsScriptTest(tf.test.TestCase):
       queued = subprocess.run(["bash", script, "--dry_run"], capture_output=True, text=True,
                               env=dict(os.environ, ROWS=rows, ALLOW_NO_BASELINE=env))
       self.assertIn("row sar_avg_de-en: .venv/bin/python run.py results", queued.stdout)
+
+  def test_baseline_from_another_cpu_of_this_label_is_refused(self):
+    """A published cgru_de-en row of this machine's label counts as its baseline only when it
+    records no CPU id or this one."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    empty = tempfile.mkdtemp()
+    for name in ("scripts", "nmt_tf"):
+      shutil.copytree(os.path.join(root, name), os.path.join(empty, name))
+    published = os.path.join(empty, "docs", "results", "rows", "cgru_de-en")
+    os.makedirs(published)
+    script = os.path.join(empty, "scripts", "run_results.sh")
+    run = lambda *args: subprocess.run(["bash", script, *args], capture_output=True, text=True,
+                                       env=dict(os.environ, ROWS="sar_avg_de-en"))
+
+    def publish(row_cpu):
+      with open(os.path.join(published, "results.json"), "w", encoding="utf-8") as f:
+        json.dump({"name": "cgru_de-en", "machine": cpu.machine_label(), "cpu": row_cpu}, f)
+
+    publish("family 6 model 1 stepping 0")
+    why = ("cgru_de-en, its baseline, was trained on another CPU of this machine's label "
+           f"(family 6 model 1 stepping 0; this one is {cpu.cpu_id()})")
+    refused = run()  # not a dry run: refused before anything starts
+    self.assertEqual(refused.returncode, 1)
+    self.assertIn(why, refused.stderr)
+    self.assertIn("set ALLOW_NO_BASELINE=1 to compare with it anyway", refused.stderr)
+    dry = run("--dry_run")
+    self.assertEqual(dry.returncode, 0, dry.stderr)
+    self.assertIn(f"{why}, and rows of one label share a table: refused unless "
+                  "ALLOW_NO_BASELINE=1", dry.stdout)
+    for row_cpu in (cpu.cpu_id(), None):  # this CPU, or a row from before CPU ids
+      publish(row_cpu)
+      dry = run("--dry_run")
+      self.assertIn("row sar_avg_de-en: .venv/bin/python run.py results", dry.stdout)
+    self.assertFalse(os.path.exists(os.path.join(empty, "runs")))  # nothing started

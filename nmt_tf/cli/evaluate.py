@@ -16,6 +16,7 @@ import sys
 from absl import flags
 
 from nmt_tf import data
+from nmt_tf.atomic_write import write_json
 from nmt_tf.cli import common
 from nmt_tf.cli import translate as translate_cli
 from nmt_tf.evaluation import analysis
@@ -23,7 +24,6 @@ from nmt_tf.evaluation import significance
 from nmt_tf.evaluation.alignment_plot import alignment_png
 from nmt_tf.evaluation.length_plot import length_bleu_png
 from nmt_tf.evaluation.scoring import corpus_bleu, corpus_chrf
-from nmt_tf.experiment.run_dir import write_json
 
 COMMAND = "evaluate"
 HELP = "BLEU/chrF (sacrebleu), BLEU by length and without UNK, attention heat maps."

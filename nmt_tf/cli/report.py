@@ -11,7 +11,8 @@ paired tests, signatures, commands) and draws the figures into --report_figures,
 deletes the figures of earlier reports it no longer draws (curves*.png, bleu_by_length*.png,
 attention*.png at its top level: the directory's figures are the report's). Rows
 evaluated before the statistics were kept get them from their hypotheses and the references
-of their config (a warning when these cannot be read).
+of their config (a warning when these cannot be read), and rows evaluated before BLEU's length
+ratio was kept get it from these statistics.
 """
 
 import os
@@ -42,7 +43,8 @@ FLAGS = flags.FLAGS
 def run(argv):
   # pylint: disable=g-import-not-at-top
   from nmt_tf.data import DataError
-  from nmt_tf.evaluation.results import add_statistics, load_rows, publish, write_report
+  from nmt_tf.evaluation.results import (add_length_ratio, add_statistics, load_rows, publish,
+                                         write_report)
   if argv:
     print(f"report takes no positional arguments; received {argv}.", file=sys.stderr)
     return 2
@@ -59,6 +61,7 @@ def run(argv):
     except DataError as error:
       print(f"warning: no sentence statistics for {row['name']} (its test references: "
             f"{error}); its paired tests show n/a.", file=sys.stderr)
+    add_length_ratio(row)  # rows evaluated before session 19 get it from those statistics
   fresh = 0
   if published:
     for row in rows:  # a row read from `published` stays where it is

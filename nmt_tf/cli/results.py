@@ -21,8 +21,8 @@ import time
 from absl import flags
 
 from nmt_tf import cpu
+from nmt_tf.atomic_write import write_json, write_text
 from nmt_tf.cli import evaluate, train
-from nmt_tf.experiment.run_dir import write_json
 
 COMMAND = "results"
 HELP = "One results row: train (time budget), evaluate greedy and beam 5, write results.json."
@@ -39,32 +39,40 @@ MACHINE_FILE = "machine.json"
 def _training_machine(run_dir):
   """The machine record of this run, kept in RUN/machine.json from its first start:
   {"machine": label (nmt_tf/cpu.py), "cpu": cpu_id (from session 19), "date", "resumed_on":
-  [labels] if any}. None (after printing why) when the run began on another machine: a row's
-  time budget must not mix machines, unless --results_other_machine."""
-  here = cpu.machine_label()
+  [machine names] if any}. None (after printing why) when the run began on another machine,
+  another label or, under one label, another CPU id: a row's time budget must not mix machines,
+  unless --results_other_machine. Records without a CPU id (before session 19) compare labels.
+  """
+  here, here_cpu = cpu.machine_label(), cpu.cpu_id()
   if not run_dir:
     return {"machine": here}  # `train` names the missing --run_dir
   path = os.path.join(run_dir, MACHINE_FILE)
+  name = machine_name(here, here_cpu)
   if os.path.isfile(path):
     record = _read(path)
-    if record["machine"] == here or here in record.get("resumed_on", []):
+    if ((record["machine"] == here and record.get("cpu") in (None, "", here_cpu))
+        or name in record.get("resumed_on", [])):
       return record
     if not FLAGS.results_other_machine:
-      print(f"error: {run_dir} began training on \"{record['machine']}\", this machine is "
-            f"\"{here}\": its time budget would mix machines; move the directory aside to "
+      print(f"error: {run_dir} began training on "
+            f"\"{machine_name(record['machine'], record.get('cpu'))}\", this machine is "
+            f"\"{name}\": its time budget would mix machines; move the directory aside to "
             "train the row here from the start, or pass --results_other_machine to resume it "
             "anyway.", file=sys.stderr)
       return None
-    record.setdefault("resumed_on", []).append(here)  # the row's results.json lists them
+    record.setdefault("resumed_on", []).append(name)  # the row's results.json lists them
   else:
-    record = {"machine": here, "cpu": cpu.cpu_id(), "date": datetime.date.today().isoformat()}
+    record = {"machine": here, "cpu": here_cpu, "date": datetime.date.today().isoformat()}
     if os.path.isfile(os.path.join(run_dir, "config.json")):
       record["recorded_at_resume"] = True  # a run begun before machine.json existed
     os.makedirs(run_dir, exist_ok=True)
-  with open(path + ".tmp", "w", encoding="utf-8") as f:
-    json.dump(record, f)
-  os.replace(path + ".tmp", path)
+  write_text(path, json.dumps(record))  # one line, as rows have always written it
   return record
+
+
+def machine_name(label, cpu_id):
+  """"<label> [<cpu id>]", or the label alone when the CPU id is unknown."""
+  return f"{label} [{cpu_id}]" if cpu_id else label
 
 
 def _read(path):

@@ -36,6 +36,7 @@ import matplotlib
 matplotlib.use("Agg")
 from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
 
+from nmt_tf.atomic_write import write_json  # pylint: disable=wrong-import-position
 from nmt_tf.evaluation import analysis  # pylint: disable=wrong-import-position
 from nmt_tf.evaluation.length_plot import length_bleu_png  # pylint: disable=wrong-import-position
 from nmt_tf.evaluation.png import finish_png  # pylint: disable=wrong-import-position
@@ -99,8 +100,11 @@ def publish(row, archive_dir):
   """Copies a row out of its run directory into archive_dir/<name>/ (results.json with the
   validation curve, each search's test hypotheses and sentence statistics, the attention
   maps) and returns the published directory: <name>, or <name>@<machine> when <name> holds
-  the row of another machine. A row already read from archive_dir is left as it is."""
+  the row of another machine. A row already read from archive_dir keeps its files; only its
+  results.json is written again (with what the report filled in, add_length_ratio)."""
+  data = {k: v for k, v in row.items() if k != "run_dir"}
   if os.path.dirname(os.path.abspath(row["run_dir"])) == os.path.abspath(archive_dir):
+    write_json(os.path.join(row["run_dir"], ROW_FILE), data)  # fields the report filled in
     return row["run_dir"]
   target = os.path.join(archive_dir, row["name"])
   existing = os.path.join(target, ROW_FILE)
@@ -117,11 +121,7 @@ def publish(row, archive_dir):
       if os.path.isfile(source):
         os.makedirs(os.path.dirname(os.path.join(target, name)), exist_ok=True)
         shutil.copyfile(source, os.path.join(target, name))
-  data = {k: v for k, v in row.items() if k != "run_dir"}
-  path = os.path.join(target, ROW_FILE)
-  with open(path + ".tmp", "w", encoding="utf-8") as f:
-    json.dump(data, f, indent=2, sort_keys=True)
-  os.replace(path + ".tmp", path)
+  write_json(os.path.join(target, ROW_FILE), data)
   return target
 
 
@@ -160,6 +160,22 @@ def add_statistics(row):
     significance.write_statistics(statistics_path(row, key),
                                   significance.sentence_statistics(hypotheses, references))
   return todo
+
+
+def add_length_ratio(row):
+  """Fills in the "bleu_length_ratio" of each search that lacks it (rows evaluated before
+  session 19) from its sentence statistics: sum(hypothesis lengths) / sum(reference lengths),
+  BLEU's length ratio. Returns the searches filled; searches without statistics stay without.
+  """
+  filled = []
+  for key, entry in row["scores"].items():
+    if entry is None or entry.get("bleu_length_ratio") is not None:
+      continue
+    stats = significance.read_statistics(statistics_path(row, key))
+    if stats is not None:
+      entry["bleu_length_ratio"] = significance.length_ratio(stats)
+      filled.append(key)
+  return filled
 
 
 def paired_test(row, baseline, key="beam5"):
@@ -264,9 +280,9 @@ def _cores(train):
   return f"{train['cpu_seconds'] / train['train_seconds']:.2f}"
 
 
-def _score(entry, key="bleu"):
+def _score(entry, key="bleu", digits=2):
   value = (entry or {}).get(key)
-  return "n/a" if value is None else f"{value:.2f}"
+  return "n/a" if value is None else f"{value:.{digits}f}"
 
 
 def _machine(row):
@@ -327,8 +343,9 @@ def render(rows, figure_dir, link_prefix, written=None):
     out += [f"### {title}, {machine or 'unknown machine'}: test split "
             f"({subset[0]['test_sentences']} sentences)", "",
             "| run | model | tokens | max len | steps | training | CPU cores | BLEU greedy "
-            "| BLEU beam 5 | chrF2 greedy | chrF2 beam 5 | valid BLEU | beam 5 vs cgru |",
-            "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            "| BLEU beam 5 | chrF2 greedy | chrF2 beam 5 | length ratio beam 5 | valid BLEU "
+            "| beam 5 vs cgru |",
+            "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in subset:
       greedy, beam = r["scores"].get("greedy"), r["scores"].get("beam5")
       out.append(
@@ -336,7 +353,8 @@ def render(rows, figure_dir, link_prefix, written=None):
           f"| {r['train']['steps']:,} | {_duration(r['train']['train_seconds'])} "
           f"| {_cores(r['train'])} "
           f"| {_score(greedy)} | {_score(beam)} | {_score(greedy, 'chrf')} "
-          f"| {_score(beam, 'chrf')} | {_score(r['train'], 'best_valid_bleu')} "
+          f"| {_score(beam, 'chrf')} | {_score(beam, 'bleu_length_ratio', digits=3)} "
+          f"| {_score(r['train'], 'best_valid_bleu')} "
           f"| {_against_baseline(r, rows)} |")
     out.append("")
     notes = {}  # note -> the rows that carry it

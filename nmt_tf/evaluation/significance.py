@@ -19,6 +19,8 @@ import os
 import numpy as np
 import sacrebleu
 
+from nmt_tf.atomic_write import write_json
+
 STATS_FILE = "sentence_stats.json"
 SEED = 12345  # sacrebleu's default (SACREBLEU_SEED)
 SAMPLES = 1000
@@ -46,9 +48,7 @@ def sentence_statistics(hypotheses, references):
 def write_statistics(path, statistics):
   """Writes sentence_statistics(...) as JSON text (counts derived from the references, not
   their text: they are published with a row's hypotheses)."""
-  with open(path + ".tmp", "w", encoding="utf-8") as f:
-    json.dump(statistics, f, separators=(",", ":"))
-  os.replace(path + ".tmp", path)
+  write_json(path, statistics, compact=True)
 
 
 def read_statistics(path):
@@ -64,6 +64,13 @@ def corpus_score(statistics, name):
   # pylint: disable-next=protected-access
   return float(metrics()[name]._compute_score_from_stats(
       np.asarray(statistics[name], dtype=np.float64).sum(0)).score)
+
+
+def length_ratio(statistics):
+  """BLEU's length ratio of the corpus: summed hypothesis / summed reference lengths (the first
+  two BLEU statistics of each sentence), as scoring.corpus_bleu reports it."""
+  lengths = np.asarray(statistics["bleu"], dtype=np.int64)[:, :2].sum(0)
+  return float(lengths[0] / max(lengths[1], 1))
 
 
 def paired_bootstrap(baseline, system, samples=SAMPLES, seed=SEED):

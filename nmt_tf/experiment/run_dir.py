@@ -9,12 +9,12 @@
   <run_dir>/export/         SavedModels for TF Serving (run.py export)
 """
 
-import json
 import os
 
 import tensorflow as tf
 
 from nmt_tf import data
+from nmt_tf.atomic_write import write_text
 from nmt_tf.experiment.config import ExperimentConfig
 from nmt_tf.models import Seq2Seq
 from nmt_tf.models.config import ConfigError
@@ -62,10 +62,7 @@ class RunDir:
 
   def save_config(self, config):
     os.makedirs(self.path, exist_ok=True)
-    tmp = self.config_path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-      f.write(config.to_json())
-    os.replace(tmp, self.config_path)  # atomic: never a half-written config
+    write_text(self.config_path, config.to_json())  # never a half-written config
 
   def load_tokenizers(self):
     return data.load_tokenizers(self.vocab_dir)
@@ -166,15 +163,3 @@ def _diff(saved, new):
   changed = [f"{k}: {a[k]!r} -> {b.get(k)!r}" for k in a if a[k] != b.get(k)]
   return ", ".join(changed[:3]) or "different values"
 
-
-def write_text(path, text):
-  """Writes a text file atomically: a reader sees the old file or the whole new one."""
-  tmp = path + ".tmp"
-  with open(tmp, "w", encoding="utf-8") as f:
-    f.write(text)
-  os.replace(tmp, path)
-
-
-def write_json(path, values):
-  """Writes a JSON file atomically."""
-  write_text(path, json.dumps(values, indent=2, sort_keys=True))

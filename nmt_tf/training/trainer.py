@@ -20,8 +20,8 @@ import numpy as np
 import tensorflow as tf
 
 from nmt_tf import cpu
+from nmt_tf.atomic_write import write_json, write_text
 from nmt_tf.experiment import ExperimentConfig, RunDir
-from nmt_tf.experiment.run_dir import write_json, write_text
 from nmt_tf.models import Seq2Seq
 from nmt_tf.training import distribution
 from nmt_tf.training.checkpoints import CheckpointKeeper

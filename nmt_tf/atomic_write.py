@@ -1,0 +1,23 @@
+"""Atomic file writes: a reader (a resumed run, the report, a second process) sees the old file
+or the whole new one, never a half-written file, however the writer stops.
+
+  write_text: PATH.tmp is written, then renamed over PATH (os.replace, atomic on POSIX).
+"""
+
+import json
+import os
+
+
+def write_text(path, text):
+  """Writes a text file atomically."""
+  tmp = path + ".tmp"
+  with open(tmp, "w", encoding="utf-8") as f:
+    f.write(text)
+  os.replace(tmp, path)
+
+
+def write_json(path, values, compact=False):
+  """Writes a JSON file atomically: indented with sorted keys, or on one line (compact) for
+  large files such as sentence statistics."""
+  write_text(path, json.dumps(values, separators=(",", ":")) if compact
+             else json.dumps(values, indent=2, sort_keys=True))
