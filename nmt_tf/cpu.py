@@ -64,6 +64,13 @@ def cpu_id(info=None):
                   if info.get(key))
 
 
+def recorded_here(label, recorded_cpu, info=None):
+  """Whether a machine record names this machine: the same label and, when the record has
+  one (rows from session 19 on), the same cpu_id; records without compare labels only."""
+  info = cpu_info() if info is None else info
+  return label == machine_label(info) and recorded_cpu in (None, "", cpu_id(info))
+
+
 def native_bf16(info=None):
   """True / False: whether bfloat16 matrix products run natively; None when unknown."""
   info = cpu_info() if info is None else info

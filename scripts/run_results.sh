@@ -82,7 +82,7 @@ baseline_problem() {  # prints why row $1 may not run here; nothing when its bas
     docs/results/rows/"${base}"@*/results.json <<'PY'
 import json
 import sys
-from nmt_tf.cpu import cpu_id, machine_label
+from nmt_tf.cpu import cpu_id, machine_label, recorded_here
 base, here, here_cpu, other = sys.argv[1], machine_label(), cpu_id(), None
 for path in sys.argv[2:]:
   try:
@@ -90,10 +90,10 @@ for path in sys.argv[2:]:
       row = json.load(f)
   except (OSError, ValueError):  # no such row (an unreadable one is not a baseline either)
     continue
+  if recorded_here(row.get("machine"), row.get("cpu")):
+    sys.exit(0)
   if row.get("machine") == here:
-    if row.get("cpu") in (None, "", here_cpu):
-      sys.exit(0)
-    other = row["cpu"]
+    other = row["cpu"]  # this label, another CPU id
 if other:
   print(f"{base}, its baseline, was trained on another CPU of this machine's label "
         f"({other}; this one is {here_cpu}), and rows of one label share a table")

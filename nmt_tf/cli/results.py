@@ -50,8 +50,8 @@ def _training_machine(run_dir):
   name = machine_name(here, here_cpu)
   if os.path.isfile(path):
     record = _read(path)
-    if ((record["machine"] == here and record.get("cpu") in (None, "", here_cpu))
-        or name in record.get("resumed_on", [])):
+    here_before = name in record.get("resumed_on", [])  # resumed here once, when asked
+    if here_before or cpu.recorded_here(record["machine"], record.get("cpu")):
       return record
     if not FLAGS.results_other_machine:
       print(f"error: {run_dir} began training on "

@@ -35,7 +35,12 @@ def corpus_bleu(hypotheses, references, tokenize="13a"):
   metric = sacrebleu.metrics.BLEU(tokenize=tokenize)
   result = metric.corpus_score(list(hypotheses), [list(references)])
   return Score("BLEU", float(result.score), str(metric.get_signature()),
-               length_ratio=result.sys_len / max(result.ref_len, 1))
+               length_ratio=bleu_length_ratio(result))
+
+
+def bleu_length_ratio(result):
+  """Hypothesis / reference length of a sacrebleu BLEUScore, in BLEU's tokens."""
+  return result.sys_len / max(result.ref_len, 1)
 
 
 def corpus_chrf(hypotheses, references):

@@ -20,6 +20,7 @@ import numpy as np
 import sacrebleu
 
 from nmt_tf.atomic_write import write_json
+from nmt_tf.evaluation import scoring
 
 STATS_FILE = "sentence_stats.json"
 SEED = 12345  # sacrebleu's default (SACREBLEU_SEED)
@@ -59,18 +60,22 @@ def read_statistics(path):
     return json.load(f)
 
 
+def _corpus_result(statistics, name):
+  """sacrebleu's corpus score object of one metric from its sentence statistics."""
+  # pylint: disable-next=protected-access
+  return metrics()[name]._compute_score_from_stats(
+      np.asarray(statistics[name], dtype=np.float64).sum(0))
+
+
 def corpus_score(statistics, name):
   """The corpus score of one metric from its sentence statistics."""
-  # pylint: disable-next=protected-access
-  return float(metrics()[name]._compute_score_from_stats(
-      np.asarray(statistics[name], dtype=np.float64).sum(0)).score)
+  return float(_corpus_result(statistics, name).score)
 
 
 def length_ratio(statistics):
-  """BLEU's length ratio of the corpus: summed hypothesis / summed reference lengths (the first
-  two BLEU statistics of each sentence), as scoring.corpus_bleu reports it."""
-  lengths = np.asarray(statistics["bleu"], dtype=np.int64)[:, :2].sum(0)
-  return float(lengths[0] / max(lengths[1], 1))
+  """BLEU's length ratio of the corpus from its sentence statistics, as
+  scoring.corpus_bleu reports it."""
+  return float(scoring.bleu_length_ratio(_corpus_result(statistics, "bleu")))
 
 
 def paired_bootstrap(baseline, system, samples=SAMPLES, seed=SEED):
