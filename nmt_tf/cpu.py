@@ -65,10 +65,17 @@ def cpu_id(info=None):
 
 
 def recorded_here(label, recorded_cpu, info=None):
-  """Whether a machine record names this machine: the same label and, when the record has
-  one (rows from session 19 on), the same cpu_id; records without compare labels only."""
+  """Whether a machine record names this machine: the same label and the same cpu_id. A
+  record without a CPU id (rows before session 19) names an unknown VM of its label, which
+  is not this one: two VMs of one label differed 1.7x in speed."""
   info = cpu_info() if info is None else info
-  return label == machine_label(info) and recorded_cpu in (None, "", cpu_id(info))
+  return label == machine_label(info) and (recorded_cpu or "") == cpu_id(info)
+
+
+def machine_name(label, recorded_cpu):
+  """"<label> [<cpu id>]": the machine of a record, one budget's machine in docs/RESULTS.md;
+  the label alone when the record has no CPU id."""
+  return f"{label} [{recorded_cpu}]" if recorded_cpu else label
 
 
 def native_bf16(info=None):

@@ -3,7 +3,8 @@
 # 2-core CPU), each followed by `run.py report` (which publishes the row into
 # docs/results/rows/<row>/ for git and redraws docs/RESULTS.md). A row is skipped when
 # runs/results/<row>/results.json exists or when a published row of that name was trained on
-# this machine (budgets are wall-clock time, so rows of another machine are run again here);
+# this machine, its label and CPU id (budgets are wall-clock time, so rows of another machine,
+# or from before CPU ids were recorded, are run again here);
 # an interrupted row resumes where its last checkpoint left it (its time budget counts the
 # time already spent). Rerun the same command after any stop.
 #
@@ -60,46 +61,50 @@ wanted() {  # is row $1 selected by $ROWS (all rows when unset)?
   return 1
 }
 
-# The machine as `run.py results` records it (nmt_tf/cpu.py): "<cores> CPUs <model name>
-# (family <f>, <isa>)". VMs of one model name differ by CPU generation (docs/RESULTS.md,
-# "Budgets and order"), so the family and the matrix instructions are part of the name.
-MACHINE="$(python3 -c 'from nmt_tf.cpu import machine_label; print(machine_label())')"
-
-published_here() {  # was row $1 published from this machine?
-  grep -qsF "\"machine\": \"${MACHINE}\"" docs/results/rows/"$1"/results.json \
-    docs/results/rows/"$1"@*/results.json
-}
-
-planned=" "  # rows this queue runs before the current one
-baseline_problem() {  # prints why row $1 may not run here; nothing when its baseline allows it
-  local base="cgru_${1##*_}"
-  case "$1" in cgru_*|*_word_de-en) return 0 ;; esac  # baselines; word rows pair up
-  [[ "$planned" == *" ${base} "* ]] && return 0
-  # The baseline's row (run directory, or published from any machine) must come from this
-  # machine: the same label and, when the row records one (from session 19), the same CPU id
-  # (nmt_tf.cpu.cpu_id): two Intel VMs of one label differed 1.7x in speed.
-  python3 - "$base" "runs/results/${base}/results.json" docs/results/rows/"${base}"/results.json \
-    docs/results/rows/"${base}"@*/results.json <<'PY'
+# Prints nothing and succeeds when one of the results.json files given after the row name $1
+# was trained on this machine: the same label and CPU id (nmt_tf.cpu.recorded_here; rows from
+# before session 19 record no CPU id, so their VM is unknown). Otherwise prints why not.
+from_here() {
+  python3 - "$@" <<'PY'
 import json
 import sys
 from nmt_tf.cpu import cpu_id, machine_label, recorded_here
-base, here, here_cpu, other = sys.argv[1], machine_label(), cpu_id(), None
+here, here_cpu, others = machine_label(), cpu_id(), []
 for path in sys.argv[2:]:
   try:
     with open(path, encoding="utf-8") as f:
       row = json.load(f)
-  except (OSError, ValueError):  # no such row (an unreadable one is not a baseline either)
+  except (OSError, ValueError):  # no such row (an unreadable one does not count either)
     continue
   if recorded_here(row.get("machine"), row.get("cpu")):
     sys.exit(0)
-  if row.get("machine") == here:
-    other = row["cpu"]  # this label, another CPU id
-if other:
-  print(f"{base}, its baseline, was trained on another CPU of this machine's label "
-        f"({other}; this one is {here_cpu}), and rows of one label share a table")
+  if row.get("machine") == here:  # this label, another or an unrecorded CPU id
+    others.append(row.get("cpu") or "no CPU id recorded")
+if others:
+  print(f"was trained on another CPU of this machine's label ({', '.join(others)}; this one "
+        f"is {here_cpu}), whose speed may differ")
 else:
-  print(f"{base}, its baseline, has no row from this machine ({here})")
+  print(f"has no row from this machine ({here})")
+sys.exit(1)
 PY
+}
+
+published_here() {  # was row $1 published from this machine?
+  from_here "$1" docs/results/rows/"$1"/results.json docs/results/rows/"$1"@*/results.json \
+    > /dev/null
+}
+
+planned=" "  # rows this queue runs before the current one
+baseline_problem() {  # prints why row $1 may not run here; nothing when its baseline allows it
+  local base="cgru_${1##*_}" why
+  case "$1" in cgru_*|*_word_de-en) return 0 ;; esac  # baselines; word rows pair up
+  [[ "$planned" == *" ${base} "* ]] && return 0
+  # The baseline's row (run directory, or published from any machine) must come from this
+  # machine: two Intel VMs of one label differed 1.7x in speed.
+  why="$(from_here "$base" "runs/results/${base}/results.json" \
+    docs/results/rows/"${base}"/results.json docs/results/rows/"${base}"@*/results.json)" \
+    && return 0
+  echo "${base}, its baseline, ${why}"
 }
 
 todo=0

@@ -91,7 +91,7 @@ class ResultsTest(tf.test.TestCase):
     self.assertIn("| `cgru_tiny` | cgru | word |", text)
     self.assertRegex(text, r"\| `cgru_tiny` \| cgru \| word \| [^|]+ \| 20 \| [^|]+ \| \d\.\d\d \|")
     with open(os.path.join(self.run_dir, "results.json"), encoding="utf-8") as f:
-      curves = f"curves_generated_{results.machine_slug(json.load(f)['machine'])}.png"
+      curves = f"curves_generated_{results.machine_slug(results.machine(json.load(f)))}.png"
     self.assertIn(f"(figures/{curves})", text)
     self.assertIn("BLEU no UNK", text)  # the word-vocabulary table
     self.assertIn(f"(figures/bleu_by_length_{curves[len('curves_'):]})", text)
@@ -113,7 +113,7 @@ class ResultsTest(tf.test.TestCase):
     points = results.validations(self.run_dir)[0]
     last = max(points)  # validated at steps 10 and 20
     self.assertEqual(sorted(points), [10, 20])
-    self.assertIn(f"| `cgru_tiny` | {base['machine']} | ", row[0])  # rows of several machines
+    self.assertIn(f"| `cgru_tiny` | {results.machine(base)} | ", row[0])  # rows of several machines
     self.assertIn(f"| +0.00 | 20 | 20 | {points[last][1]:.2f} (step 20) |", row[0])
     # Paired bootstrap p-values of BLEU and chrF2 from the rows' sentence statistics (the
     # same outputs: sacrebleu's p for a zero difference is 1 / 1001).
@@ -246,7 +246,7 @@ class ResultsTest(tf.test.TestCase):
     text = results.render([row, dict(lost), dict(lost, name="lost_tiny2")],
                           os.path.join(self.tmp, "figures_notes"), "figures_notes")
     self.assertIn("- `lost_tiny`, `lost_tiny2`: rebuilt by hand.", text)
-    curves = f"curves_generated_{results.machine_slug(row['machine'])}.png"
+    curves = f"curves_generated_{results.machine_slug(results.machine(row))}.png"
     with open(os.path.join(self.tmp, "figures_notes", curves), "rb") as f:
       self.assertEqual(f.read(4), b"\x89PNG")
 
@@ -257,11 +257,12 @@ class ResultsTest(tf.test.TestCase):
     with open(os.path.join(self.run_dir, "results.json"), encoding="utf-8") as f:
       row = json.load(f)
     row["run_dir"] = self.run_dir
-    here = row["machine"]
+    here = results.machine(row)  # "<label> [<cpu id>]"
+    self.assertEqual(here, f"{row['machine']} [{row['cpu']}]")
     sar = dict(row, name="sar_tiny", decoder="self_attentive_residual",
                model="self_attentive_residual (avg)")
-    old = dict(row, machine="2 CPUs Old Box")
-    old_sar = dict(sar, machine="2 CPUs Old Box")
+    old = dict(row, machine="2 CPUs Old Box", cpu=None)  # from before CPU ids: the label
+    old_sar = dict(sar, machine="2 CPUs Old Box", cpu=None)
     figures = os.path.join(self.tmp, "figures_machines")
     text = results.render([row, sar, old_sar], figures, "f")
     self.assertIn(f"### generated, {here}: test split", text)
@@ -277,7 +278,7 @@ class ResultsTest(tf.test.TestCase):
     lines = [l for l in text.splitlines() if l.startswith(("| `sar_tiny`", "| `cgru_tiny`"))
              and "| word |" in l]
     self.assertLen(lines, 3)
-    old_sar_line = lines.pop(-1 if here < old["machine"] else 0)  # tables sorted by machine
+    old_sar_line = lines.pop(-1 if here < "2 CPUs Old Box" else 0)  # tables sorted by machine
     self.assertTrue(old_sar_line.endswith("| - |"), old_sar_line)
     self.assertTrue(lines[0].startswith("| `cgru_tiny`") and lines[0].endswith("| - |"))
     self.assertTrue(lines[1].endswith("| +0.00 (p 0.001) |"), lines[1])
@@ -288,7 +289,39 @@ class ResultsTest(tf.test.TestCase):
     self.assertEqual(second, os.path.join(published, "cgru_tiny@" + results.machine_slug(here)))
     self.assertEqual(results.publish(row, published), second)  # the same machine: in place
     loaded = results.load_rows([published])
-    self.assertCountEqual([r["machine"] for r in loaded], [here, "2 CPUs Old Box"])
+    self.assertCountEqual([results.machine(r) for r in loaded], [here, "2 CPUs Old Box"])
+
+  def test_two_cpus_of_one_label_are_two_machines(self):
+    """Two VMs of one label differed 1.7x in speed: rows of two CPU ids get a table each, are
+    not compared with each other and are published apart; a row published again goes back
+    into its own directory."""
+    self.assertEqual(self.code, 0, self.err)
+    with open(os.path.join(self.run_dir, "results.json"), encoding="utf-8") as f:
+      row = dict(json.load(f), run_dir=self.run_dir)
+    label = row["machine"]
+    fast = dict(row, cpu="family 6 model 167 stepping 1")
+    slow = dict(row, cpu="family 6 model 143 stepping 8")
+    slow_sar = dict(slow, name="sar_tiny", decoder="self_attentive_residual",
+                    model="self_attentive_residual (avg)")
+    unknown = dict(row, cpu=None)  # a row from before CPU ids: its label
+    figures = os.path.join(self.tmp, "figures_cpus")
+    text = results.render([fast, slow, slow_sar, unknown], figures, "f")
+    for place in (f"{label} [family 6 model 167 stepping 1]",
+                  f"{label} [family 6 model 143 stepping 8]", label):
+      self.assertIn(f"### generated, {place}: test split", text)
+      self.assertTrue(os.path.isfile(os.path.join(
+          figures, f"curves_generated_{results.machine_slug(place)}.png")), place)
+    self.assertIs(results.baseline(slow_sar, [fast, unknown, slow_sar, slow]), slow)
+    self.assertIsNone(results.baseline(slow_sar, [fast, unknown, slow_sar]))
+    published = os.path.join(self.tmp, "published_cpus")
+    places = [results.publish(r, published) for r in (fast, slow, unknown)]
+    self.assertEqual(places, [os.path.join(published, "cgru_tiny")] + [
+        os.path.join(published, "cgru_tiny@" + results.machine_slug(results.machine(r)))
+        for r in (slow, unknown)])
+    self.assertEqual([results.publish(r, published) for r in (unknown, slow, fast)],
+                     places[::-1])  # each into its own directory
+    loaded = results.load_rows([published])
+    self.assertCountEqual([r.get("cpu") for r in loaded], [fast["cpu"], slow["cpu"], None])
 
   def test_word_table_compares_attention_with_encdec(self):
     """Bahdanau et al.'s comparison: each word row against the encdec row of the same length
@@ -308,15 +341,15 @@ class ResultsTest(tf.test.TestCase):
     self.assertTrue(lines["rnnsearch_tiny"].endswith("| +0.00 (p 0.001) |"),
                     lines["rnnsearch_tiny"])
     self.assertTrue(lines["rnnsearch_tiny30"].endswith("| - |"))  # no encdec-30 row
-    self.assertIn(f"| {row['machine']} |", lines["rnnsearch_tiny"])
+    self.assertIn(f"| {results.machine(row)} |", lines["rnnsearch_tiny"])
 
   def test_word_figure_keeps_rows_of_two_machines_apart(self):
     """The same model and length limit from two machines are two series of the figure."""
     self.assertEqual(self.code, 0, self.err)
     with open(os.path.join(self.run_dir, "results.json"), encoding="utf-8") as f:
       row = json.load(f)
-    here = row["machine"]
-    old = dict(row, machine="2 CPUs Old Box")
+    here = results.machine(row)
+    old = dict(row, machine="2 CPUs Old Box", cpu=None)
     model = f"cgru-{row.get('max_length') or 'all'}"
     series = results._word_series([row])  # pylint: disable=protected-access
     self.assertEqual(list(series), [f"{model} (generated)"])
@@ -345,7 +378,7 @@ class ResultsTest(tf.test.TestCase):
       self.assertTrue(os.path.isfile(os.path.join(figures, name)), name)
     for name in stale:
       self.assertFalse(os.path.exists(os.path.join(figures, name)), name)
-    curves = f"curves_generated_{results.machine_slug(row['machine'])}.png"
+    curves = f"curves_generated_{results.machine_slug(results.machine(row))}.png"
     for name in (curves, "bleu_by_length_word.png"):
       with open(os.path.join(figures, name), "rb") as f:
         self.assertEqual(f.read(4), b"\x89PNG", name)
@@ -388,7 +421,7 @@ class RowMachineTest(tf.test.TestCase):
         record = results_cli._training_machine(run_dir)  # pylint: disable=protected-access
         self.assertEqual(record["machine"], "2 CPUs Old Box (family 1, AVX2)")
         self.assertEqual(record["resumed_on"],  # what the row's results.json lists
-                         [results_cli.machine_name(here, cpu.cpu_id())])
+                         [cpu.machine_name(here, cpu.cpu_id())])
     with open(os.path.join(run_dir, results_cli.MACHINE_FILE), encoding="utf-8") as f:
       self.assertEqual(json.load(f), record)
 
@@ -400,13 +433,24 @@ class RowMachineTest(tf.test.TestCase):
         tiny_train_config(steps=2).to_json()), run_dir=run_dir)
     self.assertEqual(code, 2)
     self.assertIn(f'began training on "{here} [family 6 model 1 stepping 0]", this machine is '
-                  f'"{results_cli.machine_name(here, cpu.cpu_id())}"', err)
+                  f'"{cpu.machine_name(here, cpu.cpu_id())}"', err)
     self.assertEqual(os.listdir(run_dir), [results_cli.MACHINE_FILE])  # nothing trained
-    for same in (cpu.cpu_id(), None):  # this CPU, or a record from before CPU ids
-      run_dir = self.began_elsewhere(machine=here, cpu=same)
-      record = results_cli._training_machine(run_dir)  # pylint: disable=protected-access
-      self.assertEqual(record["machine"], here)
-      self.assertNotIn("resumed_on", record)
+    run_dir = self.began_elsewhere(machine=here, cpu=cpu.cpu_id())  # this CPU: resumes
+    record = results_cli._training_machine(run_dir)  # pylint: disable=protected-access
+    self.assertEqual(record["machine"], here)
+    self.assertNotIn("resumed_on", record)
+
+  def test_record_without_cpu_id_is_another_machine(self):
+    """A run begun before CPU ids were recorded (session 19) ran on an unknown VM of its
+    label: it resumes only when asked."""
+    here = cpu.machine_label()
+    run_dir = self.began_elsewhere(machine=here, cpu=None)
+    code, _, err = run_command(results_cli, config=json.loads(
+        tiny_train_config(steps=2).to_json()), run_dir=run_dir)
+    self.assertEqual(code, 2)
+    self.assertIn(f'began training on "{here}", this machine is '
+                  f'"{cpu.machine_name(here, cpu.cpu_id())}"', err)
+    self.assertEqual(os.listdir(run_dir), [results_cli.MACHINE_FILE])  # nothing trained
 
   def test_new_run_records_this_machine(self):
     run_dir = os.path.join(tempfile.mkdtemp(), "new_row")
@@ -481,36 +525,57 @@ class AllRowsScriptTest(tf.test.TestCase):
                               env=dict(os.environ, ROWS=rows, ALLOW_NO_BASELINE=env))
       self.assertIn("row sar_avg_de-en: .venv/bin/python run.py results", queued.stdout)
 
-  def test_baseline_from_another_cpu_of_this_label_is_refused(self):
-    """A published cgru_de-en row of this machine's label counts as its baseline only when it
-    records no CPU id or this one."""
+  def copy_of_project(self):
+    """scripts/ and nmt_tf/ of this project in an empty directory (no rows run or published)."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     empty = tempfile.mkdtemp()
     for name in ("scripts", "nmt_tf"):
       shutil.copytree(os.path.join(root, name), os.path.join(empty, name))
-    published = os.path.join(empty, "docs", "results", "rows", "cgru_de-en")
-    os.makedirs(published)
-    script = os.path.join(empty, "scripts", "run_results.sh")
+    return empty
+
+  def publish_row(self, project, name, row_cpu, machine=None, slug=""):
+    """Writes docs/results/rows/<name><slug>/results.json as published from `machine` (this
+    label by default) and CPU id `row_cpu`."""
+    published = os.path.join(project, "docs", "results", "rows", name + slug)
+    os.makedirs(published, exist_ok=True)
+    with open(os.path.join(published, "results.json"), "w", encoding="utf-8") as f:
+      json.dump({"name": name, "machine": machine or cpu.machine_label(), "cpu": row_cpu}, f)
+
+  def test_baseline_from_another_cpu_of_this_label_is_refused(self):
+    """A published cgru_de-en row of this machine's label counts as its baseline only when it
+    records this CPU id: not another one, nor none (a row from before CPU ids)."""
+    project = self.copy_of_project()
+    script = os.path.join(project, "scripts", "run_results.sh")
     run = lambda *args: subprocess.run(["bash", script, *args], capture_output=True, text=True,
                                        env=dict(os.environ, ROWS="sar_avg_de-en"))
-
-    def publish(row_cpu):
-      with open(os.path.join(published, "results.json"), "w", encoding="utf-8") as f:
-        json.dump({"name": "cgru_de-en", "machine": cpu.machine_label(), "cpu": row_cpu}, f)
-
-    publish("family 6 model 1 stepping 0")
-    why = ("cgru_de-en, its baseline, was trained on another CPU of this machine's label "
-           f"(family 6 model 1 stepping 0; this one is {cpu.cpu_id()})")
-    refused = run()  # not a dry run: refused before anything starts
-    self.assertEqual(refused.returncode, 1)
-    self.assertIn(why, refused.stderr)
-    self.assertIn("set ALLOW_NO_BASELINE=1 to compare with it anyway", refused.stderr)
-    dry = run("--dry_run")
-    self.assertEqual(dry.returncode, 0, dry.stderr)
-    self.assertIn(f"{why}, and rows of one label share a table: refused unless "
-                  "ALLOW_NO_BASELINE=1", dry.stdout)
-    for row_cpu in (cpu.cpu_id(), None):  # this CPU, or a row from before CPU ids
-      publish(row_cpu)
+    for row_cpu, shown in (("family 6 model 1 stepping 0", "family 6 model 1 stepping 0"),
+                           (None, "no CPU id recorded")):
+      self.publish_row(project, "cgru_de-en", row_cpu)
+      why = ("cgru_de-en, its baseline, was trained on another CPU of this machine's label "
+             f"({shown}; this one is {cpu.cpu_id()}), whose speed may differ")
+      refused = run()  # not a dry run: refused before anything starts
+      self.assertEqual(refused.returncode, 1)
+      self.assertIn(f"{why}; set ALLOW_NO_BASELINE=1 to compare with it anyway", refused.stderr)
       dry = run("--dry_run")
-      self.assertIn("row sar_avg_de-en: .venv/bin/python run.py results", dry.stdout)
-    self.assertFalse(os.path.exists(os.path.join(empty, "runs")))  # nothing started
+      self.assertEqual(dry.returncode, 0, dry.stderr)
+      self.assertIn(f"{why}: refused unless ALLOW_NO_BASELINE=1", dry.stdout)
+    self.publish_row(project, "cgru_de-en", cpu.cpu_id())  # this CPU: the baseline
+    dry = run("--dry_run")
+    self.assertIn("row sar_avg_de-en: .venv/bin/python run.py results", dry.stdout)
+    self.assertFalse(os.path.exists(os.path.join(project, "runs")))  # nothing started
+
+  def test_published_row_is_done_only_from_this_cpu(self):
+    """A row published from this label and CPU id is done here; one from another CPU id of
+    the label, from before CPU ids, or from another label is trained again."""
+    project = self.copy_of_project()
+    script = os.path.join(project, "scripts", "run_results.sh")
+    dry = lambda: subprocess.run(["bash", script, "--dry_run"], capture_output=True, text=True,
+                                 env=dict(os.environ, ROWS="cgru_de-en"), check=True).stdout
+    for row_cpu in ("family 6 model 1 stepping 0", None):
+      self.publish_row(project, "cgru_de-en", row_cpu)
+      self.assertIn("row cgru_de-en: .venv/bin/python run.py results", dry())
+    self.publish_row(project, "cgru_de-en", cpu.cpu_id(), machine="2 CPUs Old Box")
+    self.assertIn("row cgru_de-en: ", dry())
+    # Beside another machine's row, as `run.py report` publishes it (results.publish).
+    self.publish_row(project, "cgru_de-en", cpu.cpu_id(), slug="@this-machine")
+    self.assertIn("done: cgru_de-en (published)", dry())

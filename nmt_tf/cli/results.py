@@ -41,13 +41,14 @@ def _training_machine(run_dir):
   {"machine": label (nmt_tf/cpu.py), "cpu": cpu_id (from session 19), "date", "resumed_on":
   [machine names] if any}. None (after printing why) when the run began on another machine,
   another label or, under one label, another CPU id: a row's time budget must not mix machines,
-  unless --results_other_machine. Records without a CPU id (before session 19) compare labels.
+  unless --results_other_machine. Records without a CPU id (before session 19) name an unknown
+  VM, so they resume only with that flag (cpu.recorded_here).
   """
   here, here_cpu = cpu.machine_label(), cpu.cpu_id()
   if not run_dir:
     return {"machine": here}  # `train` names the missing --run_dir
   path = os.path.join(run_dir, MACHINE_FILE)
-  name = machine_name(here, here_cpu)
+  name = cpu.machine_name(here, here_cpu)
   if os.path.isfile(path):
     record = _read(path)
     here_before = name in record.get("resumed_on", [])  # resumed here once, when asked
@@ -55,7 +56,7 @@ def _training_machine(run_dir):
       return record
     if not FLAGS.results_other_machine:
       print(f"error: {run_dir} began training on "
-            f"\"{machine_name(record['machine'], record.get('cpu'))}\", this machine is "
+            f"\"{cpu.machine_name(record['machine'], record.get('cpu'))}\", this machine is "
             f"\"{name}\": its time budget would mix machines; move the directory aside to "
             "train the row here from the start, or pass --results_other_machine to resume it "
             "anyway.", file=sys.stderr)
@@ -68,11 +69,6 @@ def _training_machine(run_dir):
     os.makedirs(run_dir, exist_ok=True)
   write_text(path, json.dumps(record))  # one line, as rows have always written it
   return record
-
-
-def machine_name(label, cpu_id):
-  """"<label> [<cpu id>]", or the label alone when the CPU id is unknown."""
-  return f"{label} [{cpu_id}]" if cpu_id else label
 
 
 def _read(path):

@@ -14,9 +14,11 @@ the test hypotheses of each search and the attention maps). A published row is i
 directory: the report reads it like a run directory, and a row still on disk replaces its
 published copy. A fresh clone therefore redraws the whole report from git alone.
 
-A row's budget is wall-clock time, so rows are compared only with rows of the same machine:
-each (direction, machine) pair gets its own table and curves, and a row trained again on
-another machine is published beside the first (docs/results/rows/<row>@<machine>/).
+A row's budget is wall-clock time, so rows are compared only with rows of the same machine,
+its label and CPU id (`machine`, nmt_tf.cpu.machine_name; rows from before session 19 record
+no CPU id and share their label's machine): each (direction, machine) pair gets its own table
+and curves, and a row trained again on another machine is published beside the first
+(docs/results/rows/<row>@<machine>/).
 
 Each search also keeps its sentence statistics (significance.STATS_FILE: BLEU and chrF counts
 per test sentence), so that the report can test two rows' difference (paired bootstrap)
@@ -36,6 +38,7 @@ import matplotlib
 matplotlib.use("Agg")
 from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top,wrong-import-position
 
+from nmt_tf import cpu  # pylint: disable=wrong-import-position
 from nmt_tf.atomic_write import write_json  # pylint: disable=wrong-import-position
 from nmt_tf.evaluation import analysis  # pylint: disable=wrong-import-position
 from nmt_tf.evaluation.length_plot import length_bleu_png  # pylint: disable=wrong-import-position
@@ -68,9 +71,15 @@ def scores_entry(report):
   return {k: report.get(k) for k in keys}
 
 
-def machine_slug(machine):
+def machine_slug(name):
   """"2 CPUs AMD EPYC" -> "2-cpus-amd-epyc": a machine's name for file names."""
-  return re.sub(r"[^a-z0-9]+", "-", (machine or "unknown").lower()).strip("-")
+  return re.sub(r"[^a-z0-9]+", "-", (name or "unknown").lower()).strip("-")
+
+
+def machine(row):
+  """The machine a row was trained on: "<label> [<cpu id>]" (nmt_tf.cpu.machine_name), the
+  label alone for rows without a CPU id, "" for rows without a label."""
+  return cpu.machine_name(row.get("machine") or "", row.get("cpu"))
 
 
 def load_rows(paths):
@@ -85,7 +94,7 @@ def load_rows(paths):
       if os.path.isfile(file):
         with open(file, encoding="utf-8") as f:
           row = json.load(f)
-        key = (row["name"], row.get("machine"))
+        key = (row["name"], machine(row))
         if key in seen:
           continue
         seen.add(key)
@@ -99,19 +108,15 @@ def load_rows(paths):
 def publish(row, archive_dir):
   """Copies a row out of its run directory into archive_dir/<name>/ (results.json with the
   validation curve, each search's test hypotheses and sentence statistics, the attention
-  maps) and returns the published directory: <name>, or <name>@<machine> when <name> holds
-  the row of another machine. A row already read from archive_dir keeps its files; only its
-  results.json is written again (with what the report filled in, add_length_ratio)."""
+  maps) and returns the published directory: the one already holding this row (its name and
+  `machine`), else <name>, or <name>@<machine> when <name> holds the row of another machine.
+  A row already read from archive_dir keeps its files; only its results.json is written again
+  (with what the report filled in, add_length_ratio)."""
   data = {k: v for k, v in row.items() if k != "run_dir"}
   if os.path.dirname(os.path.abspath(row["run_dir"])) == os.path.abspath(archive_dir):
     write_json(os.path.join(row["run_dir"], ROW_FILE), data)  # fields the report filled in
     return row["run_dir"]
-  target = os.path.join(archive_dir, row["name"])
-  existing = os.path.join(target, ROW_FILE)
-  if os.path.isfile(existing):
-    with open(existing, encoding="utf-8") as f:
-      if json.load(f).get("machine") != row.get("machine"):
-        target = f"{target}@{machine_slug(row.get('machine'))}"
+  target = _published_dir(row, archive_dir)
   os.makedirs(target, exist_ok=True)
   for key, entry in row["scores"].items():
     names = [os.path.relpath(path(row, key), row["run_dir"])
@@ -123,6 +128,22 @@ def publish(row, archive_dir):
         shutil.copyfile(source, os.path.join(target, name))
   write_json(os.path.join(target, ROW_FILE), data)
   return target
+
+
+def _published_dir(row, archive_dir):
+  """Where `publish` puts `row`: see there."""
+  plain = os.path.join(archive_dir, row["name"])
+  taken = False
+  for candidate in [plain] + sorted(glob.glob(glob.escape(plain) + "@*")):
+    try:
+      with open(os.path.join(candidate, ROW_FILE), encoding="utf-8") as f:
+        published = json.load(f)
+    except FileNotFoundError:
+      continue
+    if machine(published) == machine(row):
+      return candidate
+    taken = taken or candidate == plain
+  return f"{plain}@{machine_slug(machine(row))}" if taken else plain
 
 
 def hypotheses_path(row, key):
@@ -287,12 +308,11 @@ def _score(entry, key="bleu", digits=2):
 
 def _machine(row):
   """The row's machine for the page; rows from before machines were recorded have none."""
-  return row.get("machine") or "unknown machine"
+  return machine(row) or "unknown machine"
 
 
 def _row_key(row):
-  return (row["direction"], row.get("machine") or "", row["model"], row.get("max_length") or 0,
-          row["name"])
+  return (row["direction"], machine(row), row["model"], row.get("max_length") or 0, row["name"])
 
 
 def _buckets(entry):
@@ -315,7 +335,7 @@ def _word_series(word_rows):
   """The BLEU-by-length series of the word rows, labelled "<model>-<limit> (<direction>)";
   with the machine too when the rows come from more than one, and [the row's name] when two
   rows would still share a label."""
-  machines = {r.get("machine") or "" for r in word_rows}
+  machines = {machine(r) for r in word_rows}
   series = {}
   for r in word_rows:
     place = r["direction"] + (f", {_machine(r)}"
@@ -336,11 +356,11 @@ def render(rows, figure_dir, link_prefix, written=None):
   out = []
   if not rows:
     return "No result rows yet: run the row commands above, then `python run.py report`.\n"
-  for direction, machine in sorted({(r["direction"], r.get("machine") or "") for r in rows}):
-    subset = [r for r in rows if (r["direction"], r.get("machine") or "") == (direction, machine)]
+  for direction, place in sorted({(r["direction"], machine(r)) for r in rows}):
+    subset = [r for r in rows if (r["direction"], machine(r)) == (direction, place)]
     dataset = subset[0]["dataset"]
     title = direction if direction == dataset else f"{dataset} {direction}"
-    out += [f"### {title}, {machine or 'unknown machine'}: test split "
+    out += [f"### {title}, {place or 'unknown machine'}: test split "
             f"({subset[0]['test_sentences']} sentences)", "",
             "| run | model | tokens | max len | steps | training | CPU cores | BLEU greedy "
             "| BLEU beam 5 | chrF2 greedy | chrF2 beam 5 | length ratio beam 5 | valid BLEU "
@@ -364,16 +384,16 @@ def render(rows, figure_dir, link_prefix, written=None):
     out += [f"- {', '.join(names)}: {note}" for note, names in notes.items()]
     out += [""] if notes else []
     curves = {r["name"]: r["validation"] for r in subset}
-    name = f"curves_{direction}_{machine_slug(machine)}.png"
-    _save(figure_dir, name, curves_png(curves, title=f"{title}, {machine}: validation BLEU"),
+    name = f"curves_{direction}_{machine_slug(place)}.png"
+    _save(figure_dir, name, curves_png(curves, title=f"{title}, {place}: validation BLEU"),
           written)
     out += [f"![validation BLEU against training steps and time]({link_prefix}/{name})", ""]
     by_length = {r["name"]: _buckets(r["scores"].get("beam5")) for r in subset
                  if (r["scores"].get("beam5") or {}).get("bleu_by_length")}
     if by_length:  # rows rebuilt by hand have no per-length scores
-      name = f"bleu_by_length_{direction}_{machine_slug(machine)}.png"
+      name = f"bleu_by_length_{direction}_{machine_slug(place)}.png"
       _save(figure_dir, name,
-            length_bleu_png(by_length, title=f"{title}, {machine}: test BLEU (beam 5)"), written)
+            length_bleu_png(by_length, title=f"{title}, {place}: test BLEU (beam 5)"), written)
       out += [f"![BLEU by source length]({link_prefix}/{name})", ""]
   word_rows = [r for r in rows if r["tokenizer"] == "word"]
   if word_rows:
@@ -403,16 +423,17 @@ def render(rows, figure_dir, link_prefix, written=None):
                        for s in r["scores"].values() if s})
   out += ["### Signatures", ""] + [f"- BLEU `{b}`, chrF `{c}`" for b, c in signatures] + [""]
   out += ["### Commands", "", "| run | command | machine |", "|---|---|---|"]
-  out += [f"| `{r['name']}` | `{r['command']}` | {r.get('machine', '')} |" for r in rows]
+  out += [f"| `{r['name']}` | `{r['command']}` | {machine(r)} |" for r in rows]
   return "\n".join(out) + "\n"
 
 
 def baseline(row, rows, decoder="cgru"):
   """The row of `decoder` that `row` is compared with: same direction, tokenizer, length
   limit, budget, seed and machine (None if there is none, or if `row` is it)."""
-  keys = ("direction", "tokenizer", "max_length", "max_minutes", "seed", "machine")
+  keys = ("direction", "tokenizer", "max_length", "max_minutes", "seed")
   return next((b for b in rows if b["decoder"] == decoder and b is not row
-               and all(b.get(k) == row.get(k) for k in keys)), None)
+               and all(b.get(k) == row.get(k) for k in keys) and machine(b) == machine(row)),
+              None)
 
 
 def _against_baseline(row, rows, decoder="cgru"):
@@ -481,8 +502,8 @@ def _attention_maps(rows, figure_dir, link_prefix, written):
     out.append(f"![attention]({link_prefix}/{name})")
   if not out:
     return []
-  machine = f", {chosen['machine']}" if chosen.get("machine") else ""
-  return ([f"### Attention of `{chosen['name']}` (beam 5, test sentences{machine})", ""]
+  place = f", {machine(chosen)}" if machine(chosen) else ""
+  return ([f"### Attention of `{chosen['name']}` (beam 5, test sentences{place})", ""]
           + out + [""])
 
 
