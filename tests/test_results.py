@@ -403,15 +403,19 @@ class RowMachineTest(tf.test.TestCase):
       json.dump(record, f)
     return run_dir
 
-  def test_resume_on_another_machine_is_refused(self):
-    run_dir = self.began_elsewhere()
-    config = tiny_train_config(steps=2)
-    code, _, err = run_command(results_cli, config=json.loads(config.to_json()),
-                               run_dir=run_dir)
+  def refused_resume(self, run_dir):
+    """Runs `run.py results` on run_dir, checks that it is refused before anything is
+    trained (exit code 2) and returns the error text."""
+    code, _, err = run_command(results_cli, config=json.loads(
+        tiny_train_config(steps=2).to_json()), run_dir=run_dir)
     self.assertEqual(code, 2)
+    self.assertEqual(os.listdir(run_dir), [results_cli.MACHINE_FILE])  # nothing trained
+    return err
+
+  def test_resume_on_another_machine_is_refused(self):
+    err = self.refused_resume(self.began_elsewhere())
     self.assertIn('began training on "2 CPUs Old Box (family 1, AVX2)"', err)
     self.assertIn("--results_other_machine", err)
-    self.assertEqual(os.listdir(run_dir), [results_cli.MACHINE_FILE])  # nothing trained
 
   def test_resume_on_another_machine_when_asked(self):
     run_dir = self.began_elsewhere()
@@ -428,13 +432,10 @@ class RowMachineTest(tf.test.TestCase):
   def test_same_label_other_cpu_is_refused(self):
     """Two VMs of one label differed 1.7x in speed: the CPU id tells them apart."""
     here = cpu.machine_label()
-    run_dir = self.began_elsewhere(machine=here, cpu="family 6 model 1 stepping 0")
-    code, _, err = run_command(results_cli, config=json.loads(
-        tiny_train_config(steps=2).to_json()), run_dir=run_dir)
-    self.assertEqual(code, 2)
+    err = self.refused_resume(self.began_elsewhere(machine=here,
+                                                   cpu="family 6 model 1 stepping 0"))
     self.assertIn(f'began training on "{here} [family 6 model 1 stepping 0]", this machine is '
                   f'"{cpu.machine_name(here, cpu.cpu_id())}"', err)
-    self.assertEqual(os.listdir(run_dir), [results_cli.MACHINE_FILE])  # nothing trained
     run_dir = self.began_elsewhere(machine=here, cpu=cpu.cpu_id())  # this CPU: resumes
     record = results_cli._training_machine(run_dir)  # pylint: disable=protected-access
     self.assertEqual(record["machine"], here)
@@ -444,13 +445,9 @@ class RowMachineTest(tf.test.TestCase):
     """A run begun before CPU ids were recorded (session 19) ran on an unknown VM of its
     label: it resumes only when asked."""
     here = cpu.machine_label()
-    run_dir = self.began_elsewhere(machine=here, cpu=None)
-    code, _, err = run_command(results_cli, config=json.loads(
-        tiny_train_config(steps=2).to_json()), run_dir=run_dir)
-    self.assertEqual(code, 2)
+    err = self.refused_resume(self.began_elsewhere(machine=here, cpu=None))
     self.assertIn(f'began training on "{here}", this machine is '
                   f'"{cpu.machine_name(here, cpu.cpu_id())}"', err)
-    self.assertEqual(os.listdir(run_dir), [results_cli.MACHINE_FILE])  # nothing trained
 
   def test_new_run_records_this_machine(self):
     run_dir = os.path.join(tempfile.mkdtemp(), "new_row")

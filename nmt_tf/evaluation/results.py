@@ -360,7 +360,7 @@ def render(rows, figure_dir, link_prefix, written=None):
     subset = [r for r in rows if (r["direction"], machine(r)) == (direction, place)]
     dataset = subset[0]["dataset"]
     title = direction if direction == dataset else f"{dataset} {direction}"
-    out += [f"### {title}, {place or 'unknown machine'}: test split "
+    out += [f"### {title}, {_machine(subset[0])}: test split "
             f"({subset[0]['test_sentences']} sentences)", "",
             "| run | model | tokens | max len | steps | training | CPU cores | BLEU greedy "
             "| BLEU beam 5 | chrF2 greedy | chrF2 beam 5 | length ratio beam 5 | valid BLEU "
