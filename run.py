@@ -1,30 +1,96 @@
 """nmt_tf command line: `python run.py COMMAND [--flags]`.
 
 Commands are the modules of nmt_tf/cli (train, translate, evaluate, score, export, ...);
-`python run.py help` lists them. This file only dispatches.
+`python run.py help` lists them. This file dispatches, and turns what the command line gets
+wrong (an unknown flag, a value of the wrong type, a --config file that is missing or does not
+load, an unknown --config.KEY) into one `error:` line and exit code 2, as the commands do
+with the errors users can cause.
 """
 
 import os
+import re
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from absl import app  # pylint: disable=g-import-not-at-top
+from absl import flags  # pylint: disable=g-import-not-at-top
 
 from nmt_tf import cli  # pylint: disable=g-import-not-at-top
+
+def _one_line(error):
+  """The message of `error` on one line; for a message that carries a traceback (ml_collections
+  puts one in its config-file errors), its first line and the traceback's last line."""
+  lines = [" ".join(line.split()) for line in str(error).splitlines() if line.strip()]
+  if any(line.startswith("Traceback (most recent call last)") for line in lines):
+    lines = [lines[0], lines[-1]]
+  return " ".join(lines) or type(error).__name__
+
+
+def _exit_with_error(message):
+  print(f"error: {message}", file=sys.stderr)
+  sys.exit(2)
+
+
+def _override_error(error, argv):
+  """The message for an unknown --config.KEY (ml_collections raises AttributeError/KeyError)."""
+  override = next((a for a in argv if a.startswith("--config.")), "--config.*")
+  reason = error
+  while isinstance(reason, BaseException) and reason.args:
+    reason = reason.args[0]
+  reason = " ".join(str(reason).replace("'", "").replace('"', "").split())
+  return (f"invalid config override {override} (unknown key {reason}); check the section and "
+          "key names in nmt_tf/experiment/config.py.")
+
+
+def _config_file_error(path, error, see):
+  """The message for a --config file that cannot be loaded."""
+  file = path.split(":", 1)[0]  # config_flags passes what follows ':' to get_config
+  if not os.path.exists(file):
+    found = "no such file"
+  elif os.path.isdir(file):
+    found = "a directory, not a file"
+  else:
+    found = f"cannot load it ({type(error).__name__}: {_one_line(error)})"
+  return (f"--config={path}: {found}; pass an experiment config file such as "
+          f"--config=configs/default.py (see configs/*.py) or fix it; {see}.")
+
 
 try:
   COMMANDS = cli.commands()
 except (AttributeError, KeyError, TypeError, ValueError) as _error:
-  # ml_collections applies --config.KEY=VALUE overrides while the flag is defined.
-  _override = next((a for a in sys.argv if a.startswith("--config.")), "--config.*")
-  _reason = _error
-  while isinstance(_reason, BaseException) and _reason.args:
-    _reason = _reason.args[0]
-  _reason = " ".join(str(_reason).replace("'", "").split())
-  print(f"error: invalid config override {_override} (unknown key {_reason}); check the "
-        "section and key names in nmt_tf/experiment/config.py.", file=sys.stderr)
-  sys.exit(2)
+  # ml_collections applies --config.KEY=VALUE overrides while the flag is defined, unless
+  # --config is given (then while the flags are parsed: parse_flags).
+  _exit_with_error(_override_error(_error, sys.argv))
+
+
+def parse_flags(argv):
+  """absl's flag parsing for app.run, with every error as one `error:` line and exit code 2
+  (absl itself prints "FATAL Flags parsing error" and exits with 1)."""
+  command = next((arg for arg in argv[1:] if not arg.startswith("-")), None)
+  see = (f"see python run.py {command} --helpfull" if command in COMMANDS else
+         "see python run.py help")
+  config = next((a.split("=", 1)[1] for a in argv if a.startswith("--config=")), None)
+  try:
+    remaining = flags.FLAGS(argv)
+  except flags.Error as error:  # unknown flag, missing or ill-typed value
+    message = re.sub(r"\. Did you mean: (.+?) ?\?$", r" (did you mean \1?)", _one_line(error))
+    _exit_with_error(f"{message}; {see}.")
+  except Exception as error:  # pylint: disable=broad-except
+    # The --config file is Python code run while the flags are parsed: what it raises (a
+    # syntax error, a failing get_config) is an error of the config, not of this program;
+    # so is an unknown --config.KEY (AttributeError/KeyError) when --config=FILE is given.
+    if (isinstance(error, (AttributeError, KeyError)) and
+        any(a.startswith("--config.") for a in argv)):
+      _exit_with_error(_override_error(error, argv))
+    if config is None:
+      _exit_with_error(f"{type(error).__name__}: {_one_line(error)}; {see}.")
+    _exit_with_error(_config_file_error(config, error, see))
+  try:  # ml_collections keeps a load error and raises it when the config is first used
+    getattr(flags.FLAGS.config, "keys", None)
+  except OSError as error:
+    _exit_with_error(_config_file_error(flags.FLAGS["config"].config_filename, error, see))
+  return remaining
 
 
 def _usage():
@@ -50,4 +116,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=parse_flags)

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -28,11 +29,13 @@ from nmt_tf.special_tokens import UNK_ID
 from tests.run_fixtures import make_tiny_run
 
 FLAGS = flags.FLAGS
+RUN_PY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "run.py")
 cli.commands()  # imports every command module, as run.py does, so all flags are defined
 
 
 def run_command(module, stdin=None, **flag_values):
-  """Runs module.run([]) with flags set; returns (exit code, stdout, stderr)."""
+  """Runs module.run([]) with flags set and `stdin` (str, or bytes read as a real stdin is)
+  as stdin; returns (exit code, stdout, stderr)."""
   if not FLAGS.is_parsed():
     FLAGS.mark_as_parsed()
   # Fixed initializer seed: weights the checkpoint does not hold (see the report on
@@ -40,7 +43,8 @@ def run_command(module, stdin=None, **flag_values):
   keras.utils.set_random_seed(1234)
   out, err = io.StringIO(), io.StringIO()
   old_stdin = sys.stdin
-  sys.stdin = io.StringIO(stdin or "")
+  sys.stdin = (io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
+               if isinstance(stdin, bytes) else io.StringIO(stdin or ""))
   try:
     with flagsaver.flagsaver(**flag_values), contextlib.redirect_stdout(out), \
         contextlib.redirect_stderr(err):
@@ -176,7 +180,7 @@ class DecodeCommandsTest(tf.test.TestCase):
 
   def test_export_errors_are_one_line(self):
     code, out, err = run_command(export_cli, run_dir=os.path.join(self.tmp, "nothing"))
-    self.assertEqual((code, out), (1, ""))
+    self.assertEqual((code, out), (2, ""))
     self.assertLen(err.strip().splitlines(), 1)
     self.assertIn("No config.json", err)
     flipped = os.path.join(self.tmp, "reversed")  # same weights and vocabularies
@@ -188,7 +192,7 @@ class DecodeCommandsTest(tf.test.TestCase):
       json.dump(config, f)
     code, _, err = run_command(export_cli, run_dir=self.run_path,
                                checkpoints=[self.run_path, flipped])
-    self.assertEqual(code, 1)
+    self.assertEqual(code, 2)
     self.assertLen(err.strip().splitlines(), 1)
     self.assertIn("trained with pipeline.reverse_source=True", err)
 
@@ -207,23 +211,88 @@ class DecodeCommandsTest(tf.test.TestCase):
           f.write(b"\xff" * 64)
       code, out, err = run_command(translate_cli, **{**self.common, "run_dir": damaged},
                                    input_file=self.src_file)
-      self.assertEqual((code, out), (1, ""), damage)
+      self.assertEqual((code, out), (2, ""), damage)
       self.assertLen(err.strip().splitlines(), 1, err)
       self.assertRegex(err, r"^error: Checkpoint .*best/ckpt-\d+ is corrupt .* pass "
                        r"--checkpoint=last")
       prefix = data_file.split(".data-")[0]
       code, out, err = run_command(average_cli, run_dir=damaged, checkpoints=[prefix])
-      self.assertEqual((code, out), (1, ""), damage)
+      self.assertEqual((code, out), (2, ""), damage)
       self.assertLen(err.strip().splitlines(), 1, err)
       self.assertRegex(err, r"^error: Checkpoint .*best/ckpt-\d+ is corrupt .* leave it out")
 
   def test_bad_input_file(self):
     code, out, err = run_command(translate_cli, **self.common,
                                  input_file=os.path.join(self.tmp, "missing.txt"))
-    self.assertEqual(code, 1)
+    self.assertEqual(code, 2)
     self.assertEqual(out, "")
     self.assertIn("missing.txt", err)
     self.assertIn("file not found", err)
+
+  def test_bad_stdin_bytes_keep_the_lines_before(self):
+    good = "".join(line + "\n" for line in self.sources[:2]).encode()
+    stdin = good + b"ein \xff Hund\n" + self.sources[2].encode() + b"\n"
+    code, out, err = run_command(translate_cli, stdin=stdin, **self.common, input_file="-")
+    self.assertEqual(code, 2)
+    self.assertLen(err.strip().splitlines(), 1, err)
+    self.assertRegex(err, r"^error: stdin line 3: not valid UTF-8 \(byte 0xff at column 5\); "
+                     r"re-encode the input as UTF-8")
+    code, expected, _ = run_command(translate_cli, stdin=good, **self.common, input_file="-")
+    self.assertEqual(code, 0)
+    self.assertLen(expected.splitlines(), 2)
+    self.assertEqual(out, expected)  # the lines before the bad one, translated
+    code, out, err = run_command(translate_cli, stdin=b"\xc3(\n" + good, **self.common,
+                                 input_file="-")
+    self.assertEqual((code, out), (2, ""))
+    self.assertRegex(err, r"^error: stdin line 1: not valid UTF-8 \(byte 0xc3 at column 1\)")
+
+  def test_carriage_return_line_endings_of_the_input(self):
+    mac = "".join(line + "\r" for line in self.sources[:3]).encode()
+    path = os.path.join(self.tmp, "mac.txt")
+    with open(path, "wb") as f:
+      f.write(mac)
+    for name, flag_values in (("stdin", dict(stdin=mac, input_file="-")),
+                              (path, dict(input_file=path))):
+      code, out, err = run_command(translate_cli, **self.common, **flag_values)
+      self.assertEqual((code, out), (2, ""), err)
+      self.assertLen(err.strip().splitlines(), 1, err)
+      self.assertRegex(err, rf"^error: {re.escape(name)} line 1: old Mac line endings: the "
+                       r"whole input is one line with 3 carriage returns .*dos2unix -c mac")
+    dos = "".join(line + "\r\n" for line in self.lines).encode()
+    code, out, err = run_command(translate_cli, stdin=dos, **self.common, input_file="-")
+    self.assertEqual(code, 0, err)
+    self.assertEqual(out.splitlines(), self.translate()[0])
+
+  def test_bad_stdin_from_the_command_line(self):
+    """`run.py translate` as a process: the translations of the lines before the bad one on
+    stdout, one `error:` line on stderr, exit code 2, no traceback."""
+    stdin = "".join(line + "\n" for line in self.sources[:2]).encode() + b"caf\xe9\n"
+    proc = subprocess.run(
+        [sys.executable, RUN_PY, "translate", f"--run_dir={self.run_path}", "--beam_size=2"],
+        input=stdin, capture_output=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
+        timeout=300, check=False)
+    stderr = proc.stderr.decode("utf-8", "replace")
+    self.assertEqual(proc.returncode, 2, stderr[-2000:])
+    errors = [line for line in stderr.splitlines() if line.startswith("error:")]
+    self.assertEqual(errors, ["error: stdin line 3: not valid UTF-8 (byte 0xe9 at column 4); "
+                              "re-encode the input as UTF-8, e.g. `iconv -f latin1 -t utf-8`."])
+    self.assertNotIn("Traceback", stderr)
+    self.assertLen(proc.stdout.decode("utf-8").splitlines(), 2)
+
+  def test_damaged_vocabulary_is_one_line(self):
+    damaged = os.path.join(self.tmp, "damaged_vocab")
+    shutil.copytree(self.run_path, damaged)
+    manifest = os.path.join(damaged, "vocab", "tokenizers.json")
+    for content in (b"", b"{not json"):
+      with open(manifest, "wb") as f:
+        f.write(content)
+      code, out, err = run_command(translate_cli, **{**self.common, "run_dir": damaged},
+                                   input_file=self.src_file)
+      self.assertEqual((code, out), (2, ""))
+      self.assertLen(err.strip().splitlines(), 1, err)
+      self.assertRegex(err, rf"^error: {re.escape(manifest)} is empty or not valid JSON "
+                       r"\(.+\); restore it from a backup or retrain the tokenizers in a new "
+                       r"--run_dir")
 
   def test_evaluate(self):
     ref_file = self.write("ref.txt", self.references)
@@ -288,7 +357,7 @@ class DecodeCommandsTest(tf.test.TestCase):
     self.assertAllClose(forced, [best[i][1] for i in range(4)], atol=2e-3)
     code, _, err = run_command(score_cli, **self.common, source_file=src_file,
                                target_file=self.write("short.txt", self.references[:3]))
-    self.assertEqual(code, 1)
+    self.assertEqual(code, 2)
     self.assertIn("expected one translation per source line", err)
 
   def test_average(self):
@@ -317,7 +386,7 @@ class DecodeCommandsTest(tf.test.TestCase):
       self.assertAllClose(avg, (a + b) / 2, atol=1e-6)
     run.load_model(output)  # RunDir.load_model reads it
     code, _, err = run_command(average_cli, run_dir=os.path.join(self.tmp, "nothing"))
-    self.assertEqual(code, 1)
+    self.assertEqual(code, 2)
     self.assertIn("No checkpoint", err)
 
 

@@ -54,6 +54,31 @@ class TextFilesTest(tf.test.TestCase):
                                 r"u\.src line 3: not valid UTF-8 .*re-encode the file"):
       data.read_parallel(src, tgt)
 
+  def test_carriage_return_line_endings(self):
+    d = self.get_temp_dir()
+    mac = _write(os.path.join(d, "mac.src"), None, raw=b"ein Hund\reine Katze\rx\r")
+    tgt = _write(os.path.join(d, "mac.tgt"), ["a dog", "a cat", "x"])
+    with self.assertRaisesRegex(
+        data.DataError, r"mac\.src line 1: old Mac line endings: the whole input is one line "
+        r"with 3 carriage returns .*`tr '\\r' '\\n' < IN > OUT` or `dos2unix -c mac FILE`"):
+      data.read_parallel(mac, tgt)
+    gz = _write(os.path.join(d, "mac.src.gz"), None, raw=b"a\rb\r", gz=True)
+    with self.assertRaisesRegex(data.DataError, r"mac\.src\.gz line 1: old Mac line endings"):
+      data.read_lines(gz)
+    mixed = _write(os.path.join(d, "mixed.src"), None, raw=b"a\r\nb c\rd\ne\n")
+    with self.assertRaisesRegex(data.DataError, r"mixed\.src line 2: carriage return \(\\r\) "
+                                r"at column 4 inside the line .*dos2unix -c mac"):
+      data.read_lines(mixed)
+    for error in (self._error(data.read_lines, mac), self._error(data.read_lines, mixed)):
+      self.assertNotIn("\n", error)
+    dos = _write(os.path.join(d, "dos.src"), None, raw=b"ein Hund\r\neine Katze\r\nx\r")
+    self.assertEqual(data.read_lines(dos), ["ein Hund", "eine Katze", "x"])
+
+  def _error(self, function, *args):
+    with self.assertRaises(data.DataError) as raised:
+      function(*args)
+    return str(raised.exception)
+
   def test_all_empty_corpus(self):
     d = self.get_temp_dir()
     src = _write(os.path.join(d, "e.src"), ["", " "])

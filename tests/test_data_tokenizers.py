@@ -1,6 +1,7 @@
 """Tokenizers: round trips, in-graph == Python, special ids, files, SavedModel export."""
 
 import os
+import shutil
 
 import keras
 import tensorflow as tf
@@ -163,6 +164,47 @@ class TokenizerPairTest(tf.test.TestCase):
     src_out, tgt_out = reloaded.roundtrip(tf.constant(["the dog sees a cat", "la feli"]))
     self.assertAllEqual(src_out, [b"the dog sees a cat", b"la feli"])
     self.assertAllEqual(tgt_out, [b"<unk> <unk> <unk> <unk> <unk>", b"la feli"])
+
+  def test_damaged_files_are_one_line_naming_the_file(self):
+    text = data.generate_pairs(100, seed=5)
+    fix = "restore it from a backup or retrain the tokenizers in a new --run_dir"
+    for kind, model in (("word", "source.vocab"), ("sentencepiece", "source.model")):
+      clean = os.path.join(self.get_temp_dir(), f"damaged_{kind}")
+      data.load_or_train_tokenizers(clean, data.TokenizerConfig(kind=kind, vocab_size=80),
+                                    text)
+      damages = [  # (file, new content or None to delete it, expected message)
+          ("tokenizers.json", b"", r"tokenizers\.json is empty or not valid JSON \(the file "
+           r"has no content\)"),
+          ("tokenizers.json", b"{\"source\": ", r"tokenizers\.json is empty or not valid "
+           r"JSON \(Expecting value: line 1 column 12 \(char 11\)\)"),
+          ("tokenizers.json", b"[]", r"tokenizers\.json is empty or not valid JSON \(a JSON "
+           r"list instead of an object\)"),
+          ("tokenizers.json", b"{\"source\": \"source\"}", r"tokenizers\.json does not name "
+           r"the source and target tokenizers"),
+          ("source.json", b"\xff\xfe", r"source\.json is empty or not valid JSON"),
+          (model, None, rf"{model} not found \(the \w+ file of .*source\.json\)"),
+          (model, b"", rf"{model} is empty"),
+          (model, b"\xff" * 40 if kind == "word" else b"not a model",
+           rf"{model} is not a valid {kind} tokenizer file \((UnicodeDecodeError|"
+           r"RuntimeError): "),
+      ]
+      for name, content, expected in damages:
+        damaged = os.path.join(self.get_temp_dir(), f"copy_{kind}")
+        shutil.rmtree(damaged, ignore_errors=True)
+        shutil.copytree(clean, damaged)
+        if content is None:
+          os.remove(os.path.join(damaged, name))
+        else:
+          with open(os.path.join(damaged, name), "wb") as f:
+            f.write(content)
+        with self.assertRaises(data.DataError, msg=(kind, name, content)) as raised:
+          data.load_tokenizers(damaged)
+        message = str(raised.exception)
+        self.assertRegex(message, expected)
+        self.assertIn(damaged, message)
+        self.assertTrue(message.endswith(fix + " (the run's checkpoints need these "
+                                         "vocabularies)."), message)
+        self.assertNotIn("\n", message)
 
   def test_config_errors(self):
     with self.assertRaisesRegex(data.DataError, "kind='bert'"):

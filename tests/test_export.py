@@ -245,6 +245,28 @@ class ExportTest(tf.test.TestCase):
     self.assertAllEqual(scored["target_length"], [1])  # EOS only
     self.assertTrue(np.isfinite(scored["log_prob"]).all())
 
+  def test_empty_batch_gives_empty_outputs(self):
+    """A request without a sentence gets every output key with batch dimension 0 and the
+    dtype and rank of a non-empty batch's output."""
+    empty = tf.constant([], tf.string)
+    two = texts(self.sentences[:2])
+    got = {"serving_default": self.sig("serving_default", text=empty),
+           "beam_search": self.sig("beam_search", text=empty),
+           "score": self.sig("score", source=empty, target=empty)}
+    full = {"serving_default": self.sig("serving_default", text=two),
+            "beam_search": self.sig("beam_search", text=two),
+            "score": self.sig("score", source=two, target=two)}
+    for name in SIGNATURES:
+      self.assertCountEqual(got[name], full[name])
+      for key, value in got[name].items():
+        self.assertEqual((value.dtype, value.ndim), (full[name][key].dtype,
+                                                     full[name][key].ndim), (name, key))
+        self.assertEqual(value.shape[0], 0, (name, key))
+    self.assertEqual(got["beam_search"]["translation"].shape, (0, 3))  # the n-best axis
+    self.assertEqual(got["beam_search"]["alignment"].shape[:2], (0, 3))
+    with self.assertRaises(tf.errors.InvalidArgumentError):  # sizes differ: still an error
+      self.sig("score", source=empty, target=two)
+
   def test_invalid_utf8_does_not_crash(self):
     bad = [b"\xff\xfe", b"abc \xc3\x28 def", b"\xe2\x82", b"\xed\xa0\x80 der", b"der \x80"]
     for name in ("serving_default", "beam_search"):
@@ -286,10 +308,16 @@ class ExportTest(tf.test.TestCase):
         "g = m.signatures['serving_default'](text=text)\n"
         "b = m.signatures['beam_search'](text=text)\n"
         "s = m.signatures['score'](source=text, target=g['translation'])\n"
+        "e = tf.constant([], tf.string)\n"
+        "empty = {'serving_default': m.signatures['serving_default'](text=e),\n"
+        "  'beam_search': m.signatures['beam_search'](text=e),\n"
+        "  'score': m.signatures['score'](source=e, target=e)}\n"
         "assert not any(n.startswith(('nmt_tf', 'tests')) for n in sys.modules)\n"
         "print(json.dumps({'greedy': [t.decode() for t in g['translation'].numpy()],\n"
         "  'beam': [t.decode() for t in b['translation'].numpy().ravel()],\n"
-        "  'score': s['log_prob'].numpy().tolist()}))\n")
+        "  'score': s['log_prob'].numpy().tolist(),\n"
+        "  'empty': {n: {k: [v.dtype.name] + v.shape.as_list() for k, v in o.items()}\n"
+        "            for n, o in empty.items()}}))\n")
     env = {k: v for k, v in ENV.items() if k != "PYTHONPATH"}
     out = subprocess.run([PYTHON, "-c", script, self.path, json.dumps(self.sentences)],
                          cwd=self.tmp, env=env, capture_output=True, text=True, timeout=300)
@@ -300,6 +328,15 @@ class ExportTest(tf.test.TestCase):
     self.assertEqual(result["greedy"], decoded(greedy["translation"]))
     self.assertEqual(result["beam"], decoded(beam["translation"]))
     self.assertAllClose(result["score"], greedy["log_prob"], rtol=1e-4, atol=1e-4)
+    outputs = {"serving_default": greedy, "beam_search": beam,
+               "score": self.sig("score", source=texts(self.sentences),
+                                 target=texts(self.sentences))}
+    for name, empty in result["empty"].items():  # an empty batch: every output, batch 0
+      self.assertCountEqual(empty, outputs[name])
+      specs = self.loaded.signatures[name].structured_outputs
+      for key, (dtype, batch, *_) in empty.items():
+        self.assertEqual((dtype, batch), (specs[key].dtype.name, 0), (name, key))
+        self.assertLen(empty[key], 1 + outputs[name][key].ndim)
 
   @pytest.mark.slow
   def test_saved_model_cli_show_and_run(self):

@@ -211,7 +211,7 @@ class ResultsTest(tf.test.TestCase):
     code, out, err = run_command(report_cli, report_runs=[os.path.join(work, "no_runs")],
                                  report_published=published, report_file=report_file,
                                  report_figures=figures)
-    self.assertEqual(code, 1)  # an explicit run directory that does not exist is an error
+    self.assertEqual(code, 2)  # an explicit run directory that does not exist is an error
     self.assertIn("no such run directory", err)
     code, out, err = run_command(report_cli, report_runs=[], report_published=published,
                                  report_file=report_file, report_figures=figures)
@@ -388,7 +388,7 @@ class ResultsTest(tf.test.TestCase):
     self.assertEqual(code, 2)
     self.assertIn("--results_beams", err)
     code, _, err = run_command(report_cli, report_runs=[os.path.join(self.tmp, "nothing")])
-    self.assertEqual(code, 1)
+    self.assertEqual(code, 2)
     self.assertIn("no such run directory", err)
 
 

@@ -107,7 +107,7 @@ class TrainingTest(tf.test.TestCase):
     self.assertIn("ckpt-40 is corrupt or partial", stream.getvalue())
     self.assertIn("Resumed from", stream.getvalue())
     self.assertIn("at step 20", stream.getvalue())
-    self.assertTrue(glob.glob(os.path.join(run_dir, "checkpoints", "ckpt-40.corrupt*")))
+    self.assertTrue(glob.glob(os.path.join(run_dir, "checkpoints", "corrupt", "ckpt-40.*")))
     self.assertEqual(resumed["steps"], 60)
     ref = dict((s, _scalar(v)) for s, v in _events(self.run_dir)["train/loss"])
     got = dict((s, _scalar(v)) for s, v in _events(run_dir)["train/loss"])

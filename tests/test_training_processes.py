@@ -1,8 +1,11 @@
-"""`run.py train` as real processes: config errors, SIGKILL and resume, MirroredStrategy on two
-logical CPUs, MultiWorkerMirroredStrategy with two workers on 127.0.0.1."""
+"""`run.py train` as real processes: config errors, SIGKILL and resume (at random moments, in a
+checkpoint save, in validation), refusals with exit code 2, MirroredStrategy on two logical
+CPUs, MultiWorkerMirroredStrategy with two workers on 127.0.0.1."""
 
 import json
 import os
+import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -87,6 +90,119 @@ class KillTest(tf.test.TestCase):
                   rerun.stdout)
     summary = json.loads(rerun.stdout[rerun.stdout.index("{"):])
     self.assertEqual(summary["steps"], killed_at + 10)
+
+
+def _summary(stdout):
+  return json.loads(stdout[stdout.index("{"):])
+
+
+def _best_score(run_dir):
+  """best/'s recorded BLEU if the record names best/'s model, else None."""
+  path = os.path.join(run_dir, "best", "score.json")
+  latest = tf.train.latest_checkpoint(os.path.join(run_dir, "best"))
+  if not os.path.exists(path) or latest is None:
+    return None
+  with open(path, encoding="utf-8") as f:
+    record = json.load(f)
+  return record["bleu"] if record["checkpoint"] == os.path.basename(latest) else None
+
+
+@pytest.mark.slow
+class FaultInjectionTest(tf.test.TestCase):
+  """SIGKILL at chosen points (in a checkpoint save, in validation, between saving best/ and
+  recording its score) and at random moments; every rerun resumes, best/ never gets worse, and
+  the end equals an uninterrupted run."""
+
+  FLAGS = ("--config.train.steps=60", "--config.train.checkpoint_every=10",
+           "--config.train.eval_every=20", "--config.model.dropout=0.1")
+
+  def test_kills_resume_exactly_and_never_worsen_best(self):
+    root = tempfile.mkdtemp()
+    reference = subprocess.run(_cmd(os.path.join(root, "reference"), *self.FLAGS),
+                               capture_output=True, text=True, env=_env(), timeout=400,
+                               check=False)
+    self.assertEqual(reference.returncode, 0, reference.stderr[-3000:])
+    expected = _summary(reference.stdout)
+
+    run_dir = os.path.join(root, "killed")
+    cmd = _cmd(run_dir, *self.FLAGS)
+    checkpoints = os.path.join(run_dir, "checkpoints")
+    best_before = None
+    rng = random.Random(7)
+    kills = [("best@20", None), ("save@30", None), ("validation@40", None),
+             (None, rng.uniform(2.0, 8.0)), (None, rng.uniform(2.0, 8.0))]
+    for point, delay in kills:
+      env = _env(NMT_TF_KILL_AT=point) if point else _env()
+      proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env)
+      if delay is not None:  # a random moment after training has started
+        deadline = time.time() + 240
+        while time.time() < deadline and proc.poll() is None and not os.path.exists(
+            os.path.join(run_dir, "train.lock")):
+          time.sleep(0.05)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+      out, err = proc.communicate(timeout=400)
+      if proc.returncode == 0:
+        break  # finished before the random moment came
+      self.assertEqual(proc.returncode, -signal.SIGKILL, err[-3000:])
+      self.assertNotIn("Traceback", err)
+      if point == "save@30":  # what a kill while TensorFlow writes the files leaves
+        os.makedirs(os.path.join(checkpoints, "ckpt-35_temp"))
+      score = _best_score(run_dir)
+      if best_before is not None:
+        self.assertIsNotNone(score, f"best/ lost its score after the kill at {point or delay}")
+        self.assertGreaterEqual(score, best_before)
+      best_before = score if score is not None else best_before
+    final = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=400,
+                           check=False)
+    self.assertEqual(final.returncode, 0, final.stderr[-3000:])
+    self.assertIn("Resumed from", final.stdout + out)
+    self.assertFalse(os.path.exists(os.path.join(checkpoints, "ckpt-35_temp")))
+    got = _summary(final.stdout)
+    self.assertEqual(got["steps"], 60)
+    self.assertAllClose(got["loss"], expected["loss"], rtol=1e-5)
+    self.assertAllClose(got["last_validation"]["loss"], expected["last_validation"]["loss"],
+                        rtol=1e-5)
+    self.assertAllClose(got["best_bleu"], expected["best_bleu"])
+    self.assertGreaterEqual(_best_score(run_dir), best_before or 0.0)
+    self.assertAllClose(_best_score(run_dir), _best_score(os.path.join(root, "reference")))
+    self.assertFalse(os.path.exists(os.path.join(run_dir, "train.lock")))
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.slow
+class RefusalExitCodeTest(tf.test.TestCase):
+
+  def test_second_process_and_corrupt_state_exit_2_with_one_line(self):
+    run_dir = tempfile.mkdtemp()
+    os.makedirs(os.path.join(run_dir, "checkpoints"))
+    with open(os.path.join(run_dir, "checkpoints", "checkpoint"), "w", encoding="utf-8") as f:
+      f.write('model_checkpoint_path: "ckpt-30"\n')  # names a checkpoint that is gone
+    for extra, message in (((), "every checkpoint is corrupt or partial"),
+                           (("--restart_from_scratch", "--config.train.steps=2"), None)):
+      proc = subprocess.run(_cmd(run_dir, *extra), capture_output=True, text=True, env=_env(),
+                            timeout=400, check=False)
+      if message is None:
+        self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
+        continue
+      errors = [l for l in proc.stderr.splitlines() if l.startswith("error:")]
+      self.assertEqual(proc.returncode, 2, proc.stderr[-3000:])
+      self.assertLen(errors, 1)
+      self.assertIn(message, errors[0])
+      self.assertNotIn("Traceback", proc.stderr)
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+      with open(os.path.join(run_dir, "train.lock"), "w", encoding="utf-8") as f:
+        json.dump({"pid": sleeper.pid, "host": socket.gethostname(), "started": "x"}, f)
+      proc = subprocess.run(_cmd(run_dir), capture_output=True, text=True, env=_env(),
+                            timeout=400, check=False)
+    finally:
+      sleeper.kill()
+      sleeper.wait()
+    self.assertEqual(proc.returncode, 2, proc.stderr[-3000:])
+    self.assertIn(f"error: {run_dir} is being trained by process {sleeper.pid}", proc.stderr)
+    self.assertNotIn("Traceback", proc.stderr)
 
 
 @pytest.mark.slow

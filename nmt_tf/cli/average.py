@@ -70,7 +70,8 @@ def average_checkpoints(run, paths, output_prefix):
 
 def run(argv):
   if argv:
-    print(f"average takes no positional arguments; received {argv}.", file=sys.stderr)
+    print(f"error: average takes no positional arguments; received {argv}; pass "
+          "--checkpoints or --average_last.", file=sys.stderr)
     return 2
   run_dir = RunDir(FLAGS.run_dir)
   try:
@@ -80,7 +81,7 @@ def run(argv):
     written = average_checkpoints(run_dir, paths, output)
   except (RunDirError,) + CHECKPOINT_ERRORS as error:
     print(f"error: {error}", file=sys.stderr)
-    return 1
+    return 2
   print(f"averaged {len(paths)} checkpoints ({', '.join(os.path.basename(p) for p in paths)})"
         f" into {written}\nuse it with --checkpoint={written}")
   return 0

@@ -133,7 +133,8 @@ def format_report(report):
 
 def run(argv):
   if argv:
-    print(f"evaluate takes no positional arguments; received {argv}.", file=sys.stderr)
+    print(f"error: evaluate takes no positional arguments; received {argv}; pass "
+          "--source_file/--reference_file or --eval_split.", file=sys.stderr)
     return 2
   try:
     translator, config, decode, paths = translate_cli.build_translator()
@@ -142,7 +143,7 @@ def run(argv):
     report = evaluate(translator, decode, sources, references, out_dir)
   except common.USER_ERRORS as error:
     print(f"error: {error}", file=sys.stderr)
-    return 1
+    return 2
   print(format_report(report))
   print(f"\ncheckpoints: {', '.join(paths)}\nwritten to {out_dir}")
   return 0

@@ -34,7 +34,8 @@ FLAGS = flags.FLAGS
 def run(argv):
   """Exports --checkpoint of --run_dir; prints the version directory."""
   if argv:
-    print(f"Received unexpected arguments {argv}; `run.py export` takes only flags.")
+    print(f"error: received unexpected arguments {argv}; `run.py export` takes only flags.",
+          file=sys.stderr)
     return 2
   try:
     run_dir = RunDir(FLAGS.run_dir)
@@ -46,6 +47,6 @@ def run(argv):
                       warmup=FLAGS.export_warmup, checkpoints=FLAGS.checkpoints)
   except common.USER_ERRORS as error:  # ExportError is a ValueError
     print(f"error: {error}", file=sys.stderr)
-    return 1
+    return 2
   print(path)
   return 0

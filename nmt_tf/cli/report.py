@@ -46,13 +46,14 @@ def run(argv):
   from nmt_tf.evaluation.results import (add_length_ratio, add_statistics, load_rows, publish,
                                          write_report)
   if argv:
-    print(f"report takes no positional arguments; received {argv}.", file=sys.stderr)
+    print(f"error: report takes no positional arguments; received {argv}; pass "
+          "--report_runs.", file=sys.stderr)
     return 2
   missing = [p for p in FLAGS.report_runs if not os.path.isdir(p) and p != DEFAULT_RUNS]
   if missing:
     print(f"error: no such run directory: {', '.join(missing)}; pass existing ones with "
           "--report_runs.", file=sys.stderr)
-    return 1
+    return 2
   published = FLAGS.report_published
   rows = load_rows(FLAGS.report_runs + ([published] if published else []))
   for row in rows:  # rows evaluated before sentence statistics were kept get them now
@@ -61,7 +62,7 @@ def run(argv):
     except DataError as error:
       print(f"warning: no sentence statistics for {row['name']} (its test references: "
             f"{error}); its paired tests show n/a.", file=sys.stderr)
-    add_length_ratio(row)  # rows evaluated before session 19 get it from those statistics
+    add_length_ratio(row)  # rows evaluated before BLEU's length ratio was kept get it here
   fresh = 0
   if published:
     for row in rows:  # a row read from `published` stays where it is

@@ -81,7 +81,7 @@ def run(argv):
   from nmt_tf.evaluation.results import (model_label, ROW_FILE, scores_entry, training_speed,
                                          validation_points, validations)
   if argv:
-    print(f"results takes no positional arguments; received {argv}.", file=sys.stderr)
+    print(f"error: results takes no positional arguments; received {argv}.", file=sys.stderr)
     return 2
   try:
     beams = [int(b) for b in FLAGS.results_beams]

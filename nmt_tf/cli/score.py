@@ -28,12 +28,13 @@ FLAGS = flags.FLAGS
 
 def run(argv):
   if argv:
-    print(f"score takes no positional arguments; received {argv}.", file=sys.stderr)
+    print(f"error: score takes no positional arguments; received {argv}; pass "
+          "--source_file and --target_file.", file=sys.stderr)
     return 2
   if not FLAGS.source_file or not FLAGS.target_file:
     print("error: score needs --source_file and --target_file (line-aligned).",
           file=sys.stderr)
-    return 1
+    return 2
   # Imported here to keep the module import light; ForcedScorer pulls in TensorFlow.
   from nmt_tf.inference import ForcedScorer  # pylint: disable=g-import-not-at-top
   try:
@@ -46,7 +47,7 @@ def run(argv):
     scores = ForcedScorer(translator).score(sources, targets, decode.batch_size)
   except common.USER_ERRORS as error:
     print(f"error: {error}", file=sys.stderr)
-    return 1
+    return 2
   out = sys.stdout if FLAGS.score_output == "-" else open(FLAGS.score_output, "w",
                                                           encoding="utf-8")
   try:

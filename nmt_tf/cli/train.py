@@ -4,6 +4,10 @@
       --config.train.steps=3000 --config.train.learning_rate=1e-3
 
 Running the same command again after a stop or a crash resumes from the last checkpoint.
+Errors the user can fix (config, data, a run directory in use, missing or corrupt training
+state, a changed corpus) are one `error:` line with exit code 2; a training failure (a
+non-finite loss) exits with code 1. Nothing in the run directory is deleted or replaced by a
+worse model (docs/TRAINING.md, "Interruptions, corruption and other processes").
 """
 
 import json
@@ -19,6 +23,12 @@ from nmt_tf.models.config import ConfigError
 COMMAND = "train"
 HELP = "Train a model on --config in --run_dir (rerun to resume after a stop)."
 
+flags.DEFINE_bool("restart_from_scratch", False, "Train from step 0 when no checkpoint of "
+                  "--run_dir is usable (after the error that says so); best/ is kept and "
+                  "replaced only by a model with a higher validation BLEU.")
+flags.DEFINE_bool("accept_changed_corpus", False, "Go on although the corpus files changed "
+                  "since the run began (the run keeps its vocabulary); records the new "
+                  "fingerprint.")
 flags.DEFINE_integer("train_logical_cpus", 0, "Split the CPU into this many logical devices "
                      "(with --config.train.strategy=mirrored on a machine without GPUs).")
 
@@ -31,7 +41,8 @@ def _error(message, code):
 
 
 def run(argv):
-  """Trains; prints the summary as JSON. Exit 2 for a bad command line/config, 1 otherwise."""
+  """Trains; prints the summary as JSON. Exit 2 for what the user can fix, 1 for a failed
+  training."""
   if argv:
     return _error(f"Received unexpected arguments {argv}; `train` takes only --flags.", 2)
   try:
@@ -40,12 +51,16 @@ def run(argv):
     return _error(str(error), 2)
   # Imported here so that `run.py help` stays fast and config errors come before TF starts.
   from nmt_tf.training import distribution, train, TrainingError  # pylint: disable=g-import-not-at-top
+  from nmt_tf.training.errors import NonFiniteLossError  # pylint: disable=g-import-not-at-top
   if FLAGS.train_logical_cpus > 1:
     distribution.use_logical_cpus(FLAGS.train_logical_cpus)
   try:
-    summary = train(config, FLAGS.run_dir)
-  except (TrainingError, RunDirError, ConfigError, DataError) as error:
+    summary = train(config, FLAGS.run_dir, restart_from_scratch=FLAGS.restart_from_scratch,
+                    accept_changed_corpus=FLAGS.accept_changed_corpus)
+  except NonFiniteLossError as error:
     return _error(str(error), 1)
+  except (RunDirError, ConfigError, DataError, TrainingError) as error:
+    return _error(str(error), 2)
   except KeyboardInterrupt:
     return _error("Interrupted; rerun the same command to resume from the last checkpoint.", 130)
   print(json.dumps(summary, indent=2, sort_keys=True))

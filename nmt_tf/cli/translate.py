@@ -10,6 +10,13 @@ Output, one line per input line (an empty line gives an empty translation):
   --alignments=soft       one JSON object per hypothesis: index, rank, translation, score,
                           log_prob, source_tokens, target_tokens, attention [tgt][src]
 Over-long lines are cut to --max_input_tokens tokens and reported on stderr.
+
+Input errors (one `error:` line naming the line and the fix, exit code 2): a line that is
+not valid UTF-8 or that holds a carriage return (old Mac `\r` line endings; `\r\n` is
+fine), as nmt_tf/data/text_files.py reads corpora. From --input_file nothing is translated:
+the file is still there to fix and rerun. Stdin cannot be read again, so the lines before the
+bad one are translated and written out (flushed) first, then the error is printed: the
+output holds exactly the translations of the lines that were read.
 """
 
 import json
@@ -52,11 +59,31 @@ def build_translator():
   return translator, config, decode, paths
 
 
+def read_stdin(stream=None):
+  """Reads stdin (or `stream`) up to its first bad line.
+
+  Returns:
+    (lines, error): the lines before the first line that `data.decode_line` rejects (all of
+    them when none is), and that DataError ("stdin line N: ...") or None.
+  """
+  stream = stream or sys.stdin
+  binary = getattr(stream, "buffer", None)  # the bytes under a text stream
+  raw_lines = binary if binary is not None else (line.encode("utf-8") for line in stream)
+  lines = []
+  try:
+    for line_number, raw in enumerate(raw_lines, start=1):
+      lines.append(data.decode_line(raw, "stdin", line_number))
+  except data.DataError as error:
+    return lines, error
+  return lines, None
+
+
 def read_input(path):
-  """Lines of `path` ('-' = stdin); DataError naming the file when it cannot be read."""
+  """(lines, error) of `path` ('-' = stdin, see `read_stdin`); a file is read whole or
+  raises DataError naming the file and the line."""
   if path == "-":
-    return [line.rstrip("\n") for line in sys.stdin]
-  return data.read_lines(path, "translate input")
+    return read_stdin()
+  return data.read_lines(path, "translate input"), None
 
 
 def decode_lines(translator, decode, lines, log=None):
@@ -110,15 +137,17 @@ def format_results(translator, results, nbest, mode, replace_unk):
 
 def run(argv):
   if argv:
-    print(f"translate takes no positional arguments; received {argv}. Use --input_file.",
-          file=sys.stderr)
+    print(f"error: translate takes no positional arguments; received {argv}. Use "
+          "--input_file.", file=sys.stderr)
     return 2
   try:
-    lines = read_input(FLAGS.input_file)
+    lines, input_error = read_input(FLAGS.input_file)
+    if input_error is not None and not lines:
+      raise input_error
     translator, _, decode, _ = build_translator()
   except common.USER_ERRORS as error:
     print(f"error: {error}", file=sys.stderr)
-    return 1
+    return 2
   replace_unk = FLAGS.replace_unk
   if replace_unk and not isinstance(translator.source_tokenizer, data.WordTokenizer):
     print("warning: --replace_unk needs word vocabularies (tokenizer.kind='word'); ignored.",
@@ -131,7 +160,11 @@ def run(argv):
     for line in format_results(translator, results, decode.nbest, FLAGS.alignments,
                                replace_unk):
       out.write(line + "\n")
+    out.flush()
   finally:
     if out is not sys.stdout:
       out.close()
+  if input_error is not None:  # stdin: the lines before the bad one are written
+    print(f"error: {input_error}", file=sys.stderr)
+    return 2
   return 0

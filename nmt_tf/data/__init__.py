@@ -17,7 +17,7 @@ from nmt_tf.data.pipeline import (encode_source, encode_target, filter_stats,
                                   FilterStats, make_eval_dataset, make_train_dataset,
                                   PipelineConfig)
 from nmt_tf.data.sentencepiece_tokenizer import SentencePieceTokenizer, train_sentencepiece
-from nmt_tf.data.text_files import ParallelText, read_lines, read_parallel
+from nmt_tf.data.text_files import decode_line, ParallelText, read_lines, read_parallel
 from nmt_tf.data.tfds_source import load_tfds_translation, parse_tfds_name
 from nmt_tf.data.tokenizer import strip_special, Tokenizer
 from nmt_tf.data.tokenizers import (load_or_train_tokenizers, load_tokenizers,

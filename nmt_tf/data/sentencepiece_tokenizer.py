@@ -87,6 +87,7 @@ class SentencePieceTokenizer(Tokenizer):
   """
 
   kind = "sentencepiece"
+  file_keys = ("model",)
 
   def __init__(self, model_proto: bytes, name: Optional[str] = None):
     super().__init__(name=name)

@@ -3,7 +3,9 @@
 One sentence per line, line ``i`` of the source file translates line ``i`` of the target
 file (the layout of Multi30k, WMT and the files written by ``generated.write_corpus``).
 Bad files raise ``DataError`` naming the file, the line and the fix; pairs with an empty side
-are skipped and counted in the log.
+are skipped and counted in the log. Lines end with ``\\n`` or ``\\r\\n``; a carriage return
+inside a line (old Mac ``\\r``-only line endings, which would read the whole file as one
+line, or a stray ``\\r``, a line break to most other tools) is an error.
 """
 
 import dataclasses
@@ -26,10 +28,12 @@ class ParallelText:
     sources: source sentences, one python str per pair.
     targets: target sentences, same length as ``sources``.
     name: where the pairs came from (file names or dataset), for messages.
+    paths: the files read (source, target), empty for pairs made in memory.
   """
   sources: List[str]
   targets: List[str]
   name: str = ""
+  paths: Tuple[str, ...] = ()
 
   def __post_init__(self):
     if len(self.sources) != len(self.targets):
@@ -39,6 +43,44 @@ class ParallelText:
 
   def __len__(self):
     return len(self.sources)
+
+
+def decode_line(raw: bytes, name: str, line_number: int) -> str:
+  """One line of a text file: UTF-8 bytes -> str without its terminator and surrounding
+  whitespace.
+
+  Args:
+    raw: the line's bytes, ending with ``\\n``, ``\\r\\n`` or nothing (the last line).
+    name: the file as error messages name it (a path, or "stdin").
+    line_number: 1-based, for error messages.
+
+  Raises:
+    DataError: the line has a carriage return before its end (``\\r``-only line endings) or
+      is not valid UTF-8.
+  """
+  if b"\r" in raw:
+    body = raw[:-1] if raw.endswith(b"\n") else raw
+    body = body[:-1] if body.endswith(b"\r") else body
+    column = body.find(b"\r")
+    if column >= 0 and line_number == 1 and not raw.endswith(b"\n"):
+      count = raw.count(b"\r")
+      raise DataError(
+          f"{name} line 1: old Mac line endings: the whole input is one line with {count} "
+          f"carriage returns (\\r) and no \\n; convert them with `tr '\\r' '\\n' < IN > OUT` "
+          f"or `dos2unix -c mac FILE`.")
+    if column >= 0:
+      raise DataError(
+          f"{name} line {line_number}: carriage return (\\r) at column {column + 1} inside "
+          f"the line (old Mac \\r line endings mixed with \\n, or a stray \\r); turn \\r "
+          f"line endings into \\n with `tr '\\r' '\\n'` or `dos2unix -c mac`, or delete "
+          f"stray ones with `tr -d '\\r'`.")
+  try:
+    return raw.decode("utf-8").strip()
+  except UnicodeDecodeError as e:
+    raise DataError(
+        f"{name} line {line_number}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at "
+        f"column {e.start + 1}); re-encode the {'input' if name == 'stdin' else 'file'} as "
+        f"UTF-8, e.g. `iconv -f latin1 -t utf-8`.") from None
 
 
 def read_lines(path: str, role: str = "corpus") -> List[str]:
@@ -53,7 +95,8 @@ def read_lines(path: str, role: str = "corpus") -> List[str]:
     whitespace stripped.
 
   Raises:
-    DataError: the file is missing, is a corrupt gzip file or has a line that is not UTF-8.
+    DataError: the file is missing, is a corrupt gzip file, has a line that is not UTF-8 or
+      a carriage return inside a line (``decode_line``).
   """
   if not os.path.isfile(path):
     raise DataError(
@@ -66,14 +109,7 @@ def read_lines(path: str, role: str = "corpus") -> List[str]:
   try:
     with opener(path, "rb") as f:
       for line_number, raw in enumerate(f, start=1):
-        try:
-          text = raw.decode("utf-8")
-        except UnicodeDecodeError as e:
-          raise DataError(
-              f"{path} line {line_number}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at "
-              f"column {e.start + 1}); re-encode the file as UTF-8, e.g. "
-              f"`iconv -f latin1 -t utf-8`.") from None
-        lines.append(text.strip())
+        lines.append(decode_line(raw, path, line_number))
   except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError.
     raise DataError(f"{path}: cannot read ({e}); re-create or re-download the "
                     f"file.") from None
@@ -116,7 +152,7 @@ def read_parallel(source_path: str, target_path: str,
     raise DataError(
         f"Empty corpus: {source_path} and {target_path} have no pair with two non-empty "
         f"sides ({len(sources)} lines); check that these are the right files.")
-  return ParallelText(kept_src, kept_tgt, name=name)
+  return ParallelText(kept_src, kept_tgt, name=name, paths=(source_path, target_path))
 
 
 def split_files(directory: str, prefix: str, source_lang: str,

@@ -16,6 +16,33 @@ from nmt_tf.data.errors import DataError
 
 NUM_SPECIAL = len(special_tokens.SPECIAL_TOKENS)
 _REGISTRY: Dict[str, Type["Tokenizer"]] = {}
+LOAD_FIX = "restore it from a backup or train the tokenizer again"
+# What reading a damaged model or vocabulary file raises (the SentencePiece parser: RuntimeError).
+_LOAD_ERRORS = (DataError, OSError, ValueError, LookupError, TypeError, RuntimeError)
+
+
+def read_json_file(path: str, fix: str) -> dict:
+  """The JSON object stored in ``path``.
+
+  Raises:
+    DataError: one line naming ``path`` and ``fix`` when the file cannot be read, is empty,
+      is not valid JSON (or UTF-8) or holds something else than an object.
+  """
+  try:
+    with open(path, "rb") as f:
+      content = f.read()
+  except OSError as e:
+    raise DataError(f"{path}: cannot read ({e.strerror or e}); {fix}.") from None
+  try:
+    value = json.loads(content) if content.strip() else None
+  except ValueError as e:  # json.JSONDecodeError and UnicodeDecodeError
+    value = e
+  if not isinstance(value, dict):
+    reason = ("the file has no content" if value is None else
+              " ".join(str(value).split()) if isinstance(value, ValueError) else
+              f"a JSON {type(value).__name__} instead of an object")
+    raise DataError(f"{path} is empty or not valid JSON ({reason}); {fix}.")
+  return value
 
 
 def strip_special(ids: Union[tf.Tensor, tf.RaggedTensor]) -> tf.RaggedTensor:
@@ -60,6 +87,8 @@ class Tokenizer(tf.Module):
   """
 
   kind = ""
+  # Keys of the ``<prefix>.json`` entries that name the model files (see ``_save_files``).
+  file_keys = ()
 
   def __init_subclass__(cls, **kwargs):
     super().__init_subclass__(**kwargs)
@@ -115,15 +144,41 @@ class Tokenizer(tf.Module):
     raise NotImplementedError
 
   @staticmethod
-  def load(directory: str, prefix: str = "tokenizer") -> "Tokenizer":
-    """Loads what ``save`` wrote, whatever the tokenizer kind."""
+  def load(directory: str, prefix: str = "tokenizer", fix: str = LOAD_FIX) -> "Tokenizer":
+    """Loads what ``save`` wrote, whatever the tokenizer kind.
+
+    Args:
+      directory: where ``save`` wrote the files.
+      prefix: their prefix.
+      fix: what the user can do about a damaged file, for error messages.
+
+    Raises:
+      DataError: one line naming the missing, empty or corrupt file and ``fix``.
+    """
     path = os.path.join(directory, f"{prefix}.json")
     if not os.path.isfile(path):
       raise DataError(f"Tokenizer file not found: {path!r}; train the tokenizers first "
                       f"(they are saved in the run directory) or fix the directory.")
-    with open(path, encoding="utf-8") as f:
-      meta = json.load(f)
+    meta = read_json_file(path, fix)
     if meta.get("kind") not in _REGISTRY:
       raise DataError(f"{path}: unknown tokenizer kind {meta.get('kind')!r}; expected "
-                      f"one of {sorted(_REGISTRY)}.")
-    return _REGISTRY[meta["kind"]]._from_files(directory, meta)
+                      f"one of {sorted(_REGISTRY)}; {fix}.")
+    cls = _REGISTRY[meta["kind"]]
+    files = []
+    for key in cls.file_keys:
+      if not isinstance(meta.get(key), str) or not meta[key]:
+        raise DataError(f"{path} names no {key} file ({key!r}: {meta.get(key)!r}); {fix}.")
+      files.append(os.path.join(directory, meta[key]))
+      if not os.path.isfile(files[-1]):
+        raise DataError(f"{files[-1]} not found (the {key} file of {path}); {fix}.")
+      if os.path.getsize(files[-1]) == 0:
+        raise DataError(f"{files[-1]} is empty (the {key} file of {path}); {fix}.")
+    try:
+      return cls._from_files(directory, meta)
+    except KeyError as e:  # an entry of the .json file
+      raise DataError(f"{path} lacks the entry {e}; {fix}.") from None
+    except _LOAD_ERRORS as e:
+      reason = str(e) if isinstance(e, DataError) else f"{type(e).__name__}: {e}"
+      reason = " ".join(reason.split())[:200]
+      raise DataError(f"{', '.join(files) or path} is not a valid {cls.kind} tokenizer file "
+                      f"({reason}); {fix}.") from None

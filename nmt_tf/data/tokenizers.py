@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping, Optional, Tuple
 from nmt_tf.data.errors import DataError
 from nmt_tf.data.sentencepiece_tokenizer import MODEL_TYPES, SentencePieceTokenizer
 from nmt_tf.data.text_files import ParallelText
-from nmt_tf.data.tokenizer import Tokenizer
+from nmt_tf.data.tokenizer import read_json_file, Tokenizer
 from nmt_tf.data.word_tokenizer import WordTokenizer
 
 MANIFEST = "tokenizers.json"
@@ -121,18 +121,32 @@ def save_tokenizers(directory: str, source: Tokenizer, target: Tokenizer) -> Non
     json.dump(prefixes, f, indent=2)
 
 
+# What to do about a damaged file of a run's vocab/ directory.
+DAMAGED_FIX = ("restore it from a backup or retrain the tokenizers in a new --run_dir (the "
+               "run's checkpoints need these vocabularies)")
+
+
 def load_tokenizers(directory: str) -> Tuple[Tokenizer, Tokenizer]:
-  """Reads what ``save_tokenizers`` wrote; a shared vocabulary is one object twice."""
+  """Reads what ``save_tokenizers`` wrote; a shared vocabulary is one object twice.
+
+  Raises:
+    DataError: one line naming the missing, empty or corrupt file (``tokenizers.json``, a
+      ``<prefix>.json`` or the SentencePiece model / word vocabulary it names) and the fix.
+  """
   path = os.path.join(directory, MANIFEST)
   if not os.path.isfile(path):
     raise DataError(f"No {MANIFEST} in {directory!r}; train the tokenizers for this run "
                     f"first (load_or_train_tokenizers) or pass the run directory.")
-  with open(path, encoding="utf-8") as f:
-    prefixes = json.load(f)
-  source = Tokenizer.load(directory, prefixes["source"])
+  prefixes = read_json_file(path, DAMAGED_FIX)
+  if not all(isinstance(prefixes.get(side), str) and prefixes[side]
+             for side in ("source", "target")):
+    raise DataError(f"{path} does not name the source and target tokenizers (expected "
+                    f'{{"source": PREFIX, "target": PREFIX}}, received {prefixes}); '
+                    f"{DAMAGED_FIX}.")
+  source = Tokenizer.load(directory, prefixes["source"], DAMAGED_FIX)
   if prefixes["target"] == prefixes["source"]:
     return source, source
-  return source, Tokenizer.load(directory, prefixes["target"])
+  return source, Tokenizer.load(directory, prefixes["target"], DAMAGED_FIX)
 
 
 def load_or_train_tokenizers(directory: str, config: TokenizerConfig,

@@ -53,6 +53,7 @@ class WordTokenizer(Tokenizer):
   """
 
   kind = "word"
+  file_keys = ("vocab",)
 
   def __init__(self, vocab: Sequence[str], split_punctuation: bool = True,
                name: Optional[str] = None):

@@ -7,6 +7,7 @@ files in configs/ edit and run.py overrides from the command line (`--config.mod
 
 import dataclasses
 import json
+import math
 import typing
 from typing import Optional
 
@@ -29,6 +30,9 @@ def _from_dict(cls, values, section):
   known = {f.name for f in dataclasses.fields(cls)}
   unknown = sorted(set(values) - known)
   _check(not unknown, f"Unknown {section} config key(s) {unknown}; known keys: {sorted(known)}.")
+  for key, value in sorted(values.items()):
+    _check(not (isinstance(value, float) and not math.isfinite(value)),
+           f"Received {section}.{key}={value!r}; expected a finite number.")
   return cls(**values)
 
 

@@ -3,7 +3,11 @@
   <run_dir>/config.json     the ExperimentConfig (vocabulary sizes filled in)
   <run_dir>/vocab/          the tokenizers (nmt_tf.data.save_tokenizers)
   <run_dir>/checkpoints/    tf.train.CheckpointManager: model, optimizer, step, ...
-  <run_dir>/best/           the checkpoint with the best validation BLEU (model only)
+                            (corrupt/: checkpoints set aside as unusable)
+  <run_dir>/best/           the checkpoint with the best validation BLEU (model only) and
+                            score.json, the BLEU and step it was saved with
+  <run_dir>/corpus.json     the fingerprint of the corpus the run trains on
+  <run_dir>/train.lock      the pid and host of the process training the run, while it runs
   <run_dir>/tensorboard/    event files
   <run_dir>/validation/     greedy output on the validation split, step_<N>.txt per validation
   <run_dir>/export/         SavedModels for TF Serving (run.py export)
@@ -15,6 +19,7 @@ import tensorflow as tf
 
 from nmt_tf import data
 from nmt_tf.atomic_write import write_text
+from nmt_tf.experiment import checkpoint_files
 from nmt_tf.experiment.config import ExperimentConfig
 from nmt_tf.models import Seq2Seq
 from nmt_tf.models.config import ConfigError
@@ -100,9 +105,10 @@ class RunDir:
     """Path of checkpoint `which`: "best", "last" or an explicit checkpoint prefix."""
     if which in ("best", "last"):
       directory = self.best_dir if which == "best" else self.checkpoint_dir
-      path = tf.train.latest_checkpoint(directory)
+      path = (checkpoint_files.best_checkpoint(directory) if which == "best"
+              else checkpoint_files.latest(directory))
       if path is None and which == "best":
-        path = tf.train.latest_checkpoint(self.checkpoint_dir)  # never validated yet
+        path = checkpoint_files.latest(self.checkpoint_dir)  # never validated yet
       if path is None:
         raise RunDirError(f"No checkpoint in {directory}; train first with "
                           f"`python run.py train --run_dir={self.path}`.")

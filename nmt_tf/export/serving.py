@@ -9,7 +9,8 @@ Three signatures, all string-in and tokenized inside the graph (docs/EXPORT.md):
 Guarding the server: every input is transcoded UTF-8 -> UTF-8 with invalid bytes replaced by
 U+FFFD before tokenizing; sources longer than `max_source_length` tokens are cut (flag
 `truncated`); an input with no token (empty or blank) gets an empty translation with
-log_prob 0 and length 0.
+log_prob 0 and length 0. An empty batch (`[0]` strings) skips the model: every output key
+is there, with batch dimension 0 and the dtypes of a non-empty batch (`empty_outputs`).
 """
 
 import tensorflow as tf
@@ -21,6 +22,47 @@ SIGNATURES = ("serving_default", "beam_search", "score")
 _TEXT = tf.TensorSpec([None], tf.string, name="text")
 _SOURCE = tf.TensorSpec([None], tf.string, name="source")
 _TARGET = tf.TensorSpec([None], tf.string, name="target")
+
+# Outputs of each signature: {key: (dtype, shape after the batch axis)}; "nbest" stands for
+# the n-best size and 0 for a length (token strings, alignments) that an empty batch lacks.
+OUTPUTS = {
+    "serving_default": {
+        "translation": (tf.string, []), "log_prob": (tf.float32, []),
+        "source_tokens": (tf.string, [0]), "source_length": (tf.int32, []),
+        "target_tokens": (tf.string, [0]), "target_length": (tf.int32, []),
+        "alignment": (tf.float32, [0, 0]), "truncated": (tf.bool, []),
+    },
+    "beam_search": {
+        "translation": (tf.string, ["nbest"]), "log_prob": (tf.float32, ["nbest"]),
+        "score": (tf.float32, ["nbest"]),
+        "source_tokens": (tf.string, [0]), "source_length": (tf.int32, []),
+        "target_tokens": (tf.string, ["nbest", 0]), "target_length": (tf.int32, ["nbest"]),
+        "alignment": (tf.float32, ["nbest", 0, 0]), "truncated": (tf.bool, []),
+    },
+    "score": {
+        "log_prob": (tf.float32, []), "token_log_prob": (tf.float32, [0]),
+        "target_length": (tf.int32, []), "truncated": (tf.bool, []),
+    },
+}
+
+
+def empty_outputs(signature, nbest):
+  """The outputs of `signature` for an empty batch: {key: zeros of shape [0, ...]}, with
+  `nbest` for the n-best axis (see OUTPUTS)."""
+  return {key: tf.zeros([0] + [nbest if d == "nbest" else d for d in dims], dtype)
+          for key, (dtype, dims) in OUTPUTS[signature].items()}
+
+
+def unless_empty(inputs, signature, nbest, outputs_fn):
+  """outputs_fn() when one of `inputs` ([batch] tensors) has an element, else the empty
+  outputs of `signature`.
+
+  One tf.cond around the whole computation: a non-empty batch runs the graph it ran without
+  it (no per-step work is added) and an empty one never reaches ops that need a row. Inputs
+  of different sizes (a `score` request with targets but no sources) still fail as before.
+  """
+  size = tf.add_n([tf.size(x) for x in inputs])
+  return tf.cond(size > 0, outputs_fn, lambda: empty_outputs(signature, nbest))
 
 
 def clean_text(text):
@@ -95,15 +137,25 @@ class ServingModule(tf.Module):
     }
 
   def signatures(self):
-    """{signature name: concrete function} for tf.saved_model.save.
+    """{signature name: tf.function} for tf.saved_model.save; an empty batch gives
+    `empty_outputs` without running the model.
 
     The tf.functions are not attributes of the module: tf.saved_model.save would trace every
     tracked tf.function again (beam search takes seconds to trace).
     """
+    def serving_default(text):
+      return unless_empty([text], "serving_default", 1, lambda: self.greedy(text))
+
+    def beam_search(text):
+      return unless_empty([text], "beam_search", self.nbest, lambda: self.beam(text))
+
+    def score(source, target):
+      return unless_empty([source, target], "score", 1, lambda: self.score(source, target))
+
     return {
-        "serving_default": tf.function(self.greedy, input_signature=[_TEXT]),
-        "beam_search": tf.function(self.beam, input_signature=[_TEXT]),
-        "score": tf.function(self.score, input_signature=[_SOURCE, _TARGET]),
+        "serving_default": tf.function(serving_default, input_signature=[_TEXT]),
+        "beam_search": tf.function(beam_search, input_signature=[_TEXT]),
+        "score": tf.function(score, input_signature=[_SOURCE, _TARGET]),
     }
 
   def _outputs(self, result):

@@ -1,23 +1,45 @@
-"""Fault-tolerant checkpoints: atomic saves, corrupt-checkpoint fallback, best-BLEU copy.
+"""Fault-tolerant checkpoints: atomic saves, recovery from the files on disk, a guarded best/.
 
 A save writes `ckpt-N.data-*` and `ckpt-N.index` first and only then replaces the small
 `checkpoint` state file (write to a temporary file + rename), so a process killed at any moment
-leaves the state file pointing at the previous complete checkpoint. Restoring verifies the
-checkpoint (tensor checksums are checked while reading, and every object of the training state
-must be matched); a corrupt or partial checkpoint is renamed to `ckpt-N.corrupt-*`, reported,
-and the previous one is tried. State added after a checkpoint was written (named `optional`,
-e.g. the time-budget clock) is not required: it keeps its initial value.
+leaves the state file pointing at the previous complete checkpoint.
+
+Restoring never trusts the state file alone: the candidates are the checkpoints it lists and
+those found on disk (checkpoint_files.py), newest first, so a missing, empty or garbage state
+file is recovered from the files (and rewritten). Each candidate is verified (tensor checksums
+are checked while reading, and every object of the training state must be matched); a corrupt
+or partial one is moved to `checkpoints/corrupt/`, reported, and the previous one is tried.
+When none is usable, or when the training checkpoints are gone but `best/` is not, training
+refuses to start until the user decides (`restart_from_scratch`); nothing is deleted.
+
+`best/` holds the model with the best validation BLEU and, beside it, `score.json` (the BLEU
+and step it was saved with). It is replaced only by a model whose BLEU beats that recorded
+score, so a restarted or different run in the same directory never replaces a better model
+with a worse one. State added after a checkpoint was written (named `optional`, e.g. the
+time-budget clock) is not required: it keeps its initial value.
 """
 
-import glob
 import os
 import shutil
 
 from absl import logging
 import tensorflow as tf
 
-from nmt_tf.experiment.run_dir import CHECKPOINT_ERRORS, error_summary, verify_checkpoint
-from nmt_tf.training.errors import TrainingError
+from nmt_tf.atomic_write import write_json
+from nmt_tf.experiment import checkpoint_files
+from nmt_tf.experiment.run_dir import (CHECKPOINT_ERRORS, error_summary, RunDirError,
+                                       verify_checkpoint)
+from nmt_tf.training import faults
+
+
+
+def read_best_score(best_dir):
+  """The record of best/ ({"bleu", "step", "checkpoint", "metric"}) or None; RunDirError
+  naming the file when it is unreadable."""
+  try:
+    return checkpoint_files.read_best_score(best_dir)
+  except ValueError as error:
+    raise RunDirError(str(error)) from None
 
 
 class CheckpointKeeper:
@@ -48,98 +70,185 @@ class CheckpointKeeper:
     self.keep = keep
     self._manager = self._best_manager = None
 
+  @property
+  def chief(self):
+    return self.scratch_dir is None
+
   def _managers(self):
-    """CheckpointManagers, made after restore_latest so that they see its quarantines."""
+    """CheckpointManagers, made after restore_latest so that they see its repairs."""
     if self._manager is None:
       own = self.scratch_dir
       self._manager = tf.train.CheckpointManager(
           self.checkpoint, self.checkpoint_dir if own is None else
           os.path.join(own, "checkpoints"), self.keep)
-      self._best_manager = tf.train.CheckpointManager(
-          self.model_checkpoint, self.best_dir if own is None else os.path.join(own, "best"), 1)
+      best_dir = self.best_dir if own is None else os.path.join(own, "best")
+      if own is None:
+        best = checkpoint_files.best_checkpoint(best_dir)
+        listed, readable = checkpoint_files.read_state(best_dir)
+        if not readable:
+          checkpoint_files.set_aside_state_file(best_dir)  # the manager cannot parse it
+        if best and (not listed or os.path.normpath(listed[-1]) != best):
+          checkpoint_files.write_state(best_dir, [best])  # so that a better model replaces it
+      self._best_manager = tf.train.CheckpointManager(self.model_checkpoint, best_dir, 1)
     return self._manager, self._best_manager
 
-  def restore_latest(self, report=print):
+  def tidy(self, report=print):
+    """Removes the staging directories of interrupted saves and lists the checkpoints set
+    aside as corrupt. Call it while holding the run's lock, before restore_latest."""
+    if not self.chief:
+      return
+    for directory in (self.checkpoint_dir, self.best_dir):
+      removed = checkpoint_files.remove_partial_saves(directory)
+      if removed:
+        report(f"Removed {', '.join(removed)} in {directory}: left by a save that was "
+               "interrupted while writing (never a usable checkpoint).")
+    aside = checkpoint_files.set_aside_names(self.checkpoint_dir)
+    if aside:
+      report(f"Note: {len(aside)} checkpoint(s) set aside as corrupt are kept in "
+             f"{os.path.join(self.checkpoint_dir, checkpoint_files.SET_ASIDE_DIR)} "
+             f"({', '.join(aside)}); delete that directory once you no longer need them.")
+
+  def restore_latest(self, report=print, restart_from_scratch=False):
     """Restores the newest usable checkpoint of checkpoint_dir.
 
     Args:
-      report: called with a one-line message for each corrupt checkpoint skipped.
+      report: called with a one-line message for each repair (corrupt checkpoint set aside,
+        state file recovered).
+      restart_from_scratch: the user's decision to train from step 0 when no checkpoint is
+        usable (best/ is still kept and guarded by its score).
 
     Returns:
-      The restored path, or None when there is none (a fresh run).
+      The restored path, or None for a run that starts at step 0.
+
+    Raises:
+      RunDirError: no checkpoint is usable but the run has trained before (checkpoints set
+        aside, a state file without checkpoints, or a best/ model), and restart_from_scratch
+        is not set; or restart_from_scratch is set although a checkpoint is usable.
     """
-    state = tf.train.get_checkpoint_state(self.checkpoint_dir)
-    if state is None:
-      return None
-    candidates = list(state.all_model_checkpoint_paths) or [state.model_checkpoint_path]
-    if state.model_checkpoint_path not in candidates:
-      candidates.append(state.model_checkpoint_path)
-    for path in reversed(candidates):
-      path = path if os.path.isabs(path) else os.path.join(self.checkpoint_dir, path)
+    directory = self.checkpoint_dir
+    listed, readable = checkpoint_files.read_state(directory)
+    found = checkpoint_files.candidates(directory)
+    newest_listed = max(listed, key=checkpoint_files.checkpoint_step) if listed else None
+    if found and (not readable or not listed):
+      report(f"The state file {os.path.join(directory, checkpoint_files.STATE_FILE)} is "
+             f"{'unreadable' if not readable else 'missing'}; recovering from the checkpoint "
+             "files on disk.")
+    usable = []
+    for path in found:
       try:
-        # Before restore(): a failed one leaves deferred restorations behind.
-        keys = verify_checkpoint(path)
-        missing = [name for name in self.optional
-                   if not any(key.startswith(name + "/") for key in keys)]
-        checkpoint = self.checkpoint if not missing else tf.train.Checkpoint(
-            **{name: obj for name, obj in self.objects.items() if name not in missing})
-        status = checkpoint.restore(path)
-        status.assert_existing_objects_matched()
-        if missing:
-          report(f"Checkpoint {path} predates {', '.join(missing)} (left at the initial "
-                 "value).")
-        return path
+        self._restore(path, report)
       except CHECKPOINT_ERRORS as error:
         logging.warning("Checkpoint %s is corrupt or partial (%s); trying the previous one.",
                         path, error_summary(error, limit=200))
-        report(f"WARNING: checkpoint {path} is corrupt or partial ({type(error).__name__}); "
-               "using the previous one.")
-        if self.scratch_dir is None:
-          _quarantine(path)
-    raise TrainingError(f"Every checkpoint in {self.checkpoint_dir} is corrupt or partial; move "
-                        "the directory away to start afresh, or pass a new --run_dir.")
+        if self.chief:
+          aside = checkpoint_files.set_aside(path)
+          report(f"WARNING: checkpoint {path} is corrupt or partial ({type(error).__name__}); "
+                 f"set aside as {aside}, using the previous one.")
+        continue
+      usable = [p for p in found if checkpoint_files.checkpoint_step(p)
+                <= checkpoint_files.checkpoint_step(path)][::-1]
+      if restart_from_scratch:
+        raise RunDirError(
+            f"--restart_from_scratch applies only when no checkpoint is usable, but {path} is; "
+            "rerun without it to resume, or use a new --run_dir to start over.")
+      if self.chief and (not readable or newest_listed is None
+                         or os.path.normpath(newest_listed) != path):
+        checkpoint_files.write_state(directory, usable)
+      return path
+    # No usable checkpoint.
+    if self.chief and (os.path.exists(os.path.join(directory, checkpoint_files.STATE_FILE))):
+      checkpoint_files.set_aside_state_file(directory)  # it lists nothing usable
+    aside = checkpoint_files.set_aside_names(directory)
+    best = checkpoint_files.best_checkpoint(self.best_dir)
+    if restart_from_scratch:
+      report(f"Training from step 0 (--restart_from_scratch); "
+             + (f"{best} is kept and replaced only by a model with a higher validation BLEU."
+                if best else "there is no best/ model."))
+      return None
+    if aside or listed or not readable:
+      where = os.path.join(directory, checkpoint_files.SET_ASIDE_DIR)
+      raise RunDirError(
+          f"No usable checkpoint in {directory}: every checkpoint is corrupt or partial (set "
+          f"aside in {where}: {', '.join(aside) or 'none left on disk'}); restore the "
+          "checkpoints from a backup, or rerun with --restart_from_scratch to train from "
+          "step 0 (best/ is kept).")
+    if best:
+      raise RunDirError(
+          f"{directory} has no training checkpoint but {best} exists: the run has trained "
+          "before and its training state is gone; restore checkpoints/ from a backup, or "
+          "rerun with --restart_from_scratch to train from step 0 (best/ is kept and "
+          "replaced only by a better model).")
+    return None
+
+  def _restore(self, path, report):
+    # Verified before restore(): a failed one leaves deferred restorations behind.
+    keys = verify_checkpoint(path)
+    missing = [name for name in self.optional
+               if not any(key.startswith(name + "/") for key in keys)]
+    checkpoint = self.checkpoint if not missing else tf.train.Checkpoint(
+        **{name: obj for name, obj in self.objects.items() if name not in missing})
+    status = checkpoint.restore(path)
+    status.assert_existing_objects_matched()
+    if missing:
+      report(f"Checkpoint {path} predates {', '.join(missing)} (left at the initial value).")
 
   def save(self, step):
     """Saves the training state as ckpt-<step>; returns the path written by the chief."""
-    path = self._managers()[0].save(checkpoint_number=step)
-    if self.scratch_dir is not None:
+    options = tf.train.CheckpointOptions(
+        experimental_write_callbacks=[lambda _: faults.point("save", step)])
+    path = self._managers()[0].save(checkpoint_number=step, options=options)
+    if not self.chief:
       shutil.rmtree(os.path.join(self.scratch_dir, "checkpoints"), ignore_errors=True)
       return None
     return path
 
-  def save_best(self, step):
-    """Saves the model alone into best/ (the previous best is removed after the new save)."""
+  def best_score(self):
+    """The BLEU recorded with best/'s model; None when best/ is empty (any model may take
+    it); inf when its model has no record of its own (see `unscored_best`)."""
+    record = read_best_score(self.best_dir)
+    best = checkpoint_files.best_checkpoint(self.best_dir)
+    if best is None:
+      return None
+    if record is None or record.get("checkpoint") != os.path.basename(best):
+      return float("inf")
+    return float(record["bleu"])
+
+  def unscored_best(self):
+    """best/'s model when no score is recorded for it (written by an older version, or a kill
+    between saving it and recording its score), else None. Its score must be measured
+    (`record_best`) before a new model may replace it."""
+    if not self.chief:
+      return None
+    best = checkpoint_files.best_checkpoint(self.best_dir)
+    return best if best is not None and self.best_score() == float("inf") else None
+
+  def record_best(self, bleu, path):
+    """Records `bleu` as the score of best/'s model `path`."""
+    write_json(os.path.join(self.best_dir, checkpoint_files.BEST_SCORE_FILE),
+               {"bleu": float(bleu), "step": checkpoint_files.checkpoint_step(path),
+                "checkpoint": os.path.basename(path), "metric": "validation greedy BLEU"})
+
+  def save_best(self, step, bleu):
+    """Saves the model into best/ if `bleu` beats the score recorded there.
+
+    Returns:
+      The path written, or None when best/ keeps a better (or unscored) model.
+    """
+    recorded = self.best_score()
+    if recorded is not None and not bleu > recorded:
+      return None
     path = self._managers()[1].save(checkpoint_number=step)
-    if self.scratch_dir is not None:
+    if not self.chief:
       shutil.rmtree(os.path.join(self.scratch_dir, "best"), ignore_errors=True)
       return None
+    faults.point("best", step)
+    self.record_best(bleu, path)
     return path
 
   @property
   def latest(self):
-    return tf.train.latest_checkpoint(self.checkpoint_dir)
+    return checkpoint_files.latest(self.checkpoint_dir)
 
   @property
   def best(self):
-    return tf.train.latest_checkpoint(self.best_dir)
-
-
-def _quarantine(path):
-  """Renames ckpt-N.* to ckpt-N.corrupt.* and drops it from the state file."""
-  for name in glob.glob(glob.escape(path) + ".*"):
-    suffix = name[len(path):]
-    try:
-      os.replace(name, f"{path}.corrupt{suffix}")
-    except OSError:
-      pass
-  directory = os.path.dirname(path)
-  state = tf.train.get_checkpoint_state(directory)
-  if state is None:
-    return
-  def _full(p):
-    return p if os.path.isabs(p) else os.path.join(directory, p)
-  remaining = [p for p in state.all_model_checkpoint_paths if _full(p) != path]
-  if remaining:
-    tf.compat.v1.train.update_checkpoint_state(directory, remaining[-1], remaining)
-  else:
-    os.remove(os.path.join(directory, "checkpoint"))
+    return checkpoint_files.best_checkpoint(self.best_dir)

@@ -3,3 +3,8 @@
 
 class TrainingError(RuntimeError):
   """Training stopped: a non-finite loss, an unusable checkpoint, a bad strategy setup."""
+
+
+class NonFiniteLossError(TrainingError):
+  """The loss became NaN or infinite: the training itself failed (exit code 1, where the
+  errors a user can fix before starting exit with 2)."""

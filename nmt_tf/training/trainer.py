@@ -7,8 +7,15 @@ every `checkpoint_every` steps the whole state (model, optimizer, step, data pos
 streams of dropout and hard attention, REINFORCE baseline, best BLEU, patience counter) is saved
 atomically. Running the same command again resumes from the newest usable checkpoint (see
 checkpoints.py, data_order.py).
+
+The run directory is guarded (docs/TRAINING.md, "Interruptions, corruption and other
+processes"): one training process at a time (experiment/run_lock.py), the corpus the run began
+with (experiment/corpus_fingerprint.py), a best/ model replaced only by a better one, and no
+silent restart from step 0 when the training state is missing or corrupt. Without a validation
+split the run trains without validation: the last checkpoint is the model.
 """
 
+import atexit
 import contextlib
 import math
 import os
@@ -21,12 +28,16 @@ import tensorflow as tf
 
 from nmt_tf import cpu
 from nmt_tf.atomic_write import write_json, write_text
-from nmt_tf.experiment import ExperimentConfig, RunDir
+from nmt_tf.experiment import corpus_fingerprint, ExperimentConfig, RunDir
+from nmt_tf.experiment.run_dir import restore_model
+from nmt_tf.experiment.run_lock import RunLock
 from nmt_tf.models import Seq2Seq
 from nmt_tf.training import distribution
 from nmt_tf.training.checkpoints import CheckpointKeeper
+from nmt_tf.training import faults
 from nmt_tf.training.data_order import BatchOrder
-from nmt_tf.training.errors import TrainingError
+from nmt_tf.training.divergence import DivergenceWatch
+from nmt_tf.training.errors import NonFiniteLossError, TrainingError
 from nmt_tf.training.optimizers import FusedAdam
 from nmt_tf.training.progress import ProgressPrinter
 from nmt_tf.training.schedules import learning_rate_schedule
@@ -110,23 +121,43 @@ class Trainer:
     stream: console stream of the progress line (default sys.stdout).
     stop_after: test hook: return after this many steps without a final save, like a kill.
     nan_at_step: test hook: the loss becomes NaN at this (0-based) step.
+    restart_from_scratch: train from step 0 when no checkpoint is usable although the run
+      has trained before (the user's decision after a refusal; best/ is kept and guarded).
+    accept_changed_corpus: go on although the corpus differs from the one the run began with.
   """
 
   def __init__(self, config, run_dir, corpus=None, stream=None, stop_after=None,
-               nan_at_step=None):
+               nan_at_step=None, restart_from_scratch=False, accept_changed_corpus=False):
     if not isinstance(config, ExperimentConfig):
       config = ExperimentConfig.from_dict(config)
     train_cfg = config.train
     self.strategy = distribution.make_strategy(train_cfg.strategy)
     self.worker = distribution.worker_info(train_cfg.strategy)
     self.run_dir = RunDir(run_dir)
+    self.restart_from_scratch = restart_from_scratch
+    self.stop_after = stop_after
+    self.stream = stream
+    self.lock = None
+    if self.worker.is_chief:
+      self.lock = RunLock(self.run_dir.path, report=self._warn).acquire()
+      atexit.register(self.lock.release)
+    try:
+      self._build(config, corpus, accept_changed_corpus, nan_at_step)
+    except BaseException:
+      self._release()
+      raise
+
+  def _build(self, config, corpus, accept_changed_corpus, nan_at_step):
+    """Prepares the run directory and builds the model, optimizer, state and train step."""
+    train_cfg = config.train
     if not self.worker.is_chief:
       distribution.barrier(self.strategy)  # the chief prepares the run directory first
     self.config, self.corpus, self.src_tok, self.tgt_tok = self.run_dir.prepare(config, corpus)
+    if self.worker.is_chief:
+      corpus_fingerprint.check(self.run_dir.path, self.corpus, accept_changed_corpus,
+                               report=self._warn)
     if self.worker.is_chief and self.worker.num_workers > 1:
       distribution.barrier(self.strategy)
-    self.stop_after = stop_after
-    self.stream = stream
     keras.utils.set_random_seed(train_cfg.seed)
     warning = bf16_warning(train_cfg.precision)
     if warning and self.worker.is_chief:
@@ -167,12 +198,28 @@ class Trainer:
                                 hard_attention=self.config.model.attention_mode == "hard",
                                 nan_at_step=nan_at_step)
 
+  def _warn(self, text):
+    """A warning for the console and the log."""
+    logging.warning("%s", text)
+    print(text, file=self.stream, flush=True)
+
+  def _release(self):
+    if self.lock is not None:
+      self.lock.release()
+
   def train(self):
     """Trains to config.train.steps, early stopping or the time budget; returns the summary."""
+    try:
+      return self._train()
+    finally:
+      self._release()
+
+  def _train(self):
     cfg = self.config.train
     start = time.time()
     progress = ProgressPrinter(cfg.steps, cfg.log_every, self.stream)
-    restored = self.keeper.restore_latest(progress.message)
+    self.keeper.tidy(progress.message)
+    restored = self.keeper.restore_latest(progress.message, self.restart_from_scratch)
     step = int(_read(self.state["step"]))
     if restored:
       progress.message(f"Resumed from {restored} at step {step}.")
@@ -189,12 +236,20 @@ class Trainer:
         return self._summary("time_budget", step, start, None)
     summaries = Summaries(self.run_dir.tensorboard_dir if self.worker.is_chief else None)
     summaries.config(self.config, step)
-    validator = Validator(self.model, self.src_tok, self.tgt_tok, self.corpus["valid"],
-                          self.config)
+    validator = None
+    if "valid" in self.corpus:
+      validator = Validator(self.model, self.src_tok, self.tgt_tok, self.corpus["valid"],
+                            self.config)
+    else:
+      progress.message("No validation split: training without validation (no BLEU, no early "
+                       "stopping, no best/); the last checkpoint is the model.")
+    if validator is not None and self.keeper.unscored_best():
+      self._score_best(validator, progress)
+    divergence = DivergenceWatch()
     order = BatchOrder(self.corpus["train"], self.src_tok, self.tgt_tok, self.config.pipeline,
                        self.worker.num_workers, self.worker.index)
     epoch, consumed = int(_read(self.state["epoch"])), int(_read(self.state["batch_in_epoch"]))
-    reason, last_result = "completed", None
+    reason, last_result, loss = "completed", None, None
     window_tokens, window_start = 0.0, time.time()
     try:
       while step < cfg.steps and reason == "completed":
@@ -205,11 +260,15 @@ class Trainer:
           loss = float(out["loss"])
           step, consumed, seen = step + 1, consumed + 1, seen + 1
           if not math.isfinite(loss):
-            raise TrainingError(
+            raise NonFiniteLossError(
                 f"Non-finite loss ({loss}) at step {step}; training stopped without saving it. "
                 f"The last good checkpoint is {self.keeper.latest}; lower "
                 "train.learning_rate, raise train.warmup_steps, set train.clip_norm or use "
                 "train.precision='float32'.")
+          warning = divergence.update(step, loss)
+          if warning:
+            logging.warning("%s", warning)
+            progress.message(warning)
           window_tokens += float(out["tokens"])
           elapsed = max(time.time() - window_start, 1e-6)
           progress.update(step, loss, window_tokens / elapsed)
@@ -222,7 +281,8 @@ class Trainer:
             window_tokens, window_start = 0.0, time.time()
           if budget and self._clock() >= budget and reason == "completed":
             reason = "time_budget"
-          if step % cfg.eval_every == 0 or step == cfg.steps or reason == "time_budget":
+          if validator and (step % cfg.eval_every == 0 or step == cfg.steps
+                            or reason == "time_budget"):
             last_result = self._validate(validator, summaries, progress, step)
             # The budget clock (training time over every resumed invocation, stops
             # excluded): the time axis of the results report's curves.
@@ -231,7 +291,7 @@ class Trainer:
                 and int(_read(self.state["bad_evals"])) >= cfg.patience):
               reason = "early_stopping"
           if self.stop_after is not None and step >= self.stop_after:
-            return self._summary("stop_after", step, start, last_result)
+            return self._summary("stop_after", step, start, last_result, loss)
           if (step % cfg.checkpoint_every == 0 or step == cfg.steps
               or reason != "completed"):
             self._save(step, epoch, consumed)
@@ -251,20 +311,28 @@ class Trainer:
     elif reason == "time_budget":
       progress.message(f"Stopped at step {step}: the time budget of train.max_minutes="
                        f"{cfg.max_minutes:g} is spent.")
-    return self._summary(reason, step, start, last_result)
+    return self._summary(reason, step, start, last_result, loss)
 
   def _validate(self, validator, summaries, progress, step):
     result = validator.run()
+    faults.point("validation", step)
     summaries.validation(result, step)
     best = float(_read(self.state["best_bleu"]))
     # Compared as stored: a float64 BLEU above its own float32 rounding would otherwise be a
     # "new best" at every validation, and early stopping would never trigger.
     bleu = float(np.float32(result.bleu))
     if bleu > best:
+      # The run's own best (patience, early stopping) follows the training state; best/ is
+      # replaced only when the BLEU also beats the score recorded with it, which an earlier
+      # run in this directory may have set higher.
       self.state["best_bleu"].assign(bleu)
       self.state["bad_evals"].assign(0)
-      self.keeper.save_best(step)
       mark = " (new best)"
+      if (self.keeper.save_best(step, bleu) is None and self.worker.is_chief
+          and self.keeper.best_score() > bleu):
+        kept = self.keeper.best_score()
+        mark = (f" (best of this run; best/ keeps {self.keeper.best}, " +
+                (f"BLEU {kept:.2f})" if math.isfinite(kept) else "whose score is unknown)"))
     else:
       self.state["bad_evals"].assign_add(1)
       mark = f" (best {best:.2f})"
@@ -277,6 +345,20 @@ class Trainer:
                  "".join(h + "\n" for h in result.hypotheses))
     return result
 
+  def _score_best(self, validator, progress):
+    """Measures and records the validation BLEU of an unscored best/ model, so that only a
+    better model replaces it. The training weights are put back afterwards."""
+    best = self.keeper.unscored_best()
+    progress.message(f"{best} has no recorded score (saved by an older version or "
+                     "interrupted); measuring its validation BLEU.")
+    weights = [variable.numpy() for variable in self.model.variables]
+    restore_model(self.model, best, "move best/ aside (or restore it from a backup) and rerun")
+    bleu = float(np.float32(validator.run().bleu))
+    for variable, value in zip(self.model.variables, weights):
+      variable.assign(value)
+    self.keeper.record_best(bleu, best)
+    progress.message(f"{best}: validation BLEU {bleu:.2f}, recorded in best/score.json.")
+
   def _save(self, step, epoch, consumed):
     self.state["train_seconds"].assign(self._clock())
     self.state["cpu_seconds"].assign(self._cpu_clock())
@@ -285,9 +367,10 @@ class Trainer:
     self.state["batch_in_epoch"].assign(consumed)
     self.keeper.save(step)
 
-  def _summary(self, reason, step, start, result):
+  def _summary(self, reason, step, start, result, loss=None):
     summary = {
         "steps": step,
+        "loss": loss,
         "best_bleu": float(_read(self.state["best_bleu"])),
         "wall_time": time.time() - start,
         "train_seconds": self._clock(),

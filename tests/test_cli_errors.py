@@ -1,0 +1,83 @@
+"""`run.py` command lines that users get wrong, as real processes: each gives one `error:` line
+naming what was received and the fix, exit code 2, and no traceback."""
+
+import os
+import subprocess
+import sys
+import tempfile
+
+import tensorflow as tf
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_py(*args, cwd=None):
+  """Runs `python run.py ARGS`; returns the CompletedProcess (text output)."""
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+  return subprocess.run([sys.executable, os.path.join(ROOT, "run.py"), *args], cwd=cwd,
+                        capture_output=True, text=True, env=env, timeout=300, check=False)
+
+
+class CommandLineErrorTest(tf.test.TestCase):
+
+  def error_line(self, *args, cwd=None):
+    """The one `error:` line of a run.py process that must fail with exit code 2."""
+    proc = run_py(*args, cwd=cwd)
+    self.assertEqual(proc.returncode, 2, proc.stderr[-2000:])
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    self.assertLen(lines, 1, proc.stderr[-2000:])
+    self.assertNotIn("Traceback", proc.stderr)
+    self.assertNotIn("FATAL", proc.stderr)
+    self.assertEqual(proc.stdout, "")
+    return lines[0]
+
+  def test_flag_of_the_wrong_type(self):
+    self.assertEqual(
+        self.error_line("train", "--config.train.steps=abc"),
+        "error: flag --config.train.steps=abc: invalid literal for int() with base 10: 'abc'; "
+        "see python run.py train --helpfull.")
+    self.assertEqual(
+        self.error_line("translate", "--beam_size=abc"),
+        "error: flag --beam_size=abc: invalid literal for int() with base 10: 'abc'; see "
+        "python run.py translate --helpfull.")
+
+  def test_unknown_flag_and_missing_value(self):
+    self.assertEqual(self.error_line("evaluate", "--beam_sise=3"),
+                     "error: Unknown command line flag 'beam_sise' (did you mean beam_size?); "
+                     "see python run.py evaluate --helpfull.")
+    self.assertEqual(self.error_line("export", "--beam_size"),
+                     "error: Missing value for flag --beam_size; see python run.py export "
+                     "--helpfull.")
+
+  def test_missing_or_broken_config_file(self):
+    tmp = tempfile.mkdtemp()
+    self.assertEqual(
+        self.error_line("train", "--config=nope.py", cwd=tmp),
+        "error: --config=nope.py: no such file; pass an experiment config file such as "
+        "--config=configs/default.py (see configs/*.py) or fix it; see python run.py train "
+        "--helpfull.")
+    self.assertIn("--config=nope.py: no such file",
+                  self.error_line("train", "--config=nope.py", "--config.train.steps=5",
+                                  cwd=tmp))
+    with open(os.path.join(tmp, "broken.py"), "w", encoding="utf-8") as f:
+      f.write("def get_config(:\n")
+    self.assertRegex(self.error_line("train", "--config=broken.py", cwd=tmp),
+                     r"^error: --config=broken\.py: cannot load it \(SyntaxError: invalid "
+                     r"syntax \(broken\.py, line 1\)\);")
+
+  def test_damaged_vocabulary_of_the_run(self):
+    run_dir = tempfile.mkdtemp()
+    os.makedirs(os.path.join(run_dir, "vocab"))
+    manifest = os.path.join(run_dir, "vocab", "tokenizers.json")
+    with open(manifest, "w", encoding="utf-8") as f:
+      f.write("")
+    line = self.error_line("train", f"--run_dir={run_dir}", "--config.data.train_size=50",
+                           "--config.data.valid_size=4", "--config.data.test_size=4",
+                           "--config.tokenizer.kind=word")
+    self.assertEqual(line, f"error: {manifest} is empty or not valid JSON (the file has no "
+                     "content); restore it from a backup or retrain the tokenizers in a new "
+                     "--run_dir (the run's checkpoints need these vocabularies).")
+
+
+if __name__ == "__main__":
+  tf.test.main()
