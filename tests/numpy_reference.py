@@ -129,15 +129,17 @@ def cgru_step(x, s_prev, memory, mask, gru1, att, gru2):
 
 
 def target_summary(emb, scores):
-  """d_t = sum_{i <= t} a_i E y_i with a = softmax_{i <= t}(scores); row 0 is BOS.
+  """Appendix A.3.1: d_t = sum_{i=1}^{t-1} a_i E y_i, a = softmax_{1 <= i <= t-1}(scores); the
+  rows of emb are E y_0 (BOS), E y_1, ...; BOS is not summarised and d_1 = 0.
 
-  emb [batch, n, e], scores [batch, n] (all zeros gives avg) -> [batch, n, e].
+  emb [batch, n, e], scores [batch, n] (all zeros gives avg) -> [batch, n, e]; row j is the
+  summary read at step j (0-based), d_{j+1}, over rows 1..j.
   """
   n = emb.shape[1]
   out = np.zeros_like(emb, dtype=np.float64)
-  for t in range(n):
-    a = softmax(scores[:, :t + 1])  # [batch, t + 1]
-    out[:, t] = np.einsum("bi,bie->be", a, emb[:, :t + 1])
+  for j in range(1, n):
+    a = softmax(scores[:, 1:j + 1])  # [batch, j]
+    out[:, j] = np.einsum("bi,bie->be", a, emb[:, 1:j + 1])
   return out
 
 
@@ -155,6 +157,17 @@ def state_memory(states, s_prev, time, w_m, b_m, w_s, v):
   e = np.tanh(written @ w_m + b_m + (s_prev @ w_s)[:, None, :]) @ v  # [batch, time + 1]
   a = softmax(e)
   return np.einsum("bi,bid->bd", a, written), a
+
+
+def state_attention(states, w_m, b_m, w_s, v):
+  """Appendix A.3.3: s~_t = sum_{i=1}^{t-1} a_i s_i, e_i = v^T tanh(W_m s_i + b + W_s s_t),
+  s~_1 = 0. states [batch, n, d] rows s_1..s_n -> s~ [batch, n, d]."""
+  out = np.zeros_like(states, dtype=np.float64)
+  for t in range(1, states.shape[1]):
+    earlier = states[:, :t]  # s_1..s_t-1 of step t (0-based) [batch, t, d]
+    e = np.tanh(earlier @ w_m + b_m + (states[:, t] @ w_s)[:, None, :]) @ v  # [batch, t]
+    out[:, t] = np.einsum("bi,bid->bd", softmax(e), earlier)
+  return out
 
 
 def deep_output(inputs, kernels, bias, w_o, b_o):

@@ -455,6 +455,41 @@ class ExportTest(tf.test.TestCase):
       client.predict_request(["x"], signature_name="nope")
     with self.assertRaisesRegex(ValueError, "one target per source"):
       client.rest_body(["x", "y"], "score", targets=["a"])
+class SelfAttentiveExportTest(tf.test.TestCase):
+  """The self-attentive decoders export (their step carries the summaries and the state
+  buffer through the search) and the SavedModel gives the Translator's greedy and beam output
+  and its scores."""
+
+  def check_round_trip(self, decoder, **overrides):
+    tmp = self.get_temp_dir()
+    run, config, corpus = make_tiny_run(os.path.join(tmp, decoder), decoder=decoder,
+                                        **overrides)
+    restored = run.load_model("best")
+    with mock.patch.object(RunDir, "load_model", return_value=restored):
+      path = export_run(run.path)
+    loaded = tf.saved_model.load(path)
+    model, _, src_tok, tgt_tok = restored
+    translator = Translator(model, src_tok, tgt_tok, config.decode, DEFAULT_MAX_SOURCE_LENGTH)
+    sentences = texts(list(corpus["test"].sources[:5]))
+    translate = tf.function(translator.translate)
+    greedy = translate(sentences, beam_size=1, nbest=1)
+    got = loaded.signatures["serving_default"](text=sentences)
+    self.assertEqual(decoded(got["translation"]), decoded(greedy["translation"][:, 0]))
+    self.assertAllClose(got["log_prob"], greedy["log_probs"][:, 0], atol=1e-5)
+    beam = translate(sentences, beam_size=3, nbest=3)
+    got = loaded.signatures["beam_search"](text=sentences)
+    self.assertEqual(decoded(got["translation"]), decoded(beam["translation"]))
+    self.assertAllClose(got["log_prob"], beam["log_probs"], atol=1e-5)
+    scored = loaded.signatures["score"](source=sentences, target=got["translation"][:, 0])
+    self.assertAllClose(scored["log_prob"], beam["log_probs"][:, 0], atol=1e-4)
+
+  def test_self_attentive_rnn(self):
+    self.check_round_trip("self_attentive_rnn")
+
+  def test_self_attentive_residual_cavg(self):
+    self.check_round_trip("self_attentive_residual", summary="cavg")
+
+
 class SentencePieceExportTest(tf.test.TestCase):
   """A SentencePiece run (the Multi30k configs' tokenizer) exports, passes the op allow-list
   and serves from a fresh process that imports only tensorflow and tensorflow_text."""

@@ -7,6 +7,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from nmt_tf import decoding
 from nmt_tf.experiment import DecodeConfig
 from nmt_tf.inference import CompiledTranslator, ModelEnsemble, Translator, token_log_probs
 from nmt_tf.models import Seq2Seq
@@ -101,6 +102,22 @@ class BeamMatchesTeacherForcingTest(tf.test.TestCase):
 
   def test_self_attentive_rnn(self):
     self.check(make_model(decoder="self_attentive_rnn"))
+
+  def test_beam_of_one_is_greedy_for_the_self_attentive_decoders(self):
+    # The beam search carries (and reorders) the summaries and the state buffer; with one
+    # beam it must reproduce greedy search exactly.
+    for overrides in (dict(decoder="self_attentive_residual", summary="avg"),
+                      dict(decoder="self_attentive_residual", summary="cavg"),
+                      dict(decoder="self_attentive_rnn"), dict(decoder="memory_rnn")):
+      model = make_model(seed=4, **overrides)
+      context = model.encode(SOURCES)
+      batch = SOURCES.shape[0]
+      greedy = decoding.greedy_search(model.step, model.initial_state(context, 8), context,
+                                      batch, 8)
+      beam = decoding.beam_search(model.step, model.initial_state(context, 8), context,
+                                  batch, 1, 8)
+      self.assertAllEqual(beam.ids, greedy.ids, msg=str(overrides))
+      self.assertAllClose(beam.log_probs, greedy.log_probs, atol=1e-5, msg=str(overrides))
 
   def test_cgru_and_greedy(self):
     model = make_model(decoder="cgru")

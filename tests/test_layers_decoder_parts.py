@@ -8,7 +8,8 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from nmt_tf.layers import (BahdanauAttention, Bridge, ConditionalGRUCell, DeepOutput,
-                           LuongAttention, SelfAttentiveResidual, StateMemory, scan_time)
+                           LuongAttention, SelfAttentiveResidual, StateAttention, StateMemory,
+                           scan_time)
 from nmt_tf.layers.deep_output import OutputProjection
 from tests import numpy_reference as ref
 
@@ -163,9 +164,10 @@ class SelfAttentiveResidualTest(tf.test.TestCase, parameterized.TestCase):
     d = layer(tf.constant(emb))
     self.assertEqual(d.shape, (BATCH, TGT, EMB))
     self.assertAllClose(d, self.reference(layer, emb), atol=1e-5)
-    self.assertAllClose(d[:, 0], emb[:, 0], atol=1e-6)  # d_1 = E y_0 (BOS alone)
+    self.assertAllEqual(d[:, 0], np.zeros((BATCH, EMB)))  # d_1 = 0: no previous target word
+    self.assertAllClose(d[:, 1], emb[:, 1], atol=1e-6)  # d_2 = E y_1 alone, BOS left out
     if summary == "avg":
-      self.assertAllClose(d[:, 2], emb[:, :3].mean(1), atol=1e-6)
+      self.assertAllClose(d[:, 3], emb[:, 1:4].mean(1), atol=1e-6)
 
   @parameterized.parameters("avg", "cavg")
   def test_causal(self, summary):
@@ -176,6 +178,9 @@ class SelfAttentiveResidualTest(tf.test.TestCase, parameterized.TestCase):
     d, d2 = layer(tf.constant(emb)), layer(tf.constant(changed))
     self.assertAllClose(d2[:, :3], d[:, :3], atol=0)
     self.assertNotAllClose(d2[:, 3:], d[:, 3:])
+    bos = emb.copy()
+    bos[:, 0] = normal((BATCH, EMB), 4)  # BOS is no target word: it changes nothing
+    self.assertAllClose(layer(tf.constant(bos)), d, atol=0)
 
   @parameterized.named_parameters(("avg", "avg", 0.6), ("cavg", "cavg", 0.6),
                                   ("cavg_large_scores", "cavg", 40.0))
@@ -189,8 +194,8 @@ class SelfAttentiveResidualTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(layer(emb, scores=scores), teacher, atol=0)
     state_pre = state
     for t in range(TGT):
-      d, state = layer.step(emb[:, t], state)
-      d_pre, state_pre = layer.step(emb[:, t], state_pre, score=scores[:, t])
+      d, state = layer.step(emb[:, t], state, t)
+      d_pre, state_pre = layer.step(emb[:, t], state_pre, tf.constant(t), score=scores[:, t])
       self.assertEqual(d.shape, (BATCH, EMB))
       self.assertAllClose(d, teacher[:, t], atol=1e-5)
       self.assertAllClose(d_pre, d, atol=1e-6)
@@ -208,7 +213,7 @@ class SelfAttentiveResidualTest(tf.test.TestCase, parameterized.TestCase):
                         expected, atol=1e-5)
     state = layer.initial_state(BATCH, EMB)
     for t in range(TGT):
-      d, state = layer.step(tf.constant(emb[:, t]), state,
+      d, state = layer.step(tf.constant(emb[:, t]), state, t,
                             score=tf.constant(scores[:, t], tf.float32))
       self.assertAllClose(d, expected[:, t], atol=1e-5)
 
@@ -218,7 +223,7 @@ class SelfAttentiveResidualTest(tf.test.TestCase, parameterized.TestCase):
 
     @tf.function
     def run(emb):
-      return scan_time(lambda e, s, t: layer.step(e, s), emb,
+      return scan_time(lambda e, s, t: layer.step(e, s, t), emb,
                        layer.initial_state(BATCH, EMB))[0]
 
     self.assertAllClose(run(emb), layer(emb), atol=1e-5)
@@ -330,6 +335,65 @@ class StateMemoryTest(tf.test.TestCase):
   def test_bad_units(self):
     with self.assertRaisesRegex(ValueError, r"units=0.*positive integer"):
       StateMemory(0)
+
+
+class StateAttentionTest(tf.test.TestCase):
+  """s~_t of the self-attentive RNN (appendix A.3.3) against the numpy transcription."""
+
+  def build(self, seed=0):
+    layer = StateAttention(UNITS)
+    layer(tf.zeros([BATCH, 2, UNITS]))
+    randomize(layer, seed)
+    return layer
+
+  def reference(self, layer, states):
+    return ref.state_attention(states, layer.key_dense.kernel.numpy(),
+                               layer.key_dense.bias.numpy(), layer.query_dense.kernel.numpy(),
+                               layer.v.numpy())
+
+  def test_call_matches_equations(self):
+    layer = self.build()
+    states = np.tanh(normal((BATCH, TGT, UNITS), 1))  # s_1..s_n
+    got = layer(tf.constant(states))
+    self.assertEqual(got.shape, (BATCH, TGT, UNITS))
+    self.assertAllEqual(got[:, 0], np.zeros((BATCH, UNITS)))  # s~_1 = 0
+    self.assertAllClose(got[:, 1], states[:, 0], atol=1e-6)  # s~_2 = s_1 alone
+    self.assertAllClose(got, self.reference(layer, states), atol=1e-5)
+
+  def test_query_is_the_current_state(self):
+    # Changing s_t changes s~_t (through the query) but no earlier s~.
+    layer = self.build()
+    states = np.tanh(normal((BATCH, TGT, UNITS), 2))
+    changed = states.copy()
+    changed[:, 3] = np.tanh(normal((BATCH, UNITS), 3))
+    a, b = layer(tf.constant(states)), layer(tf.constant(changed))
+    self.assertAllClose(a[:, :3], b[:, :3], atol=0)
+    self.assertNotAllClose(a[:, 3], b[:, 3])
+
+  def test_step_equals_call_in_graph(self):
+    layer = self.build()
+    states = tf.constant(np.tanh(normal((BATCH, TGT, UNITS), 4)), tf.float32)
+
+    @tf.function
+    def run(states):
+      return scan_time(lambda s, m, t: layer.step(s, m, t), states,
+                       layer.initial_state(states[:, 0], TGT))[0]
+
+    self.assertAllClose(run(states), layer(states), atol=1e-5)
+
+  def test_config_round_trip(self):
+    layer = self.build()
+    config = layer.get_config()
+    clone = StateAttention.from_config(config)
+    self.assertEqual(clone.get_config(), config)
+    states = tf.constant(normal((BATCH, TGT, UNITS), 5), tf.float32)
+    clone(states)
+    clone.set_weights(layer.get_weights())
+    self.assertAllClose(clone(states), layer(states))
+
+  def test_bad_units(self):
+    with self.assertRaisesRegex(ValueError, r"units=0.*positive integer"):
+      StateAttention(0)
 
 
 class DeepOutputTest(tf.test.TestCase, parameterized.TestCase):

@@ -21,6 +21,7 @@ from nmt_tf.models import luong_decoder
 from nmt_tf.models import rnn_decoders
 from nmt_tf.training import losses
 from nmt_tf.training.presets import preset
+from tests import numpy_reference as ref
 from tests.model_fixtures import TINY, VARIANTS, batch, tiny_config
 
 # Every decoder type plus hard attention; the encoder variants share the cgru training path.
@@ -123,6 +124,65 @@ class CheckpointTest(tf.test.TestCase, parameterized.TestCase):
     fresh.build_with_dummy_batch()
     tf.train.Checkpoint(model=fresh).restore(path).assert_consumed()
     self.assertAllClose(fresh(b)["logits"], expected, atol=1e-6)
+
+
+class WerlenAppendixTest(tf.test.TestCase, parameterized.TestCase):
+  """The self-attentive decoders of Werlen et al. (2018) against a numpy transcription of
+  appendix A.3.1 (d_t over y_1..y_{t-1}, d_1 = 0) and A.3.3 (the cgru recurrence; s~_t over
+  s_1..s_{t-1} queried with s_t, s~_1 = 0), on a padded batch, with random non-zero biases:
+  teacher-forced in inference and in training (the hand-written cGRU loop) and step by step."""
+
+  @parameterized.named_parameters(
+      ("residual_avg", dict(decoder="self_attentive_residual", summary="avg")),
+      ("residual_cavg", dict(decoder="self_attentive_residual", summary="cavg")),
+      ("self_attentive_rnn", dict(decoder="self_attentive_rnn")))
+  def test_logits_follow_the_appendix(self, overrides):
+    keras.utils.set_random_seed(11)
+    model = Seq2Seq(tiny_config(**overrides))
+    b = batch()
+    model(b)
+    rng = np.random.default_rng(3)
+    for variable in model.decoder.weights:
+      if "bias" in variable.path or variable.path.endswith("/v"):
+        variable.assign(rng.normal(0.0, 0.5, variable.shape).astype(np.float32))
+    dec = model.decoder
+    context = model.encode(b["source"])
+    memory, mask = context["memory"].numpy(), context["mask"].numpy()
+    emb = model.tgt_embedding(b["target_in"]).numpy()  # rows E y_0 (BOS) .. E y_{n-1}
+    att = dec.cgru.attention
+    att_weights = (att.query_dense.kernel.numpy(), att.key_dense.kernel.numpy(),
+                   att.key_dense.bias.numpy(), att.v.numpy())
+    s = ref.bridge(memory, mask, dec.bridge.dense.kernel.numpy(), dec.bridge.dense.bias.numpy())
+    states, contexts = [], []
+    for t in range(emb.shape[1]):  # the plain cgru recurrence in both decoders
+      s, c, _ = ref.cgru_step(emb[:, t], s, memory, mask, ref.gru_weights(dec.cgru.gru1),
+                              att_weights, ref.gru_weights(dec.cgru.gru2))
+      states.append(s)
+      contexts.append(c)
+    inputs = {"state": np.stack(states, 1), "context": np.stack(contexts, 1)}
+    if dec.uses_summary:
+      summary = dec.target_summary
+      scores = (np.zeros(emb.shape[:2]) if summary.summary == "avg" else
+                ref.cavg_scores(emb, summary.score_dense.kernel.numpy(),
+                                summary.score_dense.bias.numpy(), summary.v.numpy()))
+      inputs["summary"] = ref.target_summary(emb, scores)
+      self.assertAllEqual(inputs["summary"][:, 0], np.zeros_like(emb[:, 0]))
+    else:
+      memory_layer = dec.state_attention
+      inputs["prev_embedding"] = emb
+      inputs["state_summary"] = ref.state_attention(
+          inputs["state"], memory_layer.key_dense.kernel.numpy(),
+          memory_layer.key_dense.bias.numpy(), memory_layer.query_dense.kernel.numpy(),
+          memory_layer.v.numpy())
+    out = dec.output_layer
+    names = out.input_names
+    expected = ref.deep_output([inputs[n] for n in names], [out.kernels[n].numpy() for n in names],
+                               out.bias.numpy(), out.output_kernel.numpy(),
+                               out.output_bias.numpy())
+    for training in (False, True):
+      self.assertAllClose(model(b, training=training)["logits"], expected, atol=1e-5,
+                          msg=f"training={training}")
+    self.assertAllClose(_stepwise(model, b["source"], b["target_in"])[0], expected, atol=1e-5)
 
 
 class GraphModeStepTest(tf.test.TestCase, parameterized.TestCase):
@@ -298,7 +358,7 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
       keras.mixed_precision.set_global_policy(policy)
       try:
         keras.utils.set_random_seed(5)
-        model = Seq2Seq(tiny_config(decoder="self_attentive_rnn"))
+        model = Seq2Seq(tiny_config(decoder="memory_rnn"))
         model(batch())
       finally:
         keras.mixed_precision.set_global_policy(previous)

@@ -6,9 +6,10 @@ from nmt_tf.layers.deep_output import Bridge, DeepOutput
 from nmt_tf.layers.gru import GRUCell
 from nmt_tf.layers.lstm import LSTMCell
 from nmt_tf.layers.recurrence import scan_time
-from nmt_tf.layers.self_attention import SelfAttentiveResidual, StateMemory
+from nmt_tf.layers.self_attention import SelfAttentiveResidual, StateAttention, StateMemory
 
 __all__ = [
     "BahdanauAttention", "LuongAttention", "make_attention", "ConditionalGRUCell", "Bridge",
-    "DeepOutput", "GRUCell", "LSTMCell", "scan_time", "SelfAttentiveResidual", "StateMemory",
+    "DeepOutput", "GRUCell", "LSTMCell", "scan_time", "SelfAttentiveResidual", "StateAttention",
+    "StateMemory",
 ]

@@ -1,11 +1,14 @@
 """The conditional-GRU decoder of dl4mt/Nematus and the self-attentive decoders built on it
-(Werlen et al. 2018), equations.md "cgru" and "Self-attentive residual decoder".
+(Werlen et al. 2018, appendix A.3), equations.md "cgru" and "Self-attentive residual decoder".
 
 variant:
   cgru:                    logits = W_o tanh(W_st s_t + W_yt E y_{t-1} + W_ct c_t)
-  self_attentive_residual: E y_{t-1} replaced by d_t (avg or cavg of E y_0..E y_{t-1})
-  memory_rnn:              GRU1 reads s~_t = sum_{i<t} a_i s_i instead of s_{t-1}
-  self_attentive_rnn:      memory_rnn, plus W_mt s~_t inside the output tanh
+  self_attentive_residual: E y_{t-1} replaced by d_t, the avg or cavg of E y_1..E y_{t-1}
+                           (d_1 = 0; A.3.1)
+  memory_rnn:              GRU1 reads s~_t = sum_{i=0}^{t-1} a_i s_i instead of s_{t-1},
+                           queried with s_{t-1} (A.3.2)
+  self_attentive_rnn:      the cgru recurrence; W_mt s~_t inside the output tanh, with
+                           s~_t = sum_{i=1}^{t-1} a_i s_i queried with s_t (s~_1 = 0; A.3.3)
 s_0 = tanh(W_init mean(h)) over real source positions.
 """
 
@@ -15,7 +18,7 @@ import tensorflow as tf
 from nmt_tf.layers import fused as fused_kernels
 from nmt_tf.layers.conditional_gru import ConditionalGRUCell
 from nmt_tf.layers.deep_output import Bridge, DeepOutput
-from nmt_tf.layers.self_attention import SelfAttentiveResidual, StateMemory
+from nmt_tf.layers.self_attention import SelfAttentiveResidual, StateAttention, StateMemory
 from nmt_tf.models.decoder_base import Decoder
 
 VARIANTS = ("cgru", "self_attentive_residual", "memory_rnn", "self_attentive_rnn")
@@ -59,13 +62,16 @@ class CGRUDecoder(Decoder):
     self.cgru = ConditionalGRUCell(units, attention=attention_layer, name="cgru")
     self.bridge = Bridge(units, name="bridge")
     self.uses_summary = variant == "self_attentive_residual"
-    self.uses_memory = variant in ("memory_rnn", "self_attentive_rnn")
+    self.uses_memory = variant == "memory_rnn"  # s~ feeds the recurrence
+    self.uses_state_attention = variant == "self_attentive_rnn"  # s~ feeds the output
     names = ["state", "summary" if self.uses_summary else "prev_embedding", "context"]
     if self.uses_summary:
-      self.target_summary = SelfAttentiveResidual(summary, self.summary_units, name="summary")
+      self.target_summary = SelfAttentiveResidual(summary, self.summary_units,
+                                                  name="target_summary")
     if self.uses_memory:
       self.state_memory = StateMemory(self.summary_units, name="state_memory")
-    if variant == "self_attentive_rnn":
+    if self.uses_state_attention:
+      self.state_attention = StateAttention(self.summary_units, name="state_attention")
       names.append("state_summary")
     self.output_layer = DeepOutput(names, output_units, vocab_size, dropout, name="deep_output")
 
@@ -81,8 +87,10 @@ class CGRUDecoder(Decoder):
                                                            self.embedding_dim)
     if self.uses_memory:
       # Read by `cell` only: in the training tf.function, where `sequence` reads just "s",
-      # TensorFlow prunes the unread buffers from the graph (docs/PERFORMANCE.md, "Session 15").
+      # TensorFlow prunes the unread buffers from the graph (docs/PERFORMANCE.md).
       state["memory"] = self.state_memory.initial_state(s0, max_length)
+    if self.uses_state_attention:
+      state["memory"] = self.state_attention.initial_state(s0, max_length)
     return state
 
   def precompute(self, emb):
@@ -104,17 +112,19 @@ class CGRUDecoder(Decoder):
     new_state["s"] = s
     if self.uses_memory:
       new_state["memory"] = self.state_memory.write(state["memory"], s, t + 1)
-      outputs["s_tilde"] = s_prev
+    if self.uses_state_attention:
+      outputs["s_tilde"], new_state["memory"] = self.state_attention.step(s, state["memory"], t)
     if self.uses_summary:
       outputs["d"], new_state["summary"] = self.target_summary.step(
-          x_t["emb"], state["summary"], score=x_t["score"])
+          x_t["emb"], state["summary"], t, score=x_t["score"])
     return outputs, new_state
 
   def sequence(self, x, state, context, training):
-    """With soft additive attention (every variant): the cGRU loop, with the state memory for
-    the memory-RNN variants, and its hand-written backward pass (layers/attention_sequence.py);
-    the target summary d_t, which does not depend on the states, is computed for all steps at
-    once with a causal mask (no loop)."""
+    """With soft additive attention (every variant): the cGRU loop, with the state memory of
+    the memory RNN, and its hand-written backward pass (layers/attention_sequence.py); the
+    target summary d_t, which does not depend on the states, and the self-attentive RNN's s~_t,
+    which the recurrence does not read, are computed for all steps at once with causal masks
+    (no loop)."""
     if not self.cgru.has_sequence:
       return None
     keys = context["keys"]
@@ -122,8 +132,9 @@ class CGRUDecoder(Decoder):
                                  fused_kernels.use_fused(training, keys),
                                  self.state_memory if self.uses_memory else None)
     s, c, alpha = outputs[:3]
-    outputs = {"s": s, "context": c, "attention": alpha, "log_prob": tf.zeros_like(alpha[..., 0]),
-               **({"s_tilde": outputs[3]} if self.uses_memory else {})}
+    outputs = {"s": s, "context": c, "attention": alpha, "log_prob": tf.zeros_like(alpha[..., 0])}
+    if self.uses_state_attention:
+      outputs["s_tilde"] = self.state_attention(s)  # [batch, tgt_len, units]
     if self.uses_summary:
       outputs["d"] = self.target_summary(x["emb"], scores=x["score"])  # [batch, tgt_len, emb_dim]
     return outputs
