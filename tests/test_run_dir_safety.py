@@ -197,7 +197,7 @@ class CorpusTest(tf.test.TestCase):
 class DivergenceTest(tf.test.TestCase):
 
   def test_exploding_loss_warns_once_and_again_after_recovery(self):
-    watch = DivergenceWatch()
+    watch = DivergenceWatch(initial_loss=5.3)
     losses = [6.0 - 0.1 * i for i in range(40)] + [1e7] * 60 + [3.0] * 300 + [1e6] * 60
     warnings = [(step, w) for step, loss in enumerate(losses, 1)
                 if (w := watch.update(step, loss))]
@@ -206,8 +206,21 @@ class DivergenceTest(tf.test.TestCase):
     self.assertIn("the training loss is diverging", warnings[0][1])
     self.assertIn("lower train.learning_rate", warnings[0][1])
 
+  def test_loss_exploding_from_the_start_is_measured_against_a_uniform_prediction(self):
+    watch = DivergenceWatch(initial_loss=5.3)
+    warnings = [w for step, loss in enumerate([2e7] * 40, 1) if (w := watch.update(step, loss))]
+    self.assertLen(warnings, 1)
+    self.assertIn("x the loss of a uniform prediction, 5.3", warnings[0])
+
+  def test_trainer_warns_of_a_diverging_run(self):
+    config = tiny_train_config(steps=30, learning_rate=1e6, eval_every=30, checkpoint_every=30)
+    stream = io.StringIO()
+    summary = Trainer(config, tempfile.mkdtemp(), stream=stream).train()
+    self.assertEqual(summary["steps"], 30)
+    self.assertEqual(stream.getvalue().count("WARNING: the training loss is diverging"), 1)
+
   def test_noisy_or_small_losses_do_not_warn(self):
-    watch = DivergenceWatch()
+    watch = DivergenceWatch(initial_loss=5.3)
     losses = [5.0, 0.5, 4.0, 0.4] * 50 + [0.01] * 50 + [0.3] * 50
     self.assertEmpty([w for step, loss in enumerate(losses) if (w := watch.update(step, loss))])
 

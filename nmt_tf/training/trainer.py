@@ -245,7 +245,7 @@ class Trainer:
                        "stopping, no best/); the last checkpoint is the model.")
     if validator is not None and self.keeper.unscored_best():
       self._score_best(validator, progress)
-    divergence = DivergenceWatch()
+    divergence = DivergenceWatch(initial_loss=math.log(self.config.model.tgt_vocab_size))
     order = BatchOrder(self.corpus["train"], self.src_tok, self.tgt_tok, self.config.pipeline,
                        self.worker.num_workers, self.worker.index)
     epoch, consumed = int(_read(self.state["epoch"])), int(_read(self.state["batch_in_epoch"]))
