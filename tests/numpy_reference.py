@@ -1,4 +1,4 @@
-"""Numpy references of the equations in docs/equations.md, written from the equations and not
+"""Numpy references of the equations in docs/EQUATIONS.md, written from the equations and not
 from the layer code. Every function takes plain arrays (weights read from a built layer) and
 works on one batch at a time; biases are included (pass zeros to drop them).
 
@@ -33,7 +33,7 @@ def masked_mean(x, mask):
 
 
 def gru_step(x, h_prev, kernel, recurrent_kernel, bias, recurrent_bias=None, reset_after=True):
-  """One GRU step (equations.md "GRU conventions").
+  """One GRU step (docs/EQUATIONS.md "GRU conventions").
 
   z = sigma(W_z x + U_z h + b_z), r = sigma(W_r x + U_r h + b_r)
   reset-before: h~ = tanh(W x + U (r (.) h) + b)
@@ -118,7 +118,7 @@ def attend(scores, memory, mask):
 
 
 def cgru_step(x, s_prev, memory, mask, gru1, att, gru2):
-  """equations.md "cgru": s' = GRU1(x, s); c = ATT(C, q = s'); s = GRU2(c, s').
+  """docs/EQUATIONS.md "cgru": s' = GRU1(x, s); c = ATT(C, q = s'); s = GRU2(c, s').
 
   gru1/gru2: `gru_weights` tuples; att: (w_q, u_h, b_h, v) of the additive attention.
   """

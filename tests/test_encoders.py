@@ -1,5 +1,5 @@
 """RNNEncoder (birnn, rnn, reverse_source, stacked), EmbeddingEncoder and ConvEncoder against
-equations.md "Encoders": per-sentence numpy references that only ever see a sentence's real
+docs/EQUATIONS.md "Encoders": per-sentence numpy references that only ever see a sentence's real
 tokens, padding invariance, shapes, config round trip, bad arguments."""
 
 import numpy as np
@@ -59,7 +59,7 @@ def build_rnn(**kwargs):
 
 
 def reference_rnn(layer, x, mask):
-  """Per sentence, real tokens only (equations.md "Encoders")."""
+  """Per sentence, real tokens only (docs/EQUATIONS.md "Encoders")."""
   directions = 2 if layer.bidirectional else 1
   weights = [ref.gru_weights(cell) for cell in layer.cells]
   memory = np.zeros((x.shape[0], x.shape[1], directions * UNITS))

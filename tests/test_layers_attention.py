@@ -1,5 +1,5 @@
 """BahdanauAttention, LuongAttention (dot/general/concat), hard mode and make_attention against
-equations.md "Attention scores": numeric references, masking and padding invariance, shapes,
+docs/EQUATIONS.md "Attention scores": numeric references, masking and padding invariance, shapes,
 config round trip, bad arguments."""
 
 import numpy as np

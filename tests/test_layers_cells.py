@@ -1,5 +1,5 @@
 """GRUCell (both reset placements), LSTMCell and scan_time against numpy references of
-equations.md "GRU conventions": shapes, config round trip, bad arguments, graph mode."""
+docs/EQUATIONS.md "GRU conventions": shapes, config round trip, bad arguments, graph mode."""
 
 import numpy as np
 import tensorflow as tf
@@ -73,7 +73,8 @@ class GRUCellTest(tf.test.TestCase, parameterized.TestCase):
     self.assertLen(cell.get_weights(), 3)  # kernel, recurrent_kernel, bias: no recurrent_bias
 
   def test_update_gate_convention(self):
-    # z -> 1 (huge z bias) keeps h_prev; z -> 0 gives h~ (equations.md: h = z h_prev + (1-z) h~).
+    # z -> 1 (huge z bias) keeps h_prev; z -> 0 gives h~ (docs/EQUATIONS.md:
+    # h = z h_prev + (1-z) h~).
     cell = self.build(True)
     k, rk, b, rb = cell.get_weights()
     x, h = inputs(1), np.tanh(inputs(2, (BATCH, UNITS)))

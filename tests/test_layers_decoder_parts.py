@@ -1,5 +1,5 @@
 """ConditionalGRUCell, SelfAttentiveResidual (avg/cavg), StateMemory, DeepOutput, Bridge and
-OutputProjection against equations.md ("cgru", "Self-attentive residual decoder", "Output
+OutputProjection against docs/EQUATIONS.md ("cgru", "Self-attentive residual decoder", "Output
 layer", "Initial state"): numeric references, causality, step == teacher-forced call, shapes,
 config round trip, bad arguments."""
 

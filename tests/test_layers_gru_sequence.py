@@ -1,5 +1,5 @@
 """layers/gru_sequence.py: the hand-written BPTT of GRUs (both reset placements) against the numpy
-reference of equations.md "GRU conventions" (forward) and TensorFlow's autodiff of the same
+reference of docs/EQUATIONS.md "GRU conventions" (forward) and TensorFlow's autodiff of the same
 recurrence through scan_time (every gradient), eager and in graph mode, with float32 and
 bfloat16 products, for one and two chains and a single step."""
 

@@ -3,8 +3,9 @@
 Three signatures, all string-in and tokenized inside the graph (docs/EXPORT.md):
   serving_default  greedy search (Translator.translate with beam_size=1);
   beam_search      beam search with the beam size and n-best size fixed at export;
-  score            log P(y | x) of given (source, target) pairs, teacher-forced (Eq. 2 of
-                   equations.md: sum_t log p(y_t | y_<t, x), EOS included).
+  score            log P(y | x) of given (source, target) pairs, teacher-forced
+                   (docs/EQUATIONS.md "Training objective": sum_t log p(y_t | y_<t, x), EOS
+                   included).
 
 Guarding the server: every input is transcoded UTF-8 -> UTF-8 with invalid bytes replaced by
 U+FFFD before tokenizing; sources longer than `max_source_length` tokens are cut (flag

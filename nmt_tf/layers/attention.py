@@ -1,7 +1,7 @@
 """Attention over encoder annotations: Bahdanau (additive) and Luong (dot, general, concat)
 scores, each usable soft or hard (sampled).
 
-equations.md, "Attention scores": alpha = softmax over real source positions of e_i,
+docs/EQUATIONS.md, "Attention scores": alpha = softmax over real source positions of e_i,
 c = sum_i alpha_i h_i, with
   additive (Bahdanau 2015, sec. 3.1 / A.1.2): e_i = v^T tanh(W_a q + U_a h_i)
   dot (Luong 2015, sec. 3.1):                 e_i = q^T h_i

@@ -4,8 +4,8 @@ dl4mt/Nematus (`cgru_sequence`) and the RNNsearch decoder of Bahdanau et al. 201
 (`rnnsearch_sequence`); Luong et al. 2015's input-feeding decoder is in luong_sequence.py.
 
 Forward, per target step j (x_j = W E y_{j-1} + b precomputed; k_i = U_a h_i + b_a keys):
-  cgru (equations.md "cgru"):            s'_j = GRU1(x_j, s_{j-1})           (reset-after)
-  rnnsearch (equations.md "rnnsearch"):  s'_j = s_{j-1}
+  cgru (docs/EQUATIONS.md "cgru"):   s'_j = GRU1(x_j, s_{j-1})           (reset-after)
+  rnnsearch ("rnnsearch"):           s'_j = s_{j-1}
   q_j = W_q s'_j,   e_ji = v^T tanh(k_i + q_j),   alpha_j = softmax over real positions of e_j,
   c_j = sum_i alpha_ji h_i
   cgru:       s_j = GRU2(W2 c_j + b2, s'_j)                (reset-after)

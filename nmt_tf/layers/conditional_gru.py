@@ -1,4 +1,4 @@
-"""Conditional GRU of dl4mt / Nematus (`gru_cond_layer`), equations.md "cgru".
+"""Conditional GRU of dl4mt / Nematus (`gru_cond_layer`), docs/EQUATIONS.md "cgru".
 
 Per target step j:
   1. s'_j = GRU1(E y_{j-1}, s_{j-1})        reset-after

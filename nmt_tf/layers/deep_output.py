@@ -1,6 +1,6 @@
 """Deep output layer and the initial-state bridge.
 
-DeepOutput (equations.md, "Output layer"; Pascanu et al. 2014, as in dl4mt/Nematus):
+DeepOutput (docs/EQUATIONS.md, "Output layer"; Pascanu et al. 2014, as in dl4mt/Nematus):
   logits = W_o tanh(sum_k W_k x_k + b) + b_o,   W_o: V x e
 with x_k among s_t, E y_{t-1}, c_t (or d_t, s~_t for the self-attentive decoders).
 Bridge: s_0 = tanh(W_init x + b), x = masked mean of h (or the fixed context c of encdec).

@@ -1,6 +1,6 @@
 """GRU cell with both reset placements, split into a precomputable input part and a step.
 
-equations.md, "GRU conventions":
+docs/EQUATIONS.md, "GRU conventions":
   z = sigma(W_z x + U_z h_prev),  r = sigma(W_r x + U_r h_prev)
   reset_after=False (Cho 2014, Bahdanau 2015): h~ = tanh(W x + U (r (.) h_prev))
   reset_after=True  (dl4mt, Nematus, cuDNN):    h~ = tanh(W x + r (.) (U h_prev))

@@ -1,6 +1,6 @@
 """GRUs over a whole sequence with a hand-written backward pass (BPTT).
 
-Forward, per step (equations.md, "GRU conventions", reset_after=True; gate order [z, r, h~]):
+Forward, per step (docs/EQUATIONS.md, "GRU conventions", reset_after=True; gate order [z, r, h~]):
   [u_z, u_r, u_h] = U h_{t-1} + b_U
   z = sigma(x_z + u_z),  r = sigma(x_r + u_r),  n = tanh(x_h + r (.) u_h)
   h_t = z (.) h_{t-1} + (1 - z) (.) n
@@ -129,7 +129,7 @@ def gru_sequences(inputs, initial_states, kernels, biases=None, reset_after=True
       (layers/precision.py `weight`).
     biases: list of recurrent biases b_U [3*units] (reset_after only; reset-before GRUs have
       none).
-    reset_after: the reset placement of every GRU (equations.md "GRU conventions").
+    reset_after: the reset placement of every GRU (docs/EQUATIONS.md "GRU conventions").
 
   Returns:
     List of the states h_1 ... h_T, each [time, batch, units].

@@ -13,7 +13,7 @@ from nmt_tf.layers.gru_sequence import gru_backward, gru_forward, kernel_gradien
 
 
 def luong_sequence(inputs, initial_state, memory, keys, mask, weights):
-  """Luong et al. 2015's decoder (equations.md "luong": input feeding, GRU reset-after,
+  """Luong et al. 2015's decoder (docs/EQUATIONS.md "luong": input feeding, GRU reset-after,
   bilinear score) over all target steps, with a hand-written backward pass.
 
   Forward, per step j (x_j = W E y_{j-1} + b precomputed; k_i = W_a h_i for the general score,

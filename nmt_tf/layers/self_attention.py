@@ -1,5 +1,5 @@
 """Self-attention over the decoder's own past (Werlen et al. 2018, appendix A.3),
-equations.md "Self-attentive residual decoder".
+docs/EQUATIONS.md "Self-attentive residual decoder".
 
 SelfAttentiveResidual (A.3.1): d_t summarises the embeddings of the previous target words
 y_1 .. y_{t-1}; BOS is not a target word, so at t = 1 the set is empty and d_1 = 0:

@@ -1,5 +1,5 @@
 """The conditional-GRU decoder of dl4mt/Nematus and the self-attentive decoders built on it
-(Werlen et al. 2018, appendix A.3), equations.md "cgru" and "Self-attentive residual decoder".
+(Werlen et al. 2018, appendix A.3), docs/EQUATIONS.md "cgru" and "Self-attentive residual decoder".
 
 variant:
   cgru:                    logits = W_o tanh(W_st s_t + W_yt E y_{t-1} + W_ct c_t)

@@ -18,7 +18,7 @@ HARD_INFERENCE = ("expectation", "argmax")
 GRU_RESETS = ("before", "after")
 RNN_CELLS = ("gru", "lstm")
 SUMMARIES = ("avg", "cavg")
-# Paper defaults for the GRU reset placement (equations.md "GRU conventions").
+# Paper defaults for the GRU reset placement (docs/EQUATIONS.md "GRU conventions").
 DEFAULT_RESET = {"encdec": "before", "rnnsearch": "before"}
 
 

@@ -1,5 +1,5 @@
 """Source encoders: birnn (Bahdanau 2015), rnn (Cho 2014; Sutskever 2014 source reversal),
-embedding-only ("concatenation") and convolutional (no pooling), equations.md "Encoders".
+embedding-only ("concatenation") and convolutional (no pooling), docs/EQUATIONS.md "Encoders".
 
 Each maps embedded source x [batch, src_len, e] and mask [batch, src_len] to
   memory  [batch, src_len, out_dim]: annotations h_i (zero at padded positions);

@@ -1,5 +1,5 @@
 """Luong et al. 2015 global-attention decoder with input feeding (sec. 3.1, 3.3),
-equations.md "luong":
+docs/EQUATIONS.md "luong":
   s_t  = RNN([E y_{t-1} ; h~_{t-1}], s_{t-1})   (GRU or LSTM; h~_0 = 0)
   c_t  = ATT(q = s_t)                            (dot, general, concat or additive)
   h~_t = tanh(W_c [c_t ; s_t])

@@ -1,9 +1,9 @@
 """The two decoders of the 2014/2015 papers that read the context at the GRU input.
 
-EncDecDecoder (Cho et al. 2014, equations.md "encdec"): one fixed context c for all steps,
+EncDecDecoder (Cho et al. 2014, docs/EQUATIONS.md "encdec"): one fixed context c for all steps,
   s_0 = tanh(W_init c),  s_t = GRU([E y_{t-1} ; c], s_{t-1}),
   logits from the deep output over s_t, E y_{t-1}, c.
-RNNSearchDecoder (Bahdanau et al. 2015, A.2.2, equations.md "rnnsearch"):
+RNNSearchDecoder (Bahdanau et al. 2015, A.2.2, docs/EQUATIONS.md "rnnsearch"):
   c_t = ATT(q = s_{t-1}),  s_t = GRU-reset-before over [E y_{t-1} ; c_t] with s_{t-1}:
   s~ = tanh(W E y + U (r (.) s_{t-1}) + C c_t), z and r likewise with C_z c_t, C_r c_t;
   logits from the deep output over s_t, E y_{t-1}, c_t.

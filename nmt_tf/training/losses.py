@@ -1,4 +1,4 @@
-"""Training objectives (equations.md, "Training objective").
+"""Training objectives (docs/EQUATIONS.md, "Training objective").
 
 masked_nll: mean negative log-likelihood per real target token, optional label smoothing
   (Szegedy et al. 2016: q = (1 - eps) one_hot + eps / V), computed without the dense q:

@@ -1,6 +1,6 @@
 """The distributed training step and the validation loss step, as tf.functions.
 
-Per replica r with batch B_r (equations.md, "Training objective"):
+Per replica r with batch B_r (docs/EQUATIONS.md, "Training objective"):
   N = sum_r #real target tokens of B_r   (all-reduced before the forward pass)
   L_r = sum_{(y, t) in B_r} CE(y_t) / N  [+ REINFORCE term for hard attention]
   g = sum_r grad L_r                     (all-reduced), |g| its global norm,
