@@ -30,7 +30,7 @@ import tensorflow as tf
 from nmt_tf import data
 from nmt_tf.experiment import DecodeConfig
 from nmt_tf.inference import CompiledTranslator, translate_lines, Translator
-from nmt_tf.models import ModelConfig, Seq2Seq
+from nmt_tf.models import build_model, ModelConfig
 
 flags.DEFINE_string("pair", "de-en", "Multi30k language pair.")
 flags.DEFINE_integer("batch_size", 64, "Sentences per search call.")
@@ -69,11 +69,10 @@ def main(argv):
               for jit in (j.lower() in ("1", "true", "yes") for j in FLAGS.jit)
               for dtype in FLAGS.matmul_dtypes]
   for decoder in FLAGS.decoders:
-    model = Seq2Seq(ModelConfig(src_vocab_size=src_tok.vocab_size,
-                                tgt_vocab_size=tgt_tok.vocab_size, embedding_dim=256,
-                                encoder="birnn", encoder_units=512, decoder=decoder,
-                                decoder_units=512))
-    model.build_with_dummy_batch()
+    model = build_model(ModelConfig(src_vocab_size=src_tok.vocab_size,
+                                    tgt_vocab_size=tgt_tok.vocab_size, embedding_dim=256,
+                                    encoder="birnn", encoder_units=512, decoder=decoder,
+                                    decoder_units=512))
     prefix = "" if FLAGS.decoders == ["cgru"] else f"{decoder}/"
     for beam, jit, dtype in settings:
       _time_setting(report, model, src_tok, tgt_tok, sources, beam, jit, dtype, prefix)

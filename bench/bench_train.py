@@ -52,7 +52,7 @@ from nmt_tf.training import losses
 from nmt_tf.training import presets
 from nmt_tf.training.optimizers import FusedAdam
 from nmt_tf.training.train_step import TrainStep
-from nmt_tf.training.trainer import build_model
+from nmt_tf.models import build_model
 
 flags.DEFINE_string("pair", "de-en", "Multi30k language pair.")
 flags.DEFINE_list("precisions", ["float32", "mixed_bfloat16"], "Precisions to time.")

@@ -33,7 +33,7 @@ from nmt_tf.experiment import TrainConfig
 from nmt_tf.models import ModelConfig
 from nmt_tf.training.optimizers import FusedAdam
 from nmt_tf.training.train_step import TrainStep
-from nmt_tf.training.trainer import build_model
+from nmt_tf.models import build_model
 
 flags.DEFINE_string("precision", "float32_bf16_matmul", "train.precision of the profiled step.")
 flags.DEFINE_integer("steps", 3, "Profiled steps (distinct batches, after a warm-up pass).")

@@ -17,9 +17,9 @@ import numpy as np
 import tensorflow as tf
 
 from nmt_tf.cli import common  # pylint: disable=unused-import  (defines --checkpoints)
-from nmt_tf.experiment import RunDir, RunDirError
+from nmt_tf.experiment import checkpoint_files, RunDir, RunDirError
 from nmt_tf.experiment.run_dir import CHECKPOINT_ERRORS, restore_model
-from nmt_tf.models import Seq2Seq
+from nmt_tf.models import build_model
 
 COMMAND = "average"
 HELP = "Average the weights of the last N checkpoints into a new checkpoint."
@@ -35,8 +35,7 @@ def last_checkpoints(run, count):
   """The `count` most recent checkpoint prefixes of run.checkpoint_dir (oldest first)."""
   if count < 1:
     raise RunDirError(f"Received --average_last={count}; expected a positive integer.")
-  state = tf.train.get_checkpoint_state(run.checkpoint_dir)
-  paths = list(state.all_model_checkpoint_paths) if state else []
+  paths = checkpoint_files.candidates(run.checkpoint_dir)[::-1]  # oldest first
   if not paths:
     raise RunDirError(f"No checkpoint in {run.checkpoint_dir}; train first with "
                       f"`python run.py train --run_dir={run.path}`.")
@@ -50,8 +49,7 @@ def average_checkpoints(run, paths, output_prefix):
   (if any) taken from the last checkpoint.
   """
   config = run.load_config()
-  model = Seq2Seq(config.model)
-  model.build_with_dummy_batch()
+  model = build_model(config.model)
   sums = None
   for path in paths:
     run.checkpoint_path(path)  # RunDirError naming a missing prefix

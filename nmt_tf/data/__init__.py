@@ -13,14 +13,14 @@ from nmt_tf.data.corpus import CorpusConfig, load_corpus, SPLITS
 from nmt_tf.data.errors import DataError
 from nmt_tf.data.generated import generate_corpus, generate_pairs, write_corpus
 from nmt_tf.data.multi30k import load_multi30k, Multi30k
-from nmt_tf.data.pipeline import (encode_source, encode_target, filter_stats,
+from nmt_tf.data.pipeline import (add_bos_eos, encode_source, encode_target, filter_stats,
                                   FilterStats, make_eval_dataset, make_train_dataset,
                                   PipelineConfig)
 from nmt_tf.data.sentencepiece_tokenizer import SentencePieceTokenizer, train_sentencepiece
 from nmt_tf.data.text_files import decode_line, ParallelText, read_lines, read_parallel
 from nmt_tf.data.tfds_source import load_tfds_translation, parse_tfds_name
 from nmt_tf.data.tokenizer import strip_special, Tokenizer
-from nmt_tf.data.tokenizers import (load_or_train_tokenizers, load_tokenizers,
-                                    save_tokenizers, split_texts, TokenizerConfig,
-                                    train_tokenizers)
+from nmt_tf.data.tokenizer_pair import (load_or_train_tokenizers, load_tokenizers,
+                                        save_tokenizers, split_texts, TokenizerConfig,
+                                        train_tokenizers)
 from nmt_tf.data.word_tokenizer import WordTokenizer

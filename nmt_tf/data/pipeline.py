@@ -101,7 +101,13 @@ def encode_source(tokenizer: Tokenizer, strings: tf.Tensor,
 def encode_target(tokenizer: Tokenizer,
                   strings: tf.Tensor) -> Tuple[tf.RaggedTensor, tf.RaggedTensor]:
   """tf.string [batch] -> (target_in: BOS ids, target_out: ids EOS), [batch, (len + 1)]."""
-  ids = tokenizer.tokenize(strings)  # [batch, (len)]
+  return add_bos_eos(tokenizer.tokenize(strings))  # [batch, (len)] ids
+
+
+def add_bos_eos(ids: tf.RaggedTensor) -> Tuple[tf.RaggedTensor, tf.RaggedTensor]:
+  """Target ids [batch, (len)] -> (target_in: BOS ids, target_out: ids EOS), [batch, (len + 1)].
+  """
+  ids = tf.cast(ids, tf.int32)
   column = tf.ones([ids.nrows(), 1], tf.int32)  # [batch, 1]
   target_in = tf.concat([column * special_tokens.BOS_ID, ids], axis=1)
   target_out = tf.concat([ids, column * special_tokens.EOS_ID], axis=1)

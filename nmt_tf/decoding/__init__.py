@@ -5,7 +5,6 @@ The searches see only `step_fn(ids, state, context, time) -> (logits, attention,
 """
 
 from nmt_tf.decoding.beam import beam_search
-from nmt_tf.decoding.ensemble import ensemble_step_fn
 from nmt_tf.decoding.greedy import greedy_search
 from nmt_tf.decoding.penalties import coverage_penalty
 from nmt_tf.decoding.penalties import hypothesis_scores
@@ -18,7 +17,6 @@ __all__ = [
     "beam_search",
     "coverage_penalty",
     "decode",
-    "ensemble_step_fn",
     "greedy_search",
     "hypothesis_scores",
     "length_penalty",

@@ -21,7 +21,7 @@ from nmt_tf import data
 from nmt_tf.atomic_write import write_text
 from nmt_tf.experiment import checkpoint_files
 from nmt_tf.experiment.config import ExperimentConfig
-from nmt_tf.models import Seq2Seq
+from nmt_tf.models import build_model
 from nmt_tf.models.config import ConfigError
 
 # What reading a damaged or mismatched checkpoint raises: OpError (DataLossError on a bad
@@ -126,8 +126,7 @@ class RunDir:
     """
     config = self.load_config()
     src_tok, tgt_tok = self.load_tokenizers()
-    model = Seq2Seq(config.model)
-    model.build_with_dummy_batch()
+    model = build_model(config.model)
     restore_model(model, self.checkpoint_path(which),
                   "pass --checkpoint=last or another checkpoint prefix")
     return model, config, src_tok, tgt_tok

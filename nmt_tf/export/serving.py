@@ -17,7 +17,6 @@ is there, with batch dimension 0 and the dtypes of a non-empty batch (`empty_out
 import tensorflow as tf
 
 from nmt_tf import special_tokens
-from nmt_tf.training.losses import token_nll
 
 SIGNATURES = ("serving_default", "beam_search", "score")
 _TEXT = tf.TensorSpec([None], tf.string, name="text")
@@ -118,24 +117,8 @@ class ServingModule(tf.Module):
     """(source [batch], target [batch]) -> dict: log_prob [batch] = log P(target | source),
     token_log_prob [batch, tgt_len] (EOS last, 0 after), target_length [batch] (EOS
     included), truncated [batch] (source or target cut)."""
-    translator = self.translator
-    source_ids, source_cut = translator.source_ids(clean_text(source))  # [batch, src_len]
-    tokens = translator.target_tokenizer.tokenize(clean_text(target))  # [batch, (len)]
-    keep = self.max_target_length - 1  # EOS takes the last decoder step
-    target_cut = tokens.row_lengths() > keep  # [batch]
-    tokens = tokens[:, :keep]  # [batch, (<= keep)]
-    column = tf.ones([tokens.nrows(), 1], tf.int32)  # [batch, 1]
-    target_in = tf.concat([column * special_tokens.BOS_ID, tokens], axis=1).to_tensor()
-    target_out = tf.concat([tokens, column * special_tokens.EOS_ID], axis=1).to_tensor()
-    logits = translator.model({"source": source_ids, "target_in": target_in},
-                              training=False)["logits"]  # [batch, tgt_len, vocab]
-    token_log_prob = -token_nll(logits, target_out)  # [batch, tgt_len]
-    return {
-        "log_prob": tf.reduce_sum(token_log_prob, axis=1),
-        "token_log_prob": token_log_prob,
-        "target_length": tf.reduce_sum(tf.cast(target_out != 0, tf.int32), axis=1),
-        "truncated": tf.logical_or(source_cut, target_cut),
-    }
+    return self.translator.score(clean_text(source), clean_text(target),
+                                 self.max_target_length)
 
   def signatures(self):
     """{signature name: tf.function} for tf.saved_model.save; an empty batch gives

@@ -5,9 +5,9 @@ from nmt_tf.inference.alignments import (hard_alignment, pharaoh, replace_unknow
 from nmt_tf.inference.batch_translate import (CompiledTranslator, Hypothesis, SentenceResult,
                                               translate_lines)
 from nmt_tf.inference.ensemble import ModelEnsemble
-from nmt_tf.inference.forced_scoring import ForcedScore, ForcedScorer, token_log_probs
+from nmt_tf.inference.forced_scoring import ForcedScore, ForcedScorer
 from nmt_tf.inference.loading import load_models
-from nmt_tf.inference.translator import Translator
+from nmt_tf.inference.translator import token_log_probs, Translator
 
 __all__ = ["CompiledTranslator", "ForcedScore", "ForcedScorer", "Hypothesis", "ModelEnsemble",
            "SentenceResult", "Translator", "hard_alignment", "load_models", "pharaoh",

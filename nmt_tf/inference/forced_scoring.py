@@ -1,8 +1,9 @@
-"""Forced decoding: the model's log-probability of given translations.
+"""Forced decoding of python string lists in batches (`run.py score`).
 
-log P(y | x) = sum_{t=1}^{n+1} log p(y_t | y_<t, x), with y_{n+1} = EOS (Bahdanau et al.
-2015, Eq. 2), computed with ONE teacher-forced forward pass per batch (`model(...)` on
-`target_in` = BOS y_1..y_n), never step by step. Works for a Seq2Seq and a ModelEnsemble.
+The scores are `Translator.score`'s: log P(y | x) = sum_{t=1}^{n+1} log p(y_t | y_<t, x), with
+y_{n+1} = EOS (Bahdanau et al. 2015, Eq. 2), from ONE teacher-forced forward pass per batch,
+never step by step; for a Seq2Seq and a ModelEnsemble alike. This module only batches the
+lines, compiles the pass once and turns the tensors into python values.
 """
 
 import dataclasses
@@ -10,27 +11,6 @@ from typing import List
 
 import numpy as np
 import tensorflow as tf
-
-from nmt_tf import special_tokens
-from nmt_tf.data import encode_target
-
-
-def token_log_probs(model, source, target_in, target_out):
-  """log p(y_t | y_<t, x) of each target token.
-
-  Args:
-    model: callable({"source", "target_in"}) -> dict with "logits" [batch, tgt_len, vocab].
-    source: int32 [batch, src_len] (EOS last, PAD=0).
-    target_in: int32 [batch, tgt_len]: BOS y_1 .. y_n, PAD after.
-    target_out: int32 [batch, tgt_len]: y_1 .. y_n EOS, PAD after.
-
-  Returns:
-    float32 [batch, tgt_len], 0 at padding.
-  """
-  logits = model({"source": source, "target_in": target_in}, training=False)["logits"]
-  log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)  # [b, tgt, vocab]
-  picked = tf.gather(log_probs, target_out, batch_dims=2)  # [batch, tgt_len]
-  return tf.where(tf.equal(target_out, special_tokens.PAD_ID), 0.0, picked)
 
 
 @dataclasses.dataclass
@@ -66,11 +46,8 @@ class ForcedScorer:
     self._score = tf.function(self._score_graph, input_signature=[strings, strings])
 
   def _score_graph(self, sources, targets):
-    source, _ = self.translator.source_ids(sources)
-    target_in, target_out = encode_target(self.translator.target_tokenizer, targets)
-    target_out = tf.cast(target_out.to_tensor(), tf.int32)  # [batch, tgt_len]
-    target_in = tf.cast(target_in.to_tensor(), tf.int32)
-    return token_log_probs(self.translator.model, source, target_in, target_out), target_out
+    scores = self.translator.score(sources, targets)
+    return scores["token_log_prob"], scores["target_length"]  # [batch, tgt_len], [batch]
 
   def score(self, sources, targets, batch_size=64):
     """Lists of python strings -> list of ForcedScore (input order)."""
@@ -79,11 +56,10 @@ class ForcedScorer:
                        "expected one translation per source line.")
     scores = []
     for start in range(0, len(sources), batch_size):
-      token_lp, target_out = self._score(
+      token_lp, lengths = self._score(
           tf.constant(sources[start:start + batch_size], tf.string),
           tf.constant(targets[start:start + batch_size], tf.string))
-      token_lp, mask = token_lp.numpy(), target_out.numpy() != special_tokens.PAD_ID
-      for row, row_mask in zip(token_lp, mask):
-        values = row[row_mask].astype(np.float64)
-        scores.append(ForcedScore(float(values.sum()), int(row_mask.sum()), values.tolist()))
+      for row, length in zip(token_lp.numpy(), lengths.numpy()):
+        values = row[:length].astype(np.float64)
+        scores.append(ForcedScore(float(values.sum()), int(length), values.tolist()))
     return scores

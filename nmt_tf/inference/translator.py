@@ -1,15 +1,38 @@
-"""Text in, translations out: tokenizers + model + search in one tf.Module.
+"""Text in, translations or scores out: tokenizers + model + search in one tf.Module.
 
-The same graph code serves validation BLEU, `run.py translate`, `run.py evaluate` and the
-exported SavedModel: `encode_source` from the data pipeline, `model.encode/initial_state/step`
-and `nmt_tf.decoding.decode`, then in-graph detokenization.
+The same graph code serves validation BLEU, `run.py translate`, `run.py evaluate`, `run.py
+score` and the exported SavedModel: `encode_source` from the data pipeline,
+`model.encode/initial_state/step` and `nmt_tf.decoding.decode`, then in-graph detokenization
+(`translate`); or one teacher-forced forward pass for given translations (`score`, forced
+decoding: log P(y | x) = sum_{t=1}^{n+1} log p(y_t | y_<t, x) with y_{n+1} = EOS,
+docs/EQUATIONS.md "Training objective").
 """
 
 import tensorflow as tf
 
 from nmt_tf import decoding
-from nmt_tf.data import encode_source, strip_special
+from nmt_tf import special_tokens
+from nmt_tf.data import add_bos_eos, encode_source, strip_special
 from nmt_tf.layers import precision
+
+
+def token_log_probs(model, source, target_in, target_out):
+  """log p(y_t | y_<t, x) of each target token, from ONE teacher-forced forward pass.
+
+  Args:
+    model: callable({"source", "target_in"}) -> dict with "logits" [batch, tgt_len, vocab]
+      (a Seq2Seq or a ModelEnsemble).
+    source: int32 [batch, src_len] (EOS last, PAD=0).
+    target_in: int32 [batch, tgt_len]: BOS y_1 .. y_n, PAD after.
+    target_out: int32 [batch, tgt_len]: y_1 .. y_n EOS, PAD after.
+
+  Returns:
+    float32 [batch, tgt_len], 0 at padding.
+  """
+  logits = model({"source": source, "target_in": target_in}, training=False)["logits"]
+  log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)  # [b, tgt, vocab]
+  picked = tf.gather(log_probs, target_out, batch_dims=2)  # [batch, tgt_len]
+  return tf.where(tf.equal(target_out, special_tokens.PAD_ID), 0.0, picked)
 
 
 class Translator(tf.Module):
@@ -45,6 +68,43 @@ class Translator(tf.Module):
       real = tf.reverse(ragged[:, :-1], axis=[1])  # [batch, (keep)]
       ragged = tf.concat([real, ragged[:, -1:]], axis=1)  # [batch, (keep + 1)]
     return tf.cast(ragged.to_tensor(), tf.int32), truncated
+
+  def target_ids(self, text, max_length=None):
+    """text tf.string [batch] -> (target_in [batch, len] BOS y_1..y_n, target_out [batch, len]
+    y_1..y_n EOS, both padded with 0; truncated [batch] bool). With `max_length`, targets are
+    cut to max_length - 1 tokens (EOS takes the last position) and flagged."""
+    ragged = self.target_tokenizer.tokenize(text)  # [batch, (n)]
+    if max_length is None:
+      truncated = tf.zeros([ragged.nrows()], tf.bool)
+    else:
+      truncated = ragged.row_lengths() > max_length - 1  # [batch]
+      ragged = ragged[:, :max_length - 1]
+    target_in, target_out = add_bos_eos(ragged)
+    return (tf.cast(target_in.to_tensor(), tf.int32), tf.cast(target_out.to_tensor(), tf.int32),
+            truncated)
+
+  def score(self, source_text, target_text, max_target_length=None):
+    """Forced decoding of given translations (see module docstring).
+
+    Args:
+      source_text, target_text: tf.string [batch] each.
+      max_target_length: cut longer targets (see `target_ids`); None keeps them whole.
+
+    Returns:
+      dict: log_prob [batch] = log P(target | source), token_log_prob [batch, tgt_len] (EOS
+      last, 0 after), target_length [batch] (EOS included), truncated [batch] (source or
+      target cut).
+    """
+    source, source_cut = self.source_ids(source_text)  # [batch, src_len]
+    target_in, target_out, target_cut = self.target_ids(target_text, max_target_length)
+    token_log_prob = token_log_probs(self.model, source, target_in, target_out)
+    return {
+        "log_prob": tf.reduce_sum(token_log_prob, axis=1),
+        "token_log_prob": token_log_prob,
+        "target_length": tf.reduce_sum(tf.cast(target_out != special_tokens.PAD_ID, tf.int32),
+                                       axis=1),
+        "truncated": tf.logical_or(source_cut, target_cut),
+    }
 
   def translate_ids(self, source, beam_size=None, nbest=None):
     """source [batch, src_len] ids -> DecodeResult (ids [batch, nbest, max_len], ...)."""

@@ -16,7 +16,6 @@ split the run trains without validation: the last checkpoint is the model.
 """
 
 import atexit
-import contextlib
 import math
 import os
 import time
@@ -31,7 +30,7 @@ from nmt_tf.atomic_write import write_json, write_text
 from nmt_tf.experiment import corpus_fingerprint, ExperimentConfig, RunDir
 from nmt_tf.experiment.run_dir import restore_model
 from nmt_tf.experiment.run_lock import RunLock
-from nmt_tf.models import Seq2Seq
+from nmt_tf.models import build_model
 from nmt_tf.training import distribution
 from nmt_tf.training.checkpoints import CheckpointKeeper
 from nmt_tf.training import faults
@@ -44,32 +43,6 @@ from nmt_tf.training.schedules import learning_rate_schedule
 from nmt_tf.training.summaries import Summaries
 from nmt_tf.training.train_step import TrainStep
 from nmt_tf.training.validation import Validator
-
-
-@contextlib.contextmanager
-def dtype_policy(name):
-  """Sets the Keras global dtype policy while the model is built, then restores it."""
-  previous = keras.mixed_precision.global_policy()
-  keras.mixed_precision.set_global_policy(name)
-  try:
-    yield
-  finally:
-    keras.mixed_precision.set_global_policy(previous)
-
-
-def build_model(model_config, precision):
-  """A Seq2Seq with its weights created, for a train.precision value.
-
-  float32_bf16_matmul: float32 model whose matrix products take bfloat16 operands
-  (layers/precision.py); the mixed_* values are Keras dtype policies.
-  """
-  bf16_matmul = precision == "float32_bf16_matmul"
-  with dtype_policy("float32" if bf16_matmul else precision):
-    model = Seq2Seq(model_config)
-    if bf16_matmul:
-      model.matmul_dtype = "bfloat16"
-    model.build_with_dummy_batch()
-  return model
 
 
 BF16_PRECISIONS = ("float32_bf16_matmul", "mixed_bfloat16")

@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from nmt_tf.decoding import beam_search
 from nmt_tf.decoding import decode
-from nmt_tf.decoding import ensemble_step_fn
+from nmt_tf.inference.ensemble import ensemble_step_fn
 
 
 def make_member(scale):

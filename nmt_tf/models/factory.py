@@ -1,0 +1,35 @@
+"""The one place a Seq2Seq is made: training, loading a run, averaging and the benchmarks all
+call `build_model`.
+
+precision (train.precision): float32; float32_bf16_matmul, a float32 model whose matrix
+products take bfloat16 operands (layers/precision.py); mixed_bfloat16 and mixed_float16, Keras
+dtype policies, set while the layers are created.
+"""
+
+import contextlib
+
+import keras
+
+from nmt_tf.models.seq2seq import Seq2Seq
+
+
+@contextlib.contextmanager
+def dtype_policy(name):
+  """Sets the Keras global dtype policy while the model is built, then restores it."""
+  previous = keras.mixed_precision.global_policy()
+  keras.mixed_precision.set_global_policy(name)
+  try:
+    yield
+  finally:
+    keras.mixed_precision.set_global_policy(previous)
+
+
+def build_model(model_config, precision="float32"):
+  """A Seq2Seq for `model_config` (a ModelConfig) with every weight created."""
+  bf16_matmul = precision == "float32_bf16_matmul"
+  with dtype_policy("float32" if bf16_matmul else precision):
+    model = Seq2Seq(model_config)
+    if bf16_matmul:
+      model.matmul_dtype = "bfloat16"
+    model.build_with_dummy_batch()
+  return model
