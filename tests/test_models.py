@@ -20,9 +20,9 @@ from nmt_tf.models import ConfigError, ModelConfig, Seq2Seq
 from nmt_tf.models import luong_decoder
 from nmt_tf.models import rnn_decoders
 from nmt_tf.training import losses
-from nmt_tf.training.presets import preset
 from tests import numpy_reference as ref
 from tests.model_fixtures import TINY, VARIANTS, batch, tiny_config
+from tests.training_fixtures import recipe
 
 # Every decoder type plus hard attention; the encoder variants share the cgru training path.
 OVERFIT_VARIANTS = ("encdec", "rnnsearch", "cgru", "luong", "self_attentive_residual",
@@ -565,7 +565,7 @@ class InitialisationTest(tf.test.TestCase):
 
   def test_default_embeddings_give_unit_scale_gru_inputs(self):
     keras.utils.set_random_seed(0)
-    self.assertEqual(preset("cgru", "multi30k").model.embedding_init_std, 1.0)
+    self.assertEqual(recipe("cgru_multi30k").model.embedding_init_std, 1.0)
     model = Seq2Seq(tiny_config(src_vocab_size=90, tgt_vocab_size=90, embedding_dim=32,
                                 encoder_units=32, decoder_units=32))  # the default: N(0, 1)
     model.build_with_dummy_batch()

@@ -1,9 +1,23 @@
-"""A tiny training experiment shared by the training tests."""
+"""A tiny training experiment shared by the training tests, and the recipes of configs/."""
 
 import dataclasses
+import importlib.util
+import os
 
 from nmt_tf.experiment import ExperimentConfig, base_config
 from nmt_tf.training.presets import apply
+
+
+CONFIGS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
+
+
+def recipe(name):
+  """The ExperimentConfig of configs/<name>.py (what --config=configs/<name>.py loads)."""
+  spec = importlib.util.spec_from_file_location(f"configs.{name}",
+                                                os.path.join(CONFIGS_DIR, f"{name}.py"))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return ExperimentConfig.from_dict(module.get_config())
 
 
 def tiny_train_config(steps=40, **train_overrides):
