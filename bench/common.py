@@ -1,6 +1,6 @@
 """Shared setup of the speed benchmarks: Multi30k, cached SentencePiece 8k, the reference model.
 
-The reference model of GitHub issue 7 (configs/cgru_multi30k.py): embeddings 256, BiGRU encoder
+The reference model (configs/cgru_multi30k.py): embeddings 256, BiGRU encoder
 2 x 512, cGRU decoder 512 with Bahdanau attention and deep output, SentencePiece 8k per side.
 The tokenizers are trained once and cached in `vocab_dir` (default /tmp/nmt_tf_bench_vocab),
 so that repeated benchmark runs start in seconds.

@@ -19,7 +19,7 @@ class ReopenTest(tf.test.TestCase):
 
   def test_initialisation_settings_do_not_block_a_resume(self):
     run = RunDir(tempfile.mkdtemp())
-    first = _with_model(tiny_experiment(), embedding_init_std=None)  # a session-3 run
+    first = _with_model(tiny_experiment(), embedding_init_std=None)  # a run of an older version
     run.prepare(first)
     config, _, _, _ = run.prepare(tiny_experiment())  # today's default: 1.0
     self.assertIsNone(config.model.embedding_init_std)  # the run keeps what it was made with

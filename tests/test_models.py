@@ -350,9 +350,9 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
     # model of the same weights: averaged over 8 batches, the hand-written one is about as
     # close as autodiff or closer. On one batch the closer path is a matter of rounding and of
     # the CPU's bfloat16 kernels: for W_m's bias on the fixture batch the hand-written path was
-    # 0.07 of the gradient's scale off and autodiff 0.19 on an AVX512_BF16 CPU (session 14),
-    # 0.11 and 0.07 on an AVX2 one (session 15), whose 8-batch means are 0.07 and 0.09 (ad-hoc
-    # runs with the errors printed, not committed).
+    # 0.07 of the gradient's scale off and autodiff 0.19 on an AMD EPYC with AVX512_BF16,
+    # 0.11 and 0.07 on an AVX2-only one, whose 8-batch means are 0.07 and 0.09 (runs with the
+    # errors printed).
     def build(policy):
       previous = keras.mixed_precision.global_policy()
       keras.mixed_precision.set_global_policy(policy)

@@ -17,7 +17,7 @@ and backward of a 2,000-token batch's shape on this loaded 2-core machine; an ep
 Multi30k in 4,096-token batches has 36 distinct shapes, so a run pays ~20-30 s once.
 XLA:CPU runs a fused kernel on one thread, where the unfused ops use every core, so it does
 not always pay: in interleaved train-step A/Bs of the reference model
-(docs/PERFORMANCE.md, session 6) it gave +4.7% and +6.4% target tokens/s with bfloat16
+(docs/PERFORMANCE.md) it gave +4.7% and +6.4% target tokens/s with bfloat16
 products and float32 keys (`float32_bf16_matmul`, the multi30k recipes' precision) but -10.6%
 and -5.3% in plain float32. `use_fused` therefore picks it only while training with bfloat16
 products of float32 keys (mixed_bfloat16 was not measured and keeps the plain ops); decoding

@@ -9,7 +9,7 @@ a pass over memory with a temporary: 132 ms per update of the reference model's 
 parameters in a micro-benchmark on this 2-core machine (another process running).
 TensorFlow's `ResourceApplyAdam` kernel does the same update in one multithreaded pass (35 ms):
 same formula, same variables (checkpoints of either optimizer restore into the other), same
-results up to float rounding. Train step (docs/PERFORMANCE.md, session 6): +9% and +14%
+results up to float rounding. Train step (docs/PERFORMANCE.md): +9% and +14%
 target tokens/s in float32; with bfloat16 products no gain shown (-2% on average over three
 runs, within their spread). Used for every precision.
 """
