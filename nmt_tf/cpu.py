@@ -6,7 +6,7 @@ is known).
 because VMs of one model name ("AMD EPYC") differ by CPU generation: rows trained within a
 time budget are only comparable on the same one. `native_bf16` tells whether bfloat16
 matrix products run natively (AVX512_BF16 or AMX-BF16); without, TensorFlow converts the
-operands and the products are slower than float32 (docs/PERFORMANCE.md, "Session 15").
+operands and the products are slower than float32 (docs/PERFORMANCE.md, "Figures by CPU").
 """
 
 import os

@@ -32,8 +32,8 @@ from nmt_tf.experiment.run_dir import restore_model
 from nmt_tf.experiment.run_lock import RunLock
 from nmt_tf.models import build_model
 from nmt_tf.training import distribution
-from nmt_tf.training.checkpoints import CheckpointKeeper
 from nmt_tf.training import faults
+from nmt_tf.training.checkpoints import CheckpointKeeper
 from nmt_tf.training.data_order import BatchOrder
 from nmt_tf.training.divergence import DivergenceWatch
 from nmt_tf.training.errors import NonFiniteLossError, TrainingError
