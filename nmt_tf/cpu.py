@@ -66,8 +66,8 @@ def cpu_id(info=None):
 
 def recorded_here(label, recorded_cpu, info=None):
   """Whether a machine record names this machine: the same label and the same cpu_id. A
-  record without a CPU id (rows before session 19) names an unknown VM of its label, which
-  is not this one: two VMs of one label differed 1.7x in speed."""
+  record without a CPU id (rows published before it was recorded) names an unknown VM of its
+  label, which is not this one: two VMs of one label differed 1.7x in speed."""
   info = cpu_info() if info is None else info
   return label == machine_label(info) and (recorded_cpu or "") == cpu_id(info)
 

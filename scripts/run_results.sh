@@ -63,7 +63,7 @@ wanted() {  # is row $1 selected by $ROWS (all rows when unset)?
 
 # Prints nothing and succeeds when one of the results.json files given after the row name $1
 # was trained on this machine: the same label and CPU id (nmt_tf.cpu.recorded_here; rows from
-# before session 19 record no CPU id, so their VM is unknown). Otherwise prints why not.
+# before CPU ids were recorded have none, so their VM is unknown). Otherwise prints why not.
 from_here() {
   python3 - "$@" <<'PY'
 import json

@@ -81,7 +81,8 @@ class CpuTest(tf.test.TestCase):
 
   def test_a_machine_is_its_label_and_cpu_id(self):
     """Two VMs of one label differed 1.7x in speed: a record is from here only with this
-    label and this CPU id; one without a CPU id (before session 19) names an unknown VM."""
+    label and this CPU id; one without a CPU id (written before CPU ids were recorded) names an
+    unknown VM."""
     info = cpu.cpu_info(self.cpuinfo(ZEN3))
     label, here = cpu.machine_label(info), "family 25 model 1 stepping 1"
     self.assertTrue(cpu.recorded_here(label, here, info))

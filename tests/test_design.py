@@ -1,12 +1,18 @@
 """The layering of nmt_tf (docs/DESIGN.md, "Parts and what each may import"): every module of a
-part imports only the parts below it, read from the source with `ast`."""
+part imports only the parts below it, read from the source with `ast`; and the project speaks
+to its users only: no tracked text file tells how it was made (work sessions, issue numbers)."""
 
 import ast
 import os
+import re
+import subprocess
 
 import tensorflow as tf
 
-PACKAGE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "nmt_tf")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGE = os.path.join(ROOT, "nmt_tf")
+# Words about how the project was made, which its users have no use for.
+HISTORY = re.compile(r"\bsessions? \d|\bsession-\d|github issue|\bissues? #?\d", re.IGNORECASE)
 # Single modules that any part may use.
 BASE = {"special_tokens", "atomic_write", "thread_local", "cpu"}
 # Part -> the other parts it may import (besides itself and BASE).
@@ -61,6 +67,44 @@ class LayeringTest(tf.test.TestCase):
     with open(path, "w", encoding="utf-8") as f:
       f.write("from nmt_tf.training import losses\nfrom nmt_tf import data\nimport nmt_tf.cli.x\n")
     self.assertEqual(imported_parts(path), {"training", "data", "cli"})
+
+
+def tracked_files():
+  """The files git tracks in the project (every file below it when git cannot say)."""
+  try:
+    out = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True)
+    return [name for name in out.stdout.decode("utf-8").split("\0") if name]
+  except (OSError, subprocess.CalledProcessError):
+    return [os.path.relpath(os.path.join(d, f), ROOT) for d, _, files in os.walk(ROOT)
+            for f in files if "/.git/" not in d + "/" and "/.venv" not in d]
+
+
+def history_lines(text):
+  """The lines of `text` that speak of how the project was made."""
+  return [line.strip() for line in text.splitlines() if HISTORY.search(line)]
+
+
+class SpeaksToUsersTest(tf.test.TestCase):
+
+  def test_no_tracked_text_file_tells_how_the_project_was_made(self):
+    found = {}
+    this_file = os.path.relpath(os.path.abspath(__file__), ROOT)  # holds the words as examples
+    for name in tracked_files():
+      if name == this_file:
+        continue
+      try:
+        with open(os.path.join(ROOT, name), encoding="utf-8") as f:
+          lines = history_lines(f.read())
+      except (UnicodeDecodeError, OSError):
+        continue  # binary files (figures)
+      if lines:
+        found[name] = lines[:2]
+    self.assertEmpty(found)
+
+  def test_the_check_sees_such_words(self):
+    self.assertLen(history_lines("measured in session 9\nGitHub issue 7\nfixed in issue #12\n"
+                                 "a session-3 run\nthe ball's possession 2 times\n"
+                                 "session state"), 4)
 
 
 if __name__ == "__main__":

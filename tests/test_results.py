@@ -154,7 +154,7 @@ class ResultsTest(tf.test.TestCase):
       row = json.load(f)
     expected = {k: v.pop("bleu_length_ratio") for k, v in row["scores"].items()}
     self.assertCountEqual(expected, ["greedy", "beam5"])
-    with open(path, "w", encoding="utf-8") as f:  # as rows before session 19 were published
+    with open(path, "w", encoding="utf-8") as f:  # as rows were published before CPU ids
       json.dump(row, f)
     old = dict(row, run_dir=os.path.dirname(path))
     self.assertCountEqual(results.add_length_ratio(old), ["greedy", "beam5"])
@@ -442,7 +442,7 @@ class RowMachineTest(tf.test.TestCase):
     self.assertNotIn("resumed_on", record)
 
   def test_record_without_cpu_id_is_another_machine(self):
-    """A run begun before CPU ids were recorded (session 19) ran on an unknown VM of its
+    """A run begun before CPU ids were recorded ran on an unknown VM of its
     label: it resumes only when asked."""
     here = cpu.machine_label()
     err = self.refused_resume(self.began_elsewhere(machine=here, cpu=None))

@@ -38,11 +38,11 @@ MACHINE_FILE = "machine.json"
 
 def _training_machine(run_dir):
   """The machine record of this run, kept in RUN/machine.json from its first start:
-  {"machine": label (nmt_tf/cpu.py), "cpu": cpu_id (from session 19), "date", "resumed_on":
+  {"machine": label (nmt_tf/cpu.py), "cpu": cpu_id (if recorded), "date", "resumed_on":
   [machine names] if any}. None (after printing why) when the run began on another machine,
   another label or, under one label, another CPU id: a row's time budget must not mix machines,
-  unless --results_other_machine. Records without a CPU id (before session 19) name an unknown
-  VM, so they resume only with that flag (cpu.recorded_here).
+  unless --results_other_machine. Records without a CPU id (written before it was recorded)
+  name an unknown VM, so they resume only with that flag (cpu.recorded_here).
   """
   here, here_cpu = cpu.machine_label(), cpu.cpu_id()
   if not run_dir:

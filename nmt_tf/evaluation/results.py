@@ -15,9 +15,9 @@ directory: the report reads it like a run directory, and a row still on disk rep
 published copy. A fresh clone therefore redraws the whole report from git alone.
 
 A row's budget is wall-clock time, so rows are compared only with rows of the same machine,
-its label and CPU id (`machine`, nmt_tf.cpu.machine_name; rows from before session 19 record
-no CPU id and share their label's machine): each (direction, machine) pair gets its own table
-and curves, and a row trained again on another machine is published beside the first
+its label and CPU id (`machine`, nmt_tf.cpu.machine_name; rows published before CPU ids were
+recorded have none and share their label's machine): each (direction, machine) pair gets its
+own table and curves, and a row trained again on another machine is published beside the first
 (docs/results/rows/<row>@<machine>/).
 
 Each search also keeps its sentence statistics (significance.STATS_FILE: BLEU and chrF counts
@@ -184,8 +184,8 @@ def add_statistics(row):
 
 
 def add_length_ratio(row):
-  """Fills in the "bleu_length_ratio" of each search that lacks it (rows evaluated before
-  session 19) from its sentence statistics: sum(hypothesis lengths) / sum(reference lengths),
+  """Fills in the "bleu_length_ratio" of each search that lacks it (rows evaluated before it
+  was kept) from its sentence statistics: sum(hypothesis lengths) / sum(reference lengths),
   BLEU's length ratio. Returns the searches filled; searches without statistics stay without.
   """
   filled = []
