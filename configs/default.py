@@ -4,7 +4,7 @@ vocabularies, a small model that trains in minutes on a CPU). The same as
 configs/cgru_generated.py.
 
   python run.py train --config=configs/default.py \
-      --run_dir=runs/default
+      --run_dir=runs/quickstart
 
 Every field of the experiment is set here (what each means: nmt_tf/experiment/config.py
 and the config classes it names); override any on the command line, e.g.

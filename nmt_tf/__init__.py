@@ -1,3 +1,35 @@
-"""nmt_tf: attention-based neural machine translation in TensorFlow 2 / Keras 3."""
+"""nmt_tf: attention-based neural machine translation in TensorFlow 2 / Keras 3.
+
+The Python API (TensorFlow is imported on first use, not by `import nmt_tf`):
+
+  nmt_tf.load(run_dir)            a trained run: .translate(sentences, beam_size, nbest) and
+                                  .score(sources, targets) (inference/translation_model.py)
+  nmt_tf.train(config, run_dir)   train or resume a run; config: an ExperimentConfig, or the
+                                  ml_collections ConfigDict of a configs/*.py recipe
+  nmt_tf.base_config()            every field with its default, as a ConfigDict
+  nmt_tf.ExperimentConfig         the validated configuration
+
+The command line is `nmt-tf` (or `python run.py`); `nmt-tf help` lists its commands.
+"""
+
+import importlib
 
 __version__ = "0.1.0"
+
+_API = {
+    "load": ("nmt_tf.inference.translation_model", "load"),
+    "TranslationModel": ("nmt_tf.inference.translation_model", "TranslationModel"),
+    "Translation": ("nmt_tf.inference.translation_model", "Translation"),
+    "train": ("nmt_tf.training", "train"),
+    "base_config": ("nmt_tf.experiment", "base_config"),
+    "ExperimentConfig": ("nmt_tf.experiment", "ExperimentConfig"),
+}
+
+__all__ = sorted(_API)
+
+
+def __getattr__(name):
+  if name not in _API:
+    raise AttributeError(f"module 'nmt_tf' has no attribute {name!r}")
+  module, attribute = _API[name]
+  return getattr(importlib.import_module(module), attribute)

@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_env.sh
-exec .venv/bin/python run.py main --run_dir=runs/quickstart "$@"
+exec .venv/bin/nmt-tf main --run_dir=runs/quickstart "$@"

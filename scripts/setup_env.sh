@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Creates (or refreshes) the project virtualenv in .venv from requirements.txt.
-# Idempotent: re-installs only when requirements.txt changed since the last install.
+# Creates (or refreshes) the project virtualenv in .venv: the pinned versions of
+# requirements.txt, then nmt_tf itself installed from this checkout (editable, so that
+# `.venv/bin/nmt-tf` and `import nmt_tf` run the code of the working tree).
+# Idempotent: re-installs only when requirements.txt or pyproject.toml changed since the last
+# install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3.11}
@@ -9,9 +12,14 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.requirements.sha256
-want=$(sha256sum requirements.txt | cut -d' ' -f1)
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+want=$(cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || [ ! -x .venv/bin/nmt-tf ]; then
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -r requirements.txt
+  if ! .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e . \
+      > .venv/install.log 2>&1; then
+    cat .venv/install.log >&2
+    exit 1
+  fi
   echo "$want" > "$stamp"
 fi

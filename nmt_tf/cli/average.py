@@ -38,7 +38,7 @@ def last_checkpoints(run, count):
   paths = checkpoint_files.candidates(run.checkpoint_dir)[::-1]  # oldest first
   if not paths:
     raise RunDirError(f"No checkpoint in {run.checkpoint_dir}; train first with "
-                      f"`python run.py train --run_dir={run.path}`.")
+                      f"`nmt-tf train --run_dir={run.path}`.")
   return paths[-count:]
 
 

@@ -6,17 +6,21 @@ import os
 from absl import flags
 from ml_collections import config_flags
 
+from nmt_tf.cli import recipes
 from nmt_tf.data.errors import DataError
 from nmt_tf.experiment import ExperimentConfig, RunDirError
 from nmt_tf.models.config import ConfigError
 
-PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROJECT_ROOT = recipes.PROJECT_ROOT
 
-flags.DEFINE_string("run_dir", os.path.join(PROJECT_ROOT, "runs", "default"),
-                    "Run directory: config, vocabularies, checkpoints, TensorBoard, exports.")
+flags.DEFINE_string("run_dir", os.path.join("runs", "quickstart"),
+                    "Run directory: config, vocabularies, checkpoints, TensorBoard, exports "
+                    "(default: the quick-start run that `main` trains).")
 config_flags.DEFINE_config_file(
-    "config", os.path.join(PROJECT_ROOT, "configs", "default.py"),
-    "Experiment config file (configs/*.py); override fields with --config.SECTION.KEY=VALUE. "
+    "config", recipes.recipe_path("default") or os.path.join(PROJECT_ROOT, "configs",
+                                                             "default.py"),
+    "Experiment config file (configs/*.py), or a recipe's name (cgru_multi30k); override "
+    "fields with --config.SECTION.KEY=VALUE. "
     "Used by `train`; other commands read the run's config.json.", lock_config=True)
 flags.DEFINE_string("checkpoint", "best", "Checkpoint to use: best, last or a checkpoint prefix.")
 flags.DEFINE_list("checkpoints", [], "Ensemble (translate, evaluate, export) or the checkpoints "

@@ -1,6 +1,6 @@
 """`python run.py evaluate`: BLEU/chrF with signatures, length and UNK analyses, heat maps.
 
-  python run.py evaluate --run_dir=runs/default                      # the run's test split
+  python run.py evaluate --run_dir=runs/quickstart                      # the run's test split
   python run.py evaluate --run_dir=R --source_file=s.de --reference_file=r.en --beam_size=10
 
 Writes to --eval_dir (default RUN/eval/SPLIT): hypotheses.txt, report.json,

@@ -1,7 +1,7 @@
 """`python run.py export`: writes a SavedModel for TF Serving (docs/EXPORT.md).
 
-  python run.py export --run_dir=runs/default --beam_size=5
-  -> runs/default/export/nmt/<next version>/ with signatures serving_default (greedy),
+  python run.py export --run_dir=runs/quickstart --beam_size=5
+  -> runs/quickstart/export/nmt/<next version>/ with signatures serving_default (greedy),
      beam_search (beam and n-best fixed here) and score.
   python run.py export --run_dir=runs/a --checkpoints=runs/a,runs/b   (an ensemble)
 """

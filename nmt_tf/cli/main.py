@@ -25,7 +25,7 @@ def run(argv):
     code = module.run([])
     if code:
       print(f"error: the {name} stage failed (exit {code}); fix the error above and rerun "
-            "`python run.py main` with the same flags (training resumes).", file=sys.stderr)
+            "`nmt-tf main` with the same flags (training resumes).", file=sys.stderr)
       return code
     print(f"=== {name} done in {time.time() - start:.0f} s ===", flush=True)
   return 0

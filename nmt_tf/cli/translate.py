@@ -1,7 +1,7 @@
 """`python run.py translate`: translate a file or stdin to stdout.
 
-  python run.py translate --run_dir=runs/default --input_file=src.txt > out.txt
-  echo "ein kleiner test" | python run.py translate --run_dir=runs/default --beam_size=5
+  python run.py translate --run_dir=runs/quickstart --input_file=src.txt > out.txt
+  echo "the boy helps the king" | python run.py translate --run_dir=runs/quickstart --beam_size=5
 
 Output, one line per input line (an empty line gives an empty translation):
   plain                   translation

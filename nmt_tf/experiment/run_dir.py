@@ -61,7 +61,7 @@ class RunDir:
     """The run's ExperimentConfig; RunDirError if the run was never prepared."""
     if not self.exists():
       raise RunDirError(f"No config.json in {self.path}; train first with "
-                        f"`python run.py train --run_dir={self.path}`.")
+                        f"`nmt-tf train --run_dir={self.path}`.")
     with open(self.config_path, encoding="utf-8") as f:
       return ExperimentConfig.from_json(f.read())
 
@@ -111,7 +111,7 @@ class RunDir:
         path = checkpoint_files.latest(self.checkpoint_dir)  # never validated yet
       if path is None:
         raise RunDirError(f"No checkpoint in {directory}; train first with "
-                          f"`python run.py train --run_dir={self.path}`.")
+                          f"`nmt-tf train --run_dir={self.path}`.")
       return path
     if not tf.io.gfile.exists(which + ".index"):
       raise RunDirError(f"No checkpoint at {which!r} (no {which}.index); pass 'best', 'last' "

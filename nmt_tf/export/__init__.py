@@ -1,6 +1,6 @@
 """nmt_tf.export: the SavedModel for TF Serving (docs/EXPORT.md).
 
-  path = export_run("runs/default")  # runs/default/export/nmt/1
+  path = export_run("runs/quickstart")  # runs/quickstart/export/nmt/1
 """
 
 from nmt_tf.export.exporter import (DEFAULT_MAX_SOURCE_LENGTH, ExportError, export_run,

@@ -1,0 +1,144 @@
+"""The `nmt-tf` command (and `python run.py`): `nmt-tf COMMAND [--flags]`.
+
+Commands are the modules of nmt_tf/cli (train, translate, evaluate, score, export, ...);
+`nmt-tf help` lists them. This module dispatches, and turns what the command line gets wrong
+(an unknown flag, a value of the wrong type, a --config file that is missing or does not load,
+an unknown --config.KEY) into one `error:` line and exit code 2, as the commands do with the
+errors users can cause. `--config=NAME` without a path names a recipe of configs/
+(`--config=cgru_multi30k`), which an installed nmt_tf ships.
+"""
+
+import os
+import re
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from absl import app  # pylint: disable=g-import-not-at-top
+from absl import flags  # pylint: disable=g-import-not-at-top
+
+from nmt_tf import cli  # pylint: disable=g-import-not-at-top
+from nmt_tf.cli import recipes  # pylint: disable=g-import-not-at-top
+
+COMMANDS = {}
+
+
+def _prog():
+  """How the user called us: "nmt-tf" or "python run.py"."""
+  return "nmt-tf" if os.path.basename(sys.argv[0]).startswith("nmt-tf") else "python run.py"
+
+
+def _one_line(error):
+  """The message of `error` on one line; for a message that carries a traceback (ml_collections
+  puts one in its config-file errors), its first line and the traceback's last line."""
+  lines = [" ".join(line.split()) for line in str(error).splitlines() if line.strip()]
+  if any(line.startswith("Traceback (most recent call last)") for line in lines):
+    lines = [lines[0], lines[-1]]
+  return " ".join(lines) or type(error).__name__
+
+
+def _exit_with_error(message):
+  print(f"error: {message}", file=sys.stderr)
+  sys.exit(2)
+
+
+def _override_error(error, argv):
+  """The message for an unknown --config.KEY (ml_collections raises AttributeError/KeyError)."""
+  override = next((a for a in argv if a.startswith("--config.")), "--config.*")
+  reason = error
+  while isinstance(reason, BaseException) and reason.args:
+    reason = reason.args[0]
+  reason = " ".join(str(reason).replace("'", "").replace('"', "").split())
+  return (f"invalid config override {override} (unknown key {reason}); check the section and "
+          "key names in nmt_tf/experiment/config.py.")
+
+
+def _config_file_error(path, error, see):
+  """The message for a --config file that cannot be loaded."""
+  file = path.split(":", 1)[0]  # config_flags passes what follows ':' to get_config
+  if not os.path.exists(file):
+    found = "no such file"
+  elif os.path.isdir(file):
+    found = "a directory, not a file"
+  else:
+    found = f"cannot load it ({type(error).__name__}: {_one_line(error)})"
+  return (f"--config={path}: {found}; pass an experiment config file such as "
+          f"--config=configs/default.py (see configs/*.py) or fix it; {see}.")
+
+
+def parse_flags(argv):
+  """absl's flag parsing for app.run, with every error as one `error:` line and exit code 2
+  (absl itself prints "FATAL Flags parsing error" and exits with 1)."""
+  command = next((arg for arg in argv[1:] if not arg.startswith("-")), None)
+  see = (f"see {_prog()} {command} --helpfull" if command in COMMANDS else
+         f"see {_prog()} help")
+  config = next((a.split("=", 1)[1] for a in argv if a.startswith("--config=")), None)
+  try:
+    remaining = flags.FLAGS(argv)
+  except flags.Error as error:  # unknown flag, missing or ill-typed value
+    message = re.sub(r"\. Did you mean: (.+?) ?\?$", r" (did you mean \1?)", _one_line(error))
+    _exit_with_error(f"{message}; {see}.")
+  except Exception as error:  # pylint: disable=broad-except
+    # The --config file is Python code run while the flags are parsed: what it raises (a
+    # syntax error, a failing get_config) is an error of the config, not of this program;
+    # so is an unknown --config.KEY (AttributeError/KeyError) when --config=FILE is given.
+    if (isinstance(error, (AttributeError, KeyError)) and
+        any(a.startswith("--config.") for a in argv)):
+      _exit_with_error(_override_error(error, argv))
+    if config is None:
+      _exit_with_error(f"{type(error).__name__}: {_one_line(error)}; {see}.")
+    _exit_with_error(_config_file_error(config, error, see))
+  try:  # ml_collections keeps a load error and raises it when the config is first used
+    getattr(flags.FLAGS.config, "keys", None)
+  except OSError as error:
+    _exit_with_error(_config_file_error(flags.FLAGS["config"].config_filename, error, see))
+  return remaining
+
+
+def _usage():
+  lines = [f"usage: {_prog()} COMMAND [--flags]   (--helpfull lists every flag)", "",
+           "commands:"]
+  lines += [f"  {name:<10} {module.HELP}" for name, module in sorted(COMMANDS.items())]
+  return "\n".join(lines)
+
+
+def main(argv):
+  # TensorFlow's own INFO lines (saver, SavedModel builder) drown the progress output; nmt_tf's
+  # absl logging stays at the --verbosity level.
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  tf.get_logger().setLevel("WARNING")
+  if len(argv) < 2 or argv[1] in ("help", "-h"):
+    print(_usage())
+    return 0 if len(argv) >= 2 else 2
+  command = argv[1]
+  if command not in COMMANDS:
+    print(f"Unknown command {command!r}.\n\n{_usage()}", file=sys.stderr)
+    return 2
+  return COMMANDS[command].run(argv[2:]) or 0
+
+
+def _recipe_names(argv):
+  """argv with `--config=NAME` (no path, no .py) replaced by that recipe's path."""
+  out = []
+  for arg in argv:
+    if arg.startswith("--config="):
+      value = arg.split("=", 1)[1]
+      name, _, rest = value.partition(":")
+      path = recipes.recipe_path(name) if name and not name.endswith(".py") and \
+          os.sep not in name else None
+      if path:
+        arg = f"--config={path}" + (f":{rest}" if rest else "")
+    out.append(arg)
+  return out
+
+
+def run():
+  """The console entry point: `nmt-tf COMMAND [--flags]`."""
+  sys.argv = _recipe_names(sys.argv)
+  try:
+    COMMANDS.update(cli.commands())
+  except (AttributeError, KeyError, TypeError, ValueError) as error:
+    # ml_collections applies --config.KEY=VALUE overrides while the flag is defined, unless
+    # --config is given (then while the flags are parsed: parse_flags).
+    _exit_with_error(_override_error(error, sys.argv))
+  app.run(main, flags_parser=parse_flags)

@@ -1,0 +1,119 @@
+"""The installed package: `import nmt_tf` stays light, the README's Python example runs as
+written, `nmt_tf.load(...).translate / .score` and `nmt_tf.train`, the `nmt-tf` command and
+recipes named without a path."""
+
+import contextlib
+import io
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import tensorflow as tf
+
+import nmt_tf
+from nmt_tf.cli import app
+from nmt_tf.cli import recipes
+from tests.run_fixtures import make_tiny_run
+from tests.training_fixtures import tiny_train_config
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+
+
+def readme_example():
+  """The Python code block that follows `<!-- api-example -->` in README.md."""
+  with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+    text = f.read()
+  match = re.search(r"<!-- api-example -->\s*```python\n(.*?)```", text, re.DOTALL)
+  return match.group(1)
+
+
+class PythonApiTest(tf.test.TestCase):
+  """A tiny run at <tmp>/runs/quickstart, the path the README's example loads."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.root = tempfile.mkdtemp()
+    cls.tiny_run, _, cls.corpus = make_tiny_run(os.path.join(cls.root, "runs", "quickstart"))
+    cls.model = nmt_tf.load(cls.tiny_run.path)
+
+  def test_readme_example_runs_as_written(self):
+    code = readme_example()
+    self.assertIn('nmt_tf.load("runs/quickstart")', code)
+    cwd, out = os.getcwd(), io.StringIO()
+    os.chdir(self.root)
+    try:
+      with contextlib.redirect_stdout(out):
+        exec(compile(code, "README.md", "exec"), {})  # pylint: disable=exec-used
+    finally:
+      os.chdir(cwd)
+    lines = out.getvalue().splitlines()
+    self.assertLen(lines, 4)
+    self.assertRegex(lines[1], r"^\(\d+, \d+\)$")
+
+  def test_translate(self):
+    sentences = list(self.corpus["test"].sources[:3]) + [""]
+    results = self.model.translate(sentences, beam_size=3, nbest=2)
+    self.assertLen(results, 4)
+    for t in results[:3]:
+      self.assertIsInstance(t, nmt_tf.Translation)
+      self.assertEqual(t.alignment.shape, (len(t.target_tokens), len(t.source_tokens)))
+      self.assertEqual(t.source_tokens[-1], "</s>")
+      self.assertLessEqual(len(t.alternatives), 1)
+      self.assertGreaterEqual(t.score, max([a.score for a in t.alternatives], default=-np.inf))
+    self.assertEqual((results[3].text, results[3].alternatives), ("", []))
+    greedy = self.model.translate(sentences[:3], beam_size=1)
+    self.assertEqual([t.alternatives for t in greedy], [[], [], []])
+    with self.assertRaisesRegex(ValueError, "nbest=4"):
+      self.model.translate(sentences, beam_size=3, nbest=4)
+
+  def test_score_is_the_translation_log_prob(self):
+    sentences = list(self.corpus["test"].sources[:3])
+    best = self.model.translate(sentences, beam_size=1)
+    scores = self.model.score(sentences, [t.text for t in best])
+    self.assertAllClose([s.log_prob for s in scores], [t.log_prob for t in best], atol=1e-4)
+    self.assertEqual([s.num_tokens for s in scores], [len(t.target_tokens) for t in best])
+
+  def test_train_from_a_config_object(self):
+    run_dir = os.path.join(self.root, "trained")
+    summary = nmt_tf.train(tiny_train_config(steps=3, eval_every=3, checkpoint_every=3),
+                           run_dir)
+    self.assertEqual(summary["steps"], 3)
+    self.assertEqual(nmt_tf.load(run_dir).translate(["a"])[0].source_tokens[-1], "</s>")
+
+
+class PackageTest(tf.test.TestCase):
+
+  def test_import_is_light(self):
+    out = subprocess.run([sys.executable, "-c", "import sys, nmt_tf; "
+                          "print('tensorflow' in sys.modules, nmt_tf.__version__)"],
+                         capture_output=True, text=True, env=ENV, cwd=ROOT, check=True)
+    self.assertEqual(out.stdout.split(), ["False", nmt_tf.__version__])
+
+  def test_nmt_tf_command_is_installed(self):
+    command = os.path.join(os.path.dirname(sys.executable), "nmt-tf")
+    self.assertTrue(os.path.exists(command), "run scripts/setup_env.sh (pip install -e .)")
+    out = subprocess.run([command, "help"], capture_output=True, text=True, env=ENV,
+                         cwd=tempfile.mkdtemp(), timeout=300, check=False)
+    self.assertEqual(out.returncode, 0, out.stderr[-2000:])
+    self.assertIn("usage: nmt-tf COMMAND", out.stdout)
+    self.assertIn("translate", out.stdout)
+
+  def test_recipes_are_found_by_name(self):
+    self.assertIn("cgru_multi30k", recipes.names())
+    self.assertEqual(recipes.recipe_path("default"), os.path.join(ROOT, "configs", "default.py"))
+    self.assertIsNone(recipes.recipe_path("no_such_recipe"))
+    argv = ["nmt-tf", "train", "--config=cgru_multi30k", "--config.train.steps=3",
+            "--config=configs/x.py", "--run_dir=r"]
+    self.assertEqual(app._recipe_names(argv),  # pylint: disable=protected-access
+                     ["nmt-tf", "train",
+                      f"--config={os.path.join(ROOT, 'configs', 'cgru_multi30k.py')}",
+                      "--config.train.steps=3", "--config=configs/x.py", "--run_dir=r"])
+
+
+if __name__ == "__main__":
+  tf.test.main()
