@@ -90,6 +90,15 @@ class DecodeCommandsTest(tf.test.TestCase):
     self.assertRegex(err, r"line 4 has \d+ tokens; cut to the first 6")
     self.assertNotIn("line 1 ", err)
 
+  def test_input_mostly_unknown_to_the_model_is_flagged_once(self):
+    _, err = self.translate()
+    self.assertNotIn("unknown to the model", err)
+    foreign = self.write("foreign.txt", ["ein kleiner hund läuft über die straße",
+                                          "zwei katzen schlafen"])
+    _, err = self.translate(input_file=foreign)
+    self.assertEqual(err.count("of the input's tokens are unknown to the model's source "
+                               "vocabulary"), 1)
+
   def test_stdin_matches_file(self):
     code, out, err = run_command(translate_cli, stdin="\n".join(self.lines) + "\n",
                                  **self.common, input_file="-")

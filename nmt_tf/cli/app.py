@@ -12,15 +12,24 @@ import os
 import re
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# --verbose shows TensorFlow's C++ log lines; by default they are hidden (errors surface as
+# Python exceptions), and so are the ones logged before TensorFlow's logging starts
+# (_quiet_startup).
+VERBOSE = any(arg in ("--verbose", "--verbose=true", "--verbose=True", "--verbose=1")
+              for arg in sys.argv)
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if VERBOSE else "3")
 
 from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags  # pylint: disable=g-import-not-at-top
+from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
 
 from nmt_tf import cli  # pylint: disable=g-import-not-at-top
 from nmt_tf.cli import recipes  # pylint: disable=g-import-not-at-top
 
 COMMANDS = {}
+
+flags.DEFINE_bool("verbose", False, "Also show TensorFlow's C++ log lines and the INFO messages "
+                  "of TensorFlow and nmt_tf (hidden by default).")
 
 
 def _prog():
@@ -103,10 +112,12 @@ def _usage():
 
 
 def main(argv):
-  # TensorFlow's own INFO lines (saver, SavedModel builder) drown the progress output; nmt_tf's
-  # absl logging stays at the --verbosity level.
+  # TensorFlow's own INFO lines (saver, SavedModel builder) and absl's INFO lines drown the
+  # progress output; --verbose brings them back.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  tf.get_logger().setLevel("WARNING")
+  if not flags.FLAGS.verbose:
+    tf.get_logger().setLevel("WARNING")
+    absl_logging.set_verbosity(absl_logging.WARNING)
   if len(argv) < 2 or argv[1] in ("help", "-h"):
     print(_usage())
     return 0 if len(argv) >= 2 else 2
@@ -132,9 +143,27 @@ def _recipe_names(argv):
   return out
 
 
+def _quiet_startup():
+  """Imports TensorFlow and finds its devices with the C++ stderr silenced: the lines TensorFlow
+  logs before its logging is set up (oneDNN notices, the CUDA stub, cuInit failures on a
+  machine without GPUs) ignore TF_CPP_MIN_LOG_LEVEL. Later C++ lines still follow it."""
+  saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+  sys.stderr.flush()
+  os.dup2(null, 2)
+  try:
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    tf.config.list_physical_devices()
+  finally:
+    os.dup2(saved, 2)
+    os.close(null)
+    os.close(saved)
+
+
 def run():
   """The console entry point: `nmt-tf COMMAND [--flags]`."""
   sys.argv = _recipe_names(sys.argv)
+  if not VERBOSE:
+    _quiet_startup()
   try:
     COMMANDS.update(cli.commands())
   except (AttributeError, KeyError, TypeError, ValueError) as error:

@@ -25,6 +25,7 @@ import sys
 from absl import flags
 
 from nmt_tf import data
+from nmt_tf import special_tokens
 from nmt_tf.cli import common
 from nmt_tf.inference import (alignments, CompiledTranslator, load_models, translate_lines,
                               Translator)
@@ -86,9 +87,19 @@ def read_input(path):
   return data.read_lines(path, "translate input"), None
 
 
+# Above this share of unknown source tokens the input is probably not the model's language.
+UNKNOWN_SHARE_WARNING = 0.2
+
+
+def unknown_share(results):
+  """The share of the inputs' tokens (EOS left out) that the source vocabulary does not know."""
+  tokens = [i for r in results for i in r.source_ids[:-1]]
+  return sum(i == special_tokens.UNK_ID for i in tokens) / max(len(tokens), 1)
+
+
 def decode_lines(translator, decode, lines, log=None):
-  """Translates lines and reports cut lines on `log` (default stderr). Returns
-  SentenceResults."""
+  """Translates lines and reports cut lines, and an input mostly unknown to the model, on
+  `log` (default stderr). Returns SentenceResults."""
   log = log or sys.stderr
   compiled = CompiledTranslator(translator, decode.beam_size, decode.nbest, FLAGS.xla)
   results = translate_lines(compiled, lines, decode.batch_size)
@@ -96,6 +107,11 @@ def decode_lines(translator, decode, lines, log=None):
     if r.truncated:
       print(f"warning: line {r.index + 1} has {r.num_tokens} tokens; cut to the first "
             f"{translator.max_source_length} (raise --max_input_tokens to keep more).", file=log)
+  share = unknown_share(results)
+  if share > UNKNOWN_SHARE_WARNING:
+    print(f"warning: {share:.0%} of the input's tokens are unknown to the model's source "
+          "vocabulary; is the input in the language the run was trained on (its config.json, "
+          "data section)?", file=log)
   return results
 
 

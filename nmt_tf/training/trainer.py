@@ -16,6 +16,7 @@ split the run trains without validation: the last checkpoint is the model.
 """
 
 import atexit
+import collections
 import math
 import os
 import time
@@ -224,11 +225,13 @@ class Trainer:
     epoch, consumed = int(_read(self.state["epoch"])), int(_read(self.state["batch_in_epoch"]))
     reason, last_result, loss = "completed", None, None
     window_tokens, window_start = 0.0, time.time()
+    recent = collections.deque(maxlen=20)  # (target tokens, seconds) of the last steps
     try:
       while step < cfg.steps and reason == "completed":
         dataset = self.strategy.experimental_distribute_dataset(order.epoch(epoch, consumed))
         seen = 0
         for batch in dataset:
+          step_start = time.time()
           out = self.train_step(batch)
           loss = float(out["loss"])
           step, consumed, seen = step + 1, consumed + 1, seen + 1
@@ -242,9 +245,14 @@ class Trainer:
           if warning:
             logging.warning("%s", warning)
             progress.message(warning)
-          window_tokens += float(out["tokens"])
+          tokens = float(out["tokens"])
+          window_tokens += tokens
           elapsed = max(time.time() - window_start, 1e-6)
-          progress.update(step, loss, window_tokens / elapsed)
+          # The progress line's speed: the last 20 steps' tokens over their own time, so that
+          # validations and checkpoints between steps do not make it jump.
+          recent.append((tokens, time.time() - step_start))
+          progress.update(step, loss, sum(t for t, _ in recent) /
+                          max(sum(d for _, d in recent), 1e-6))
           if step % cfg.log_every == 0:
             summaries.scalars({
                 "loss": loss, "perplexity": math.exp(min(loss, 50.0)),
