@@ -103,6 +103,22 @@ class PackageTest(tf.test.TestCase):
     self.assertIn("usage: nmt-tf COMMAND", out.stdout)
     self.assertIn("translate", out.stdout)
 
+  def test_command_help_lists_its_flags_and_the_config_fields(self):
+    command = os.path.join(os.path.dirname(sys.executable), "nmt-tf")
+    out = subprocess.run([command, "train", "--help"], capture_output=True, text=True, env=ENV,
+                         timeout=300, check=False)
+    self.assertEqual(out.returncode, 0, out.stderr[-2000:])
+    self.assertEqual(out.stderr, "")  # no TensorFlow start-up lines either
+    for text in ("usage: nmt-tf train", "train flags:", "--restart_from_scratch=false",
+                 "--run_dir=runs/quickstart", "config fields", "  train:", "    steps=2000",
+                 "attention_mode='soft'  soft | hard (Xu et al. 2015; trained with REINFORCE)"):
+      self.assertIn(text, out.stdout)
+    self.assertNotIn("--pdb", out.stdout)  # nothing unrelated (absl's own flags)
+    out = subprocess.run([command, "translate", "--help"], capture_output=True, text=True,
+                         env=ENV, timeout=300, check=False)
+    self.assertIn("--input_file=-", out.stdout)
+    self.assertNotIn("config fields", out.stdout)
+
   def test_recipes_are_found_by_name(self):
     self.assertIn("cgru_multi30k", recipes.names())
     self.assertEqual(recipes.recipe_path("default"), os.path.join(ROOT, "configs", "default.py"))

@@ -24,6 +24,7 @@ from absl import flags  # pylint: disable=g-import-not-at-top
 from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
 
 from nmt_tf import cli  # pylint: disable=g-import-not-at-top
+from nmt_tf.cli import help as help_text  # pylint: disable=g-import-not-at-top
 from nmt_tf.cli import recipes  # pylint: disable=g-import-not-at-top
 
 COMMANDS = {}
@@ -82,6 +83,9 @@ def parse_flags(argv):
   see = (f"see {_prog()} {command} --helpfull" if command in COMMANDS else
          f"see {_prog()} help")
   config = next((a.split("=", 1)[1] for a in argv if a.startswith("--config=")), None)
+  if command in COMMANDS and any(a in ("--help", "-h", "--helpshort") for a in argv[1:]):
+    print(help_text.command_help(_prog(), command, COMMANDS[command]))
+    sys.exit(0)
   try:
     remaining = flags.FLAGS(argv)
   except flags.Error as error:  # unknown flag, missing or ill-typed value

@@ -12,7 +12,7 @@ Output, one line per input line (an empty line gives an empty translation):
 Over-long lines are cut to --max_input_tokens tokens and reported on stderr.
 
 Input errors (one `error:` line naming the line and the fix, exit code 2): a line that is
-not valid UTF-8 or that holds a carriage return (old Mac `\r` line endings; `\r\n` is
+not valid UTF-8 or that holds a carriage return (old Mac `\\r` line endings; `\\r\\n` is
 fine), as nmt_tf/data/text_files.py reads corpora. From --input_file nothing is translated:
 the file is still there to fix and rerun. Stdin cannot be read again, so the lines before the
 bad one are translated and written out (flushed) first, then the error is printed: the
