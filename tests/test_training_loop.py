@@ -232,6 +232,23 @@ class PrecisionAndStoppingTest(tf.test.TestCase):
                      "completed")
 
 
+class BeamAlignmentImagesTest(tf.test.TestCase):
+
+  def test_validation_draws_beam_search_attention_too(self):
+    config = tiny_train_config(steps=5, eval_every=5, alignment_images=1)
+    config = config.replace(decode=dataclasses.replace(config.decode, beam_size=2))
+    run_dir = tempfile.mkdtemp()
+    train(config, run_dir, stream=io.StringIO())
+    tags = _events(run_dir)
+    self.assertLen(tags["valid/alignment/0"], 1)
+    self.assertLen(tags["valid/alignment_beam/0"], 1)
+    self.assertNotIn("valid/alignment_beam/1", tags)
+    description = tags["valid/alignment_beam/0"][0][1].metadata.summary_description
+    self.assertIn("valid sentence 0, beam 2", description)
+    png = tf.make_ndarray(tags["valid/alignment_beam/0"][0][1].tensor)[2]
+    self.assertEqual(tf.io.decode_png(png).shape[-1], 3)
+
+
 class PiecesTest(tf.test.TestCase):
 
   def test_bf16_warning_on_cpus_without_bf16_instructions(self):

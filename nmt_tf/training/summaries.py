@@ -4,6 +4,7 @@
   valid/loss, valid/perplexity, valid/bleu,
   valid/length_ratio                              scalars (length_ratio: of the BLEU)
   valid/alignment/<i>                             attention heat maps (PNG) of fixed sentences
+  valid/alignment_beam/<i>                        the same with beam search (decode.beam_size)
   valid/samples                                   source | reference | greedy output table
   config                                          the ExperimentConfig as JSON text
   hparams                                         the TensorBoard HParams plugin session
@@ -61,10 +62,12 @@ class Summaries:
     self.scalars({"loss": result.loss, "perplexity": result.perplexity, "bleu": result.bleu,
                   "length_ratio": result.length_ratio}, step, "valid")
     with self.writer.as_default(step=step):
-      for i, (title, png) in enumerate(result.alignments):
-        image = tf.io.decode_png(png, channels=3)[tf.newaxis]  # [1, height, width, 3]
-        tf.summary.image(f"valid/alignment/{i}", image, step=step,
-                         description=f"Attention of {title} (x: source, y: target)")
+      for tag, images in (("alignment", result.alignments),
+                          ("alignment_beam", result.beam_alignments)):
+        for i, (title, png) in enumerate(images):
+          image = tf.io.decode_png(png, channels=3)[tf.newaxis]  # [1, height, width, 3]
+          tf.summary.image(f"valid/{tag}/{i}", image, step=step,
+                           description=f"Attention of {title} (x: source, y: target)")
       rows = ["| source | reference | greedy translation |", "|---|---|---|"]
       rows += [f"| {_cell(s)} | {_cell(r)} | {_cell(h)} |" for s, r, h in result.samples]
       tf.summary.text("valid/samples", "\n".join(rows))

@@ -23,8 +23,8 @@ from nmt_tf.training.train_step import make_eval_loss_fn
 @dataclasses.dataclass
 class ValidationResult:
   """loss, perplexity, bleu; samples [(source, reference, hypothesis)]; alignments
-  [(title, png bytes)]; length_ratio of BLEU; hypotheses: the greedy output, one per
-  validation sentence."""
+  [(title, png bytes)] of greedy search, beam_alignments of beam search (decode.beam_size > 1);
+  length_ratio of BLEU; hypotheses: the greedy output, one per validation sentence."""
 
   loss: float
   perplexity: float
@@ -33,6 +33,7 @@ class ValidationResult:
   alignments: List[Tuple[str, bytes]]
   length_ratio: float = float("nan")
   hypotheses: List[str] = dataclasses.field(default_factory=list)
+  beam_alignments: List[Tuple[str, bytes]] = dataclasses.field(default_factory=list)
 
 
 def _texts(split, limit):
@@ -80,6 +81,12 @@ class Validator:
                                  max_source_length=max(max_len, 200))
     self.translate_fn = tf.function(lambda text: self.translator.translate(text, 1, 1),
                                     reduce_retracing=True)
+    # The attention of beam search too, for the same few sentences (decode.beam_size).
+    self.beam_size = config.decode.beam_size
+    self.beam_fn = None
+    if self.beam_size > 1 and self.num_alignments:
+      self.beam_fn = tf.function(
+          lambda text: self.translator.translate(text, self.beam_size, 1))
 
   def run(self):
     """Returns a ValidationResult."""
@@ -96,13 +103,19 @@ class Validator:
       hypotheses += [t.decode("utf-8") for t in out["translation"][:, 0].numpy()]
       for i in range(max(0, min(self.num_alignments - start, len(chunk)))):
         alignments.append(self._alignment(start + i, out, i))
+    beam_alignments = []
+    if self.beam_fn is not None:
+      out = self.beam_fn(tf.constant(self.sources[:self.num_alignments]))
+      beam_alignments = [self._alignment(i, out, i, f"beam {self.beam_size}")
+                         for i in range(self.num_alignments)]
     bleu = scoring.corpus_bleu(hypotheses, self.references)
     samples = list(zip(self.sources, self.references, hypotheses))[:max(self.num_alignments, 3)]
     return ValidationResult(loss=loss, perplexity=math.exp(min(loss, 50.0)), bleu=bleu.score,
                             samples=samples, alignments=alignments,
-                            length_ratio=bleu.length_ratio, hypotheses=hypotheses)
+                            length_ratio=bleu.length_ratio, hypotheses=hypotheses,
+                            beam_alignments=beam_alignments)
 
-  def _alignment(self, index, out, row):
+  def _alignment(self, index, out, row, search="greedy"):
     """(title, PNG) of sentence `index`, row `row` of the Translator output `out`."""
     source_ids = out["source"][row].numpy()
     source_ids = source_ids[source_ids != 0]  # [src_len] incl. EOS
@@ -111,6 +124,6 @@ class Validator:
     attention = out["attention"][row, 0, :length, :len(source_ids)].numpy()  # [tgt, src]
     src_tokens = self.source_tokenizer.id_to_token(tf.constant(source_ids, tf.int32)).numpy()
     tgt_tokens = self.target_tokenizer.id_to_token(tf.constant(target_ids, tf.int32)).numpy()
-    title = f"valid sentence {index}"
+    title = f"valid sentence {index}, {search}"
     return title, alignment_png(np.asarray(attention), list(src_tokens), list(tgt_tokens),
                                 title=title)
