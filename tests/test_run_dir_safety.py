@@ -192,6 +192,14 @@ class CorpusTest(tf.test.TestCase):
     self.assertIsNone(summary["best_checkpoint"])
     self.assertIsNone(summary["last_validation"])
     self.assertEndsWith(summary["checkpoint"], "ckpt-10")
+    # Evaluating its missing test split is one line naming the splits it has.
+    from nmt_tf.cli import evaluate as evaluate_cli  # pylint: disable=g-import-not-at-top
+    from tests.test_cli_decode import run_command  # pylint: disable=g-import-not-at-top
+    code, _, err = run_command(evaluate_cli, run_dir=run_dir, eval_split="test")
+    self.assertEqual(code, 2)
+    self.assertIn("error: The run's corpus has no 'test' split (it has train); pass "
+                  "--eval_split", err)
+    self.assertNotIn("Traceback", err)
 
 
 class DivergenceTest(tf.test.TestCase):

@@ -54,7 +54,13 @@ def _evaluation_set(config):
                        f"{FLAGS.reference_file} {len(references)}; expected line-aligned "
                        "files.")
     return os.path.splitext(os.path.basename(FLAGS.source_file))[0], sources, references
-  split = data.load_corpus(config.data)[FLAGS.eval_split]
+  corpus = data.load_corpus(config.data)
+  if FLAGS.eval_split not in corpus:
+    raise data.DataError(
+        f"The run's corpus has no {FLAGS.eval_split!r} split (it has "
+        f"{', '.join(sorted(corpus))}); pass --eval_split with one of those, or "
+        "--source_file and --reference_file.")
+  split = corpus[FLAGS.eval_split]
   if not isinstance(split, data.ParallelText):  # a tf.data corpus (TFDS)
     pairs = [(s.decode("utf-8"), t.decode("utf-8")) for s, t in split.as_numpy_iterator()]
     return FLAGS.eval_split, [s for s, _ in pairs], [t for _, t in pairs]
