@@ -65,10 +65,13 @@ def length_bleu_png(buckets, title=None, dpi=80, min_sentences=MIN_SENTENCES):
     if legend:
       ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     if left_out:
-      fig.text(0.01, 0.01, f"not drawn (< {min_sentences} sentences): " + ", ".join(
+      ax.text(0.0, -0.32, f"not drawn (< {min_sentences} sentences): " + ", ".join(
           f"{low}-{high} words ({count})" for low, high, count in sorted(left_out)),
-               fontsize=7, va="bottom")
-    png = finish_png(fig, ax, textwrap.fill(title, 70 if legend else 50) if title else None)
-    return png
+              transform=ax.transAxes, fontsize=7, va="top")
+    # The legend stands outside the axes, which tight_layout cannot place: a fixed layout,
+    # and the saved image is cropped to what is drawn.
+    fig.subplots_adjust(left=0.1, right=0.66 if legend else 0.95, bottom=0.25, top=0.85)
+    return finish_png(fig, ax, textwrap.fill(title, 60 if legend else 50) if title else None,
+                      tight_layout=False)
   finally:
     plt.close(fig)
