@@ -88,11 +88,13 @@ class Timer:
 
 
 def device_info():
-  """Threads, the machine (nmt_tf/cpu.py) and the CPU flags that decide the matmul kernels
+  """Threads, the CPU model (nmt_tf/cpu.py) and the CPU flags that decide the matmul kernels
   (AVX-512, AVX512_BF16, AMX)."""
   info = cpu.cpu_info()
   flags = info.get("flags") or set()
-  return {"cpus": os.cpu_count(), "tf": tf.__version__, "machine": cpu.machine_label(info),
+  machine = ", ".join(f"{key} {info[key]}" for key in ("family", "model") if info.get(key))
+  return {"cpus": os.cpu_count(), "tf": tf.__version__,
+          "machine": f"{info.get('model_name', 'unknown CPU')} ({machine})",
           "avx512f": "avx512f" in flags, "avx512_bf16": "avx512_bf16" in flags,
           "amx_bf16": "amx_bf16" in flags,
           "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads()}

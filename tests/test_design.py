@@ -71,6 +71,31 @@ class LayeringTest(tf.test.TestCase):
     self.assertEqual(imported_parts(path), {"training", "data", "cli"})
 
 
+class StudyBesideTheLibraryTest(tf.test.TestCase):
+  """The Multi30k study (experiments/) uses nmt_tf as its users do: the command line, the
+  evaluation helpers and the CPU description; nothing in nmt_tf knows the study."""
+
+  STUDY_MAY_IMPORT = {"evaluation", "cpu"}
+
+  def test_the_study_uses_the_public_parts_only(self):
+    for directory, _, files in os.walk(os.path.join(ROOT, "experiments")):
+      for name in files:
+        if name.endswith(".py"):
+          wrong = imported_parts(os.path.join(directory, name)) - self.STUDY_MAY_IMPORT
+          self.assertEmpty(wrong, f"{os.path.join(directory, name)} imports {sorted(wrong)}")
+
+  def test_the_library_does_not_import_the_study(self):
+    for directory, _, files in os.walk(PACKAGE):
+      for name in files:
+        if name.endswith(".py"):
+          with open(os.path.join(directory, name), encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+          for node in ast.walk(tree):
+            modules = ([node.module or ""] if isinstance(node, ast.ImportFrom) else
+                       [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            for module in modules:
+              self.assertFalse(module.startswith("experiments"), os.path.join(directory, name))
+
 def tracked_files():
   """The files git tracks in the project (every file below it when git cannot say)."""
   try:

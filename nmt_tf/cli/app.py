@@ -34,8 +34,11 @@ flags.DEFINE_bool("verbose", False, "Also show TensorFlow's C++ log lines and th
 
 
 def _prog():
-  """How the user called us: "nmt-tf" or "python run.py"."""
-  return "nmt-tf" if os.path.basename(sys.argv[0]).startswith("nmt-tf") else "python run.py"
+  """How the user called us: "nmt-tf", "python -m nmt_tf" or "python run.py"."""
+  program = os.path.basename(sys.argv[0])
+  if program.startswith("nmt-tf"):
+    return "nmt-tf"
+  return "python -m nmt_tf" if program == "__main__.py" else "python run.py"
 
 
 def _one_line(error):

@@ -11,7 +11,7 @@ import textwrap
 from absl import flags
 
 # Commands that read --config (the others read the run's config.json).
-CONFIG_COMMANDS = ("train", "main", "results")
+CONFIG_COMMANDS = ("train", "main")
 
 
 def field_docs(cls):

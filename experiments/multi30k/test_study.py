@@ -1,0 +1,180 @@
+"""The Multi30k study end to end on a tiny run: `study.py row` trains and evaluates through the
+`nmt-tf` command line and records the row, `record` makes an immutable record of a run
+directory, `report` draws the results page from the records alone."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import pytest
+import tensorflow as tf
+
+import page
+import records
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+STUDY = os.path.join(HERE, "study.py")
+
+CONFIG = """
+import json
+import ml_collections
+
+def get_config():
+  return ml_collections.ConfigDict(json.loads({text!r}))
+"""
+
+
+def study(*args):
+  """(exit code, stdout, stderr) of `python study.py ARGS`."""
+  env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+             TF_CPP_MIN_LOG_LEVEL="3")
+  done = subprocess.run([sys.executable, STUDY] + list(args), capture_output=True, text=True,
+                        env=env, cwd=ROOT, check=False)
+  return done.returncode, done.stdout, done.stderr
+
+
+@pytest.mark.slow  # trains a tiny model and decodes its test split twice (~1 min)
+class StudyTest(tf.test.TestCase):
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    # pylint: disable-next=g-import-not-at-top
+    from tests.training_fixtures import tiny_train_config
+    cls.tmp = tempfile.mkdtemp()
+    cls.rows = os.path.join(cls.tmp, "rows")
+    cls.run_dir = os.path.join(cls.tmp, "run")
+    config = tiny_train_config(steps=20, eval_every=10, checkpoint_every=10)
+    cls.config_file = os.path.join(cls.tmp, "tiny.py")
+    with open(cls.config_file, "w", encoding="utf-8") as f:
+      f.write(CONFIG.format(text=config.to_json()))
+    cls.row = study("row", "tiny_a", f"--config={cls.config_file}", f"--run_dir={cls.run_dir}",
+                    f"--rows={cls.rows}", "--keep_attention", "--",
+                    "--config.train.max_minutes=0")
+    cls.record = study("record", "tiny_b", f"--run_dir={cls.run_dir}", f"--rows={cls.rows}",
+                       "--command=nmt-tf train --config=tiny.py", "--baseline=tiny_a",
+                       "--note=The same run recorded twice.")
+
+  def load(self, name):
+    with open(os.path.join(self.rows, name, records.ROW_FILE), encoding="utf-8") as f:
+      return json.load(f)
+
+  def test_row_trains_evaluates_and_records(self):
+    self.assertEqual(self.row[0], 0, self.row[2][-3000:])
+    row = self.load("tiny_a")
+    self.assertEqual(row["name"], "tiny_a")
+    self.assertEqual(row["model"], "cgru")
+    self.assertEqual(row["direction"], "generated")  # no languages: the dataset's name
+    self.assertEqual(row["stop"], {"steps": 20})
+    self.assertEqual(row["train"]["steps"], 20)
+    self.assertGreater(row["train"]["seconds"], 0)
+    self.assertGreater(row["train"]["tokens_per_second"], 0)
+    self.assertEqual([p["step"] for p in row["validation"]], [10, 20])
+    self.assertIsNotNone(row["validation"][0]["minutes"])
+    self.assertEqual(sorted(row["scores"]), ["beam5", "greedy"])
+    self.assertEqual(row["scores"]["greedy"]["beam_size"], 1)
+    self.assertEqual(row["scores"]["beam5"]["beam_size"], 5)
+    self.assertIn("nrefs:1", row["scores"]["beam5"]["bleu_signature"])
+    self.assertEqual(row["test_sentences"], 8)
+    self.assertEqual(row["config"]["model"]["decoder"], "cgru")
+    self.assertEqual(row["corpus"]["train"]["pairs"], 600)  # the generated pair's fingerprint
+    self.assertEqual(row["machine"], records.machine())
+    self.assertTrue(row["command"].startswith("nmt-tf train --config="))
+    self.assertIsNone(row["baseline"])
+    for key in ("greedy", "beam5"):
+      with open(os.path.join(self.rows, "tiny_a", "eval", f"test_{key}", "hypotheses.txt"),
+                encoding="utf-8") as f:
+        self.assertLen(f.read().splitlines(), 8)
+    self.assertNotEmpty(records.attention_images({"path": os.path.join(self.rows, "tiny_a")}))
+
+  def test_a_recorded_row_is_not_run_again(self):
+    code, out, _ = study("row", "tiny_a", f"--config={self.config_file}",
+                         f"--run_dir={os.path.join(self.tmp, 'elsewhere')}",
+                         f"--rows={self.rows}")
+    self.assertEqual(code, 0)
+    self.assertIn("recorded already", out)
+    self.assertFalse(os.path.exists(os.path.join(self.tmp, "elsewhere")))
+
+  def test_records_are_never_rewritten(self):
+    self.assertEqual(self.record[0], 0, self.record[2][-3000:])
+    before = self.load("tiny_b")
+    code, _, err = study("record", "tiny_b", f"--run_dir={self.run_dir}", f"--rows={self.rows}",
+                         "--command=other")
+    self.assertEqual(code, 2)
+    self.assertEqual(len(err.strip().splitlines()), 1, err)
+    self.assertStartsWith(err, "error: ")
+    self.assertIn("never rewritten", err)
+    self.assertEqual(self.load("tiny_b"), before)
+    self.assertEqual(before["baseline"], "tiny_a")
+    self.assertEqual(records.attention_images({"path": os.path.join(self.rows, "tiny_b")}), [])
+
+  def test_errors_are_one_line(self):
+    for args in (["record", "x", f"--run_dir={os.path.join(self.tmp, 'missing')}",
+                  f"--rows={self.rows}", "--command=c"],
+                 ["record", "../x", f"--run_dir={self.run_dir}", f"--rows={self.rows}",
+                  "--command=c"],
+                 ["row", "y", f"--config={self.config_file}", f"--rows={self.rows}",
+                  "--baseline=no_such_row"]):
+      code, _, err = study(*args)
+      self.assertEqual(code, 2, args)
+      self.assertEqual(len(err.strip().splitlines()), 1, err)
+      self.assertStartsWith(err, "error: ")
+    self.assertFalse(os.path.exists(os.path.join(self.rows, "y")))
+
+  def test_report_from_records_alone(self):
+    self.assertEqual(self.record[0], 0, self.record[2][-3000:])
+    page_file = os.path.join(self.tmp, "RESULTS.md")
+    figures = os.path.join(self.tmp, "results")
+    os.makedirs(figures, exist_ok=True)
+    with open(os.path.join(figures, "curves_old-direction.png"), "wb") as f:
+      f.write(b"stale")
+    with open(page_file, "w", encoding="utf-8") as f:
+      f.write(f"# Results\n\nhand-written\n\n{page.BEGIN}\nold\n{page.END}\n\nafter\n")
+    code, _, err = study("report", f"--rows={self.rows}", f"--page={page_file}",
+                         f"--figures={figures}")
+    self.assertEqual(code, 0, err[-3000:])
+    with open(page_file, encoding="utf-8") as f:
+      text = f.read()
+    self.assertStartsWith(text, "# Results\n\nhand-written\n\n")
+    self.assertEndsWith(text, f"{page.END}\n\nafter\n")
+    self.assertNotIn("\nold\n", text)
+    self.assertEqual(text.count("### generated: test split (8 sentences)"), 1)  # one table
+    comparison = next(line for line in text.splitlines()
+                      if line.startswith("| `tiny_b` | `tiny_a` |"))  # against its baseline
+    self.assertIn("| +0.00 |", comparison)  # the same outputs
+    self.assertIn("- `tiny_b`: The same run recorded twice.", text)
+    self.assertEqual(sorted(os.listdir(figures)),
+                     ["attention_0.png", "attention_1.png", "attention_2.png",
+                      "bleu_by_length_word.png", "curves_generated.png"])  # not the stale one
+    self.assertIn("](results/curves_generated.png)", text)
+
+  def test_report_refuses_a_missing_baseline(self):
+    self.assertEqual(self.record[0], 0, self.record[2][-3000:])
+    rows = os.path.join(self.tmp, "rows_without_baseline")
+    os.makedirs(rows)
+    os.symlink(os.path.join(self.rows, "tiny_b"), os.path.join(rows, "tiny_b"))
+    with self.assertRaisesRegex(records.RecordError, "baseline 'tiny_a' has no record"):
+      records.load(rows)
+
+
+class MachineTest(tf.test.TestCase):
+
+  def test_cpu_as_plain_information(self):
+    info = {"model_name": "AMD EPYC", "family": "25", "model": "17", "stepping": "1",
+            "flags": {"avx2", "avx512f", "avx512_bf16"}}
+    self.assertEqual(records.machine(info, cores=2),
+                     "2 CPUs AMD EPYC (family 25, model 17, AVX512-BF16)")
+    self.assertEqual(records.machine({}, cores=4), "4 CPUs")
+
+  def test_stop(self):
+    # pylint: disable=protected-access
+    self.assertEqual(page._stop({"stop": {"steps": 2500}}), "2,500 steps")
+    self.assertEqual(page._stop({"stop": {"minutes": 120.0}}), "2 h budget")
+    self.assertEqual(page._stop({"stop": {"minutes": 45.0}}), "45 min budget")
+
+
+if __name__ == "__main__":
+  tf.test.main()
