@@ -208,11 +208,19 @@ def _attention(rows, figures):
   return out + [""]
 
 
+def _order(row):
+  """Direction, then the rows of one setting together: fixed steps before time budgets,
+  SentencePiece before words, the setting's values, then the name."""
+  stop = row["stop"]
+  return (row["direction"], row["tokenizer"] == "word", "steps" not in stop,
+          stop.get("steps") or stop.get("minutes"), row["name"])
+
+
 def render(rows, figures):
   """Markdown of all records; writes the figures through `figures` (_Figures)."""
   if not rows:
     return "No records yet: run a row (experiments/multi30k/README.md), then the report.\n"
-  rows = sorted(rows, key=lambda r: (r["direction"], r["tokenizer"] == "word", r["name"]))
+  rows = sorted(rows, key=_order)
   by_name = {r["name"]: r for r in rows}
   out = []
   for direction in sorted({r["direction"] for r in rows}):
