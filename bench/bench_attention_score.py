@@ -11,7 +11,7 @@ loss; forward and backward are timed, interleaved over the variants, median per 
   custom_xla  custom gradient, XLA forward and backward kernels (`additive_score(...,
               fused=True)`, training with bfloat16 products)
   nodk        custom_xla without the keys' gradient (a lower bound for deferring it)
-The variants reuse the functions of nmt_tf/layers/fused.py. Prints one JSON object.
+The variants reuse the functions of nmt_tf/layers/kernels/fused.py. Prints one JSON object.
 """
 import json
 import os
@@ -23,7 +23,7 @@ import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # pylint: disable=g-import-not-at-top,wrong-import-position,protected-access
-from nmt_tf.layers import fused
+from nmt_tf.layers.kernels import fused
 
 B, S, A, T, Q = 100, 22, 512, 22, 512
 _bwd = fused._score_grad.python_function  # (keys, q, v, de) -> dk, dq, dv, plain ops

@@ -43,7 +43,7 @@ flags.DEFINE_list("jit", ["false"], "jit_compile settings of the search to time 
 flags.DEFINE_list("decoders", ["cgru"], "Decoders to time (ModelConfig.decoder); every model "
                   "has the same embedding, encoder and decoder sizes.")
 flags.DEFINE_list("matmul_dtypes", ["float32"], "Matrix-product dtypes to time (float32, "
-                  "bfloat16: Seq2Seq.matmul_dtype, layers/precision.py).")
+                  "bfloat16: Seq2Seq.matmul_dtype, layers/kernels/precision.py).")
 FLAGS = flags.FLAGS
 
 

@@ -5,14 +5,18 @@ Usage: .venv/bin/python bench/bench_train.py [--precisions float32,mixed_bfloat1
            [--jit false,true] [--fused_attention true,false,xla] [--bucket_widths 2,5]
            [--optimizers fused,keras] [--smoothing_labels sparse,dense]
            [--gru_backward manual,autodiff,autodiff_encoder,autodiff_decoder]
+           [--defer_gradients auto,true,false]
            [--decoders cgru,rnnsearch,luong,encdec,sar_avg,sar_cavg,...] [--interleave]
            [--batches 30] [--batch_tokens 2000] [--peak]
 For each (decoder, precision, jit_compile, fused attention score, bucket width, Adam,
-smoothed-loss form, backward pass of the recurrences) setting the reference model
+smoothed-loss form, backward pass of the recurrences, deferred gradients) setting the
+reference model
 (configs/cgru_multi30k.py: emb 256, BiGRU 2x512, cGRU 512, deep output, SentencePiece 8k,
 dropout 0.2, Adam, clipping, label smoothing 0.1; with --decoders another decoder, or a model
 preset of nmt_tf/training/presets.py such as sar_cavg, in place of the cGRU) is built and
-`nmt_tf.training.train_step.TrainStep` (the Trainer's step) runs over `--batches` real training
+`nmt_tf.training.train_step.TrainStep` (the Trainer's step) runs, with the model's
+KernelOptions (nmt_tf/layers/kernels/options.py) and TrainStep's smoothing_labels set from the
+flags, over `--batches` real training
 batches of the bucketed pipeline twice: the first pass is the warm-up (tracing, and XLA
 compiling each batch shape), the second is timed, step by step, with the loss fetched to the
 host after every step as the Trainer does. The batches are materialized before timing, so
@@ -26,7 +30,6 @@ common.forward_flops) over the matmul peak of bench_peak.py.
 """
 
 import collections
-import contextlib
 import dataclasses
 import itertools
 import os
@@ -45,8 +48,7 @@ import bench_peak
 import common
 from nmt_tf import data
 from nmt_tf.experiment import TrainConfig
-from nmt_tf.layers import fused as fused_ops
-from nmt_tf.layers import gru_sequence
+from nmt_tf.layers.kernels import KernelOptions
 from nmt_tf.models import ModelConfig
 from nmt_tf.training import losses
 from nmt_tf.training import presets
@@ -60,20 +62,27 @@ flags.DEFINE_list("jit", ["false"], "jit_compile settings to time (false, true).
 flags.DEFINE_integer("batches", 30, "Distinct training batches (warm-up pass + timed pass).")
 flags.DEFINE_integer("batch_tokens", 2000, "Padded token budget per batch.")
 flags.DEFINE_list("fused_attention", ["true"], "Kernels of the tanh attention score to time "
-                  "(layers/fused.py): true = the default choice of `use_fused` (XLA only "
-                  "with bfloat16 products), false = plain ops always, xla = the XLA kernels "
+                  "(KernelOptions.fused_attention, layers/kernels/fused.py): true = the "
+                  "default choice of `use_fused` (XLA only with bfloat16 products; also "
+                  "'auto'), false = plain ops always (also 'off'), xla = the XLA kernels "
                   "whatever the precision.")
 flags.DEFINE_list("optimizers", ["fused"], "Adam implementations to time: fused "
                   "(training/optimizers.py FusedAdam, the Trainer's) and keras "
                   "(keras.optimizers.Adam).")
-flags.DEFINE_list("smoothing_labels", ["sparse"], "Label-smoothed loss forms to time: sparse "
-                  "(training/losses.py smoothed_cross_entropy, the Trainer's) and dense (one-hot "
-                  "label tensor and softmax_cross_entropy_with_logits).")
-flags.DEFINE_list("gru_backward", ["manual"], "Backward passes of the recurrences to time: "
-                  "manual (hand-written: layers/gru_sequence.py for the encoder, "
-                  "layers/attention_sequence.py for the decoder; the training default), autodiff "
-                  "(TensorFlow's gradient of the scan_time loops), autodiff_encoder and "
-                  "autodiff_decoder (autodiff for that part only).")
+flags.DEFINE_list("smoothing_labels", ["sparse"], "Label-smoothed loss forms to time "
+                  "(TrainStep's smoothing_labels): sparse (training/losses.py "
+                  "smoothed_cross_entropy, the Trainer's) and dense (one-hot label tensor and "
+                  "softmax_cross_entropy_with_logits).")
+flags.DEFINE_list("gru_backward", ["manual"], "Backward passes of the recurrences to time "
+                  "(KernelOptions.gru_backward): manual (hand-written: "
+                  "layers/kernels/gru_sequence.py for the encoder, attention_sequence.py for the "
+                  "decoder; the training default), autodiff (TensorFlow's gradient of the "
+                  "scan_time loops), autodiff_encoder and autodiff_decoder (autodiff for that "
+                  "part only).")
+flags.DEFINE_list("defer_gradients", ["auto"], "Gradients of the loop-invariant operands of "
+                  "the scan_time loops to time (KernelOptions.defer_gradients, "
+                  "layers/kernels/deferred.py): auto (after the loop for loops with bfloat16 "
+                  "inputs, the default), true (after every loop), false (step by step).")
 flags.DEFINE_list("decoders", ["cgru"], "Decoders of the timed model (the reference model with "
                   "its decoder replaced, the presets' paper defaults otherwise): ModelConfig "
                   "decoders or the model presets of training/presets.py (sar_avg, sar_cavg, "
@@ -97,21 +106,22 @@ def _bools(values):
   return [v.lower() in ("1", "true", "yes") for v in values]
 
 
-# One timed configuration: precision, jit_compile, score kernel ("true", "false" or "xla", see
-# --fused_attention), bucket width, Adam implementation, form of the label-smoothed loss and
-# backward pass of the recurrences (--gru_backward) and decoder (--decoders).
+# One timed configuration: precision, jit_compile, bucket width, Adam implementation, form of the
+# label-smoothed loss (--smoothing_labels), the model's KernelOptions (--fused_attention,
+# --gru_backward, --defer_gradients) and decoder (--decoders).
 Setting = collections.namedtuple("Setting",
-                                 "name precision jit fused width optimizer labels gru decoder")
+                                 "name precision jit width optimizer labels options decoder")
 OPTIMIZERS = {"fused": FusedAdam, "keras": keras.optimizers.Adam}
+# --fused_attention value -> KernelOptions.fused_attention
+FUSED_ATTENTION = {"true": "auto", "auto": "auto", "false": "off", "off": "off", "xla": "xla"}
+# --defer_gradients value -> KernelOptions.defer_gradients
+DEFER_GRADIENTS = {"auto": None, "true": True, "false": False}
 
 
-def _recurrence_backward(value):
-  """The context that traces the recurrences with the backward passes named by value."""
-  parts = {"manual": None, "autodiff": gru_sequence.PARTS, "autodiff_encoder": ["encoder"],
-           "autodiff_decoder": ["decoder"]}
-  if value not in parts:
-    raise ValueError(f"Received --gru_backward={value!r}; expected some of {sorted(parts)}.")
-  return contextlib.nullcontext() if parts[value] is None else gru_sequence.autodiff(parts[value])
+def _choice(flag, value, choices):
+  if value not in choices:
+    raise ValueError(f"Received --{flag}={value!r}; expected some of {sorted(choices)}.")
+  return choices[value]
 
 
 def build_step(vocab, setting):
@@ -122,23 +132,12 @@ def build_step(vocab, setting):
                           label_smoothing=0.1, learning_rate=5e-4)
   model_cfg = {**common.reference_model_config(*vocab),
                **presets.MODELS.get(setting.decoder, {"decoder": setting.decoder})}
-  model = build_model(ModelConfig(**model_cfg), setting.precision)
+  model = build_model(ModelConfig(**model_cfg), setting.precision,
+                      kernel_options=setting.options)
   optimizer = OPTIMIZERS[setting.optimizer](learning_rate=5e-4)
   optimizer.build(model.trainable_variables)
-  step = TrainStep(model, optimizer, strategy, train_cfg, tf.Variable(0.0), tf.Variable(0.0))
-
-  def run(batch):
-    if setting.fused == "true":
-      kernel = contextlib.nullcontext()  # the default choice
-    elif setting.fused == "false":
-      kernel = fused_ops.disabled()
-    else:
-      kernel = fused_ops.training_kernel(setting.fused)
-    with (kernel,  # when tracing
-          losses.dense_labels() if setting.labels == "dense" else contextlib.nullcontext(),
-          _recurrence_backward(setting.gru)):
-      return step(batch)
-  return run
+  return TrainStep(model, optimizer, strategy, train_cfg, tf.Variable(0.0), tf.Variable(0.0),
+                   smoothing_labels=setting.labels)
 
 
 def timed(step, batch, name):
@@ -178,19 +177,23 @@ def main(argv):
   batch_sets = {w: make_batches(corpus, src_tok, tgt_tok, FLAGS.batches, FLAGS.batch_tokens, w)
                 for w in widths}
   settings = []
-  for decoder, precision, jit, fused, width, optimizer, labels, gru in itertools.product(
+  for decoder, precision, jit, fused, width, optimizer, labels, gru, defer in itertools.product(
       FLAGS.decoders, FLAGS.precisions, _bools(FLAGS.jit),
-      [f.lower() for f in FLAGS.fused_attention], widths, FLAGS.optimizers,
-      FLAGS.smoothing_labels, FLAGS.gru_backward):
-    score = {"true": "", "false": "_unfused"}.get(fused, f"_score_{fused}")
+      [_choice("fused_attention", f.lower(), FUSED_ATTENTION) for f in FLAGS.fused_attention],
+      widths, FLAGS.optimizers, FLAGS.smoothing_labels, FLAGS.gru_backward,
+      [d.lower() for d in FLAGS.defer_gradients]):
+    score = {"auto": "", "off": "_unfused"}.get(fused, f"_score_{fused}")
     name = (f"{'' if decoder == 'cgru' else decoder + '_'}"
             f"{precision}{'_xla' if jit else ''}{score}"
             f"{f'_bucket{width}' if len(widths) > 1 else ''}"
             f"{'' if optimizer == 'fused' else '_' + optimizer + '_adam'}"
             f"{'' if labels == 'sparse' else '_dense_labels'}"
-            f"{'' if gru == 'manual' else '_gru_' + gru}")
-    settings.append(Setting(name, precision, jit, fused, width, optimizer, labels, gru,
-                            decoder))
+            f"{'' if gru == 'manual' else '_gru_' + gru}"
+            f"{'' if defer == 'auto' else '_defer_' + defer}")
+    _choice("smoothing_labels", labels, {form: form for form in losses.SMOOTHING_LABELS})
+    options = KernelOptions(gru_backward=gru, fused_attention=fused,
+                            defer_gradients=_choice("defer_gradients", defer, DEFER_GRADIENTS))
+    settings.append(Setting(name, precision, jit, width, optimizer, labels, options, decoder))
   tgt_per_batch = [int(tf.reduce_sum(tf.cast(b["target_out"] != 0, tf.int32)))
                    for b in batch_sets[widths[0]]]
   report = {"model": ("emb256 birnn 2x512 dec512, dropout 0.2; decoders "

@@ -1,6 +1,8 @@
 """The layering of nmt_tf (docs/DESIGN.md, "Parts and what each may import"): every module of a
-part imports only the parts below it, read from the source with `ast`; and the project speaks
-to its users only: no tracked text file tells how it was made (work sessions, issue numbers)."""
+part imports only the parts below it, read from the source with `ast`; the speed kernels
+(nmt_tf/layers/kernels) import nothing else of nmt_tf and are used through their package only;
+and the project speaks to its users only: no tracked text file tells how it was made (work
+sessions, issue numbers)."""
 
 import ast
 import os
@@ -16,7 +18,7 @@ PACKAGE = os.path.join(ROOT, "nmt_tf")
 HISTORY_WORDS = ("sessions? ", "session-", "github issue ", "issues? #?")
 HISTORY = re.compile(r"\b(?:" + "|".join(HISTORY_WORDS) + r")\d", re.IGNORECASE)
 # Single modules that any part may use.
-BASE = {"special_tokens", "atomic_write", "thread_local", "cpu"}
+BASE = {"special_tokens", "atomic_write", "cpu"}
 # Part -> the other parts it may import (besides itself and BASE).
 MAY_IMPORT = {
     "layers": set(),
@@ -34,18 +36,34 @@ MAY_IMPORT = {
 }
 
 
-def imported_parts(path):
-  """The nmt_tf parts (subpackages or top-level modules) a source file imports."""
+# The package of the speed kernels: it imports only itself; the rest of nmt_tf imports the
+# package (its interface), never one of its modules.
+KERNELS = "nmt_tf.layers.kernels"
+
+
+def imported_modules(path):
+  """The dotted names of nmt_tf a source file imports: `from nmt_tf.a import b` gives
+  nmt_tf.a.b (b may be a module or a name of nmt_tf.a)."""
   with open(path, encoding="utf-8") as f:
     tree = ast.parse(f.read())
-  parts = set()
+  names = set()
   for node in ast.walk(tree):
-    if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("nmt_tf"):
-      names = node.module.split(".")
-      parts.update([names[1]] if len(names) > 1 else [a.name for a in node.names])
+    if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "nmt_tf":
+      names.update(f"{node.module}.{a.name}" for a in node.names)
     elif isinstance(node, ast.Import):
-      parts.update(a.name.split(".")[1] for a in node.names if a.name.startswith("nmt_tf."))
-  return parts
+      names.update(a.name for a in node.names if a.name.split(".")[0] == "nmt_tf")
+  return names
+
+
+def imported_parts(path):
+  """The nmt_tf parts (subpackages or top-level modules) a source file imports."""
+  return {name.split(".")[1] for name in imported_modules(path) if "." in name}
+
+
+def source_files(directory):
+  """The .py files below `directory`, subpackages included."""
+  return sorted(os.path.join(d, name) for d, _, files in os.walk(directory) for name in files
+                if name.endswith(".py"))
 
 
 class LayeringTest(tf.test.TestCase):
@@ -58,17 +76,32 @@ class LayeringTest(tf.test.TestCase):
         continue
       self.assertIn(part, MAY_IMPORT, f"nmt_tf/{part} is a part docs/DESIGN.md does not place")
       seen.add(part)
-      for name in sorted(os.listdir(directory)):
-        if name.endswith(".py"):
-          wrong = imported_parts(os.path.join(directory, name)) - {part} - BASE - MAY_IMPORT[part]
-          self.assertEmpty(wrong, f"nmt_tf/{part}/{name} imports {sorted(wrong)}")
+      for path in source_files(directory):
+        wrong = imported_parts(path) - {part} - BASE - MAY_IMPORT[part]
+        self.assertEmpty(wrong, f"{os.path.relpath(path, ROOT)} imports {sorted(wrong)}")
     self.assertEqual(seen, set(MAY_IMPORT))
+
+  def test_the_kernels_are_used_through_their_package_only(self):
+    kernels_dir = os.path.join(PACKAGE, *KERNELS.split(".")[1:])
+    self.assertNotEmpty(source_files(kernels_dir))
+    for path in source_files(PACKAGE):
+      name = os.path.relpath(path, ROOT)
+      imported = imported_modules(path)
+      if path.startswith(kernels_dir + os.sep):
+        wrong = {m for m in imported if m != KERNELS and not m.startswith(KERNELS + ".")}
+        self.assertEmpty(wrong, f"{name} imports {sorted(wrong)} (kernels import only kernels)")
+      else:
+        wrong = {m for m in imported if m.startswith(KERNELS + ".")}
+        self.assertEmpty(wrong, f"{name} imports {sorted(wrong)}; use the package "
+                                f"{KERNELS}")
 
   def test_the_check_sees_a_wrong_import(self):
     path = os.path.join(self.get_temp_dir(), "bad.py")
     with open(path, "w", encoding="utf-8") as f:
-      f.write("from nmt_tf.training import losses\nfrom nmt_tf import data\nimport nmt_tf.cli.x\n")
-    self.assertEqual(imported_parts(path), {"training", "data", "cli"})
+      f.write("from nmt_tf.training import losses\nfrom nmt_tf import data\nimport nmt_tf.cli.x\n"
+              "from nmt_tf.layers.kernels import precision\n")
+    self.assertEqual(imported_parts(path), {"training", "data", "cli", "layers"})
+    self.assertIn(KERNELS + ".precision", imported_modules(path))
 
 
 class StudyBesideTheLibraryTest(tf.test.TestCase):

@@ -6,7 +6,7 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from nmt_tf.layers import gru_sequence
+from nmt_tf.layers import kernels
 from nmt_tf.models.encoders import ConvEncoder, EmbeddingEncoder, RNNEncoder
 from tests import numpy_reference as ref
 
@@ -196,8 +196,8 @@ class RNNEncoderTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(*RNN_VARIANTS)
   def test_training_path_same_values_and_gradients(self, kwargs):
-    # While training, reset-after GRUs run in layers/gru_sequence.py (hand-written backward
-    # pass); the result and every gradient must equal the autodiff path's.
+    # While training, the GRUs run in kernels.gru_sequences (hand-written backward pass); the
+    # result and every gradient must equal the autodiff path's.
     layer = build_rnn(**kwargs)
     x, mask = batch(12)
     x = tf.constant(x)
@@ -206,17 +206,17 @@ class RNNEncoderTest(tf.test.TestCase, parameterized.TestCase):
     d_summary = tf.constant(np.random.RandomState(14).normal(
         size=(BATCH, layer.output_dim)).astype(np.float32))
 
-    def run(training):
+    def run(training, kernel_options=kernels.DEFAULT_OPTIONS):
       with tf.GradientTape() as tape:
         tape.watch(x)
-        memory, summary = layer(x, tf.constant(mask), training=training)
+        memory, summary = layer(x, tf.constant(mask), training=training,
+                                kernel_options=kernel_options)
         loss = tf.reduce_sum(memory * d_memory) + tf.reduce_sum(summary * d_summary)
       return [memory, summary] + tape.gradient(loss, [x] + layer.trainable_variables)
 
     inference = run(False)
     training = tf.function(lambda: run(True))()
-    with gru_sequence.autodiff():
-      autodiff = tf.function(lambda: run(True))()
+    autodiff = tf.function(lambda: run(True, kernels.KernelOptions(gru_backward="autodiff")))()
     for got, auto, want in zip(training, autodiff, inference):
       self.assertAllClose(got, want, atol=1e-5)
       self.assertAllClose(auto, want, atol=1e-5)

@@ -7,8 +7,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from nmt_tf.layers import BahdanauAttention, LuongAttention, make_attention
-from nmt_tf.layers import precision
-from nmt_tf.layers.fused import additive_score, disabled, training_kernel, use_fused
+from nmt_tf.layers import kernels
 from tests import numpy_reference as ref
 
 BATCH, SRC, MEM, QUERY, UNITS = 3, 5, 6, 4, 7
@@ -29,10 +28,10 @@ def data(seed=1, q_dim=QUERY, src=SRC, lengths=LENGTHS):
   return query, memory * mask[:, :, None], mask
 
 
-def attend(layer, query, memory, mask, training=False):
+def attend(layer, query, memory, mask, training=False, kernel_options=kernels.DEFAULT_OPTIONS):
   memory = tf.constant(memory)
   return layer(tf.constant(query), memory, layer.precompute_keys(memory), tf.constant(mask),
-               training=training)
+               training=training, kernel_options=kernel_options)
 
 
 def built(layer, q_dim=QUERY, seed=0):
@@ -157,32 +156,42 @@ class SoftAttentionTest(tf.test.TestCase, parameterized.TestCase):
 
 
 class FusedScoreTest(tf.test.TestCase, parameterized.TestCase):
-  """The XLA-fused tanh score used while training (layers/fused.py) against the plain ops."""
+  """The XLA-fused tanh score used while training (layers/kernels/fused.py) against the plain
+  ops."""
 
   def test_used_while_training_with_bfloat16_products_of_float32_keys(self):
     keys = tf.zeros([2, 3, 4])
+    use_fused = kernels.use_fused
     self.assertFalse(use_fused(True, keys))  # float32 products: measured slower
-    with precision.scope("bfloat16"):
-      self.assertTrue(use_fused(True, keys))
+    with kernels.precision_scope("bfloat16"):
+      self.assertEqual(use_fused(True, keys), "xla")
+      self.assertEqual(use_fused(True, keys, "auto"), "xla")  # the default mode
       self.assertFalse(use_fused(False, keys))  # decoding and export: plain ops
       self.assertFalse(use_fused(True, tf.cast(keys, tf.bfloat16)))  # not measured
-      with disabled():
-        self.assertFalse(use_fused(True, keys))
-      self.assertEqual(use_fused(True, keys), "xla")
-      with training_kernel(None):  # benchmarks choose the kernel
-        self.assertFalse(use_fused(True, keys))
-    with training_kernel("xla"):
-      self.assertEqual(use_fused(True, keys), "xla")  # float32 products too
-      self.assertFalse(use_fused(False, keys))
-    with self.assertRaisesRegex(ValueError, "kernel='cuda'"):
-      with training_kernel("cuda"):
-        pass
+      self.assertFalse(use_fused(True, keys, "off"))  # benchmarks choose the kernel
+    self.assertEqual(use_fused(True, keys, "xla"), "xla")  # float32 products too
+    self.assertFalse(use_fused(False, keys, "xla"))
+    with self.assertRaisesRegex(ValueError, "fused_attention='cuda'"):
+      use_fused(True, keys, "cuda")
+
+  def test_the_layer_takes_the_kernel_of_its_options(self):
+    layer, q_dim = layer_for("additive")
+    query, memory, mask = data(2, q_dim)
+
+    def compiled(options):
+      run = tf.function(lambda: attend(layer, query, memory, mask, training=True,
+                                       kernel_options=options))
+      library = run.get_concrete_function().graph.as_graph_def().library.function
+      return [f.signature.name for f in library if f.attr["_XlaMustCompile"].b]
+
+    self.assertEmpty(compiled(kernels.DEFAULT_OPTIONS))  # float32 products: plain ops
+    self.assertNotEmpty(compiled(kernels.KernelOptions(fused_attention="xla")))
 
   @parameterized.parameters(("additive",), ("concat",))
   def test_training_equals_inference_with_bfloat16_products(self, score):
     layer, q_dim = layer_for(score)
     query, memory, mask = data(2, q_dim)
-    with precision.scope("bfloat16"):  # training: the fused kernels; inference: plain ops
+    with kernels.precision_scope("bfloat16"):  # training: the fused kernels; inference: plain ops
       got = attend(layer, query, memory, mask, training=True)
       want = attend(layer, query, memory, mask, training=False)
     # Equal up to float rounding: XLA's tanh rounds differently from TensorFlow's.
@@ -200,7 +209,7 @@ class FusedScoreTest(tf.test.TestCase, parameterized.TestCase):
       with tf.GradientTape() as tape:
         tape.watch([keys, queries])
         def body(t, total):
-          e = additive_score(tf.cast(keys, dtype), tf.cast(queries[t], dtype), v, fused)
+          e = kernels.additive_score(tf.cast(keys, dtype), tf.cast(queries[t], dtype), v, fused)
           weights = tf.range(1.0, tf.cast(tf.shape(e)[1], tf.float32) + 1.0)  # [n]
           return t + 1, total + tf.reduce_sum(tf.cast(e, tf.float32) ** 2 * weights)
         _, total = tf.while_loop(lambda t, _: t < tf.shape(queries)[0], body, (0, 0.0))

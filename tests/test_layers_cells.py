@@ -5,7 +5,7 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from nmt_tf.layers import GRUCell, LSTMCell, precision, scan_time
+from nmt_tf.layers import GRUCell, LSTMCell, kernels, scan_time
 from tests import numpy_reference as ref
 
 BATCH, IN_DIM, UNITS, TIME = 3, 5, 4, 6
@@ -48,7 +48,7 @@ class GRUCellTest(tf.test.TestCase, parameterized.TestCase):
 
       @tf.function
       def run(x):
-        with precision.scope(matmul_dtype):
+        with kernels.precision_scope(matmul_dtype):
           return scan_time(lambda x_t, h, t: (cell(x_t, h),) * 2, x, tf.zeros([BATCH, UNITS]))
 
       graph = run.get_concrete_function(tf.constant(inputs(4, (BATCH, TIME, IN_DIM)))).graph

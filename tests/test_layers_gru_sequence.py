@@ -1,4 +1,5 @@
-"""layers/gru_sequence.py: the hand-written BPTT of GRUs (both reset placements) against the numpy
+"""kernels.gru_sequences (layers/kernels/gru_sequence.py) and layers/gru.py cell_sequences: the
+hand-written BPTT of GRUs (both reset placements) against the numpy
 reference of docs/EQUATIONS.md "GRU conventions" (forward) and TensorFlow's autodiff of the same
 recurrence through scan_time (every gradient), eager and in graph mode, with float32 and
 bfloat16 products, for one and two chains and a single step."""
@@ -7,7 +8,8 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from nmt_tf.layers import GRUCell, gru_sequence, precision, scan_time
+from nmt_tf.layers import GRUCell, kernels, scan_time
+from nmt_tf.layers.gru import cell_sequences
 from tests import numpy_reference as ref
 
 BATCH, IN_DIM, UNITS, TIME = 3, 5, 4, 6
@@ -34,8 +36,8 @@ def run_manual(cells, xs, h0s):
   """States [batch, time, units] of every cell through gru_sequences."""
   projected = [tf.transpose(cell.project_inputs(x), [1, 0, 2]) for cell, x in zip(cells, xs)]
   reset_after = cells[0].reset_after
-  outputs = gru_sequence.gru_sequences(
-      projected, h0s, [precision.weight(c.recurrent_kernel, tf.float32) for c in cells],
+  outputs = kernels.gru_sequences(
+      projected, h0s, [kernels.weight(c.recurrent_kernel, tf.float32) for c in cells],
       [tf.convert_to_tensor(c.recurrent_bias) for c in cells] if reset_after else None,
       reset_after=reset_after)
   return [tf.transpose(o, [1, 0, 2]) for o in outputs]
@@ -58,7 +60,7 @@ def values_and_gradients(run, cells, xs, h0s, d_outs, matmul_dtype=None):
   variables = [v for cell in cells for v in cell.trainable_variables]
   with tf.GradientTape() as tape:
     tape.watch(xs + h0s)
-    with precision.scope(matmul_dtype):
+    with kernels.precision_scope(matmul_dtype):
       outputs = run(cells, xs, h0s)
     loss = tf.add_n([tf.reduce_sum(o * d) for o, d in zip(outputs, d_outs)])
   grads = tape.gradient(loss, xs + h0s + variables)
@@ -141,39 +143,25 @@ class GRUSequencesTest(tf.test.TestCase, parameterized.TestCase):
     self.assertGreater(float(tf.reduce_sum(tf.abs(d_x0))), 0.0)
     self.assertAllEqual(d_x1, tf.zeros_like(d_x1))
 
-  def test_autodiff_switch(self):
-    self.assertTrue(gru_sequence.enabled("encoder"))
-    with gru_sequence.autodiff(["encoder"]):
-      self.assertFalse(gru_sequence.enabled("encoder"))
-      self.assertTrue(gru_sequence.enabled("decoder"))
-      with gru_sequence.autodiff():
-        self.assertFalse(gru_sequence.enabled("decoder"))
-      self.assertTrue(gru_sequence.enabled("decoder"))
-    self.assertTrue(gru_sequence.enabled("encoder"))
-    with self.assertRaisesRegex(ValueError, "expected some of"):
-      gru_sequence.autodiff(["encoders"])
-    with self.assertRaisesRegex(ValueError, "expected one of"):
-      gru_sequence.enabled("attention")
-
   def test_cell_sequences_batch_major(self):
     xs, h0s = [data(4)[0], data(5)[0]], [data(4)[1], data(5)[1]]
     for cells in (self.cells, self.cells_reset_before):
-      got = gru_sequence.cell_sequences(cells, [c.project_inputs(x) for c, x in zip(cells, xs)],
+      got = cell_sequences(cells, [c.project_inputs(x) for c, x in zip(cells, xs)],
                                         h0s)
       for out, want in zip(got, run_autodiff(cells, xs, h0s)):
         self.assertAllClose(out, want, atol=1e-5)
     with self.assertRaisesRegex(ValueError, "one reset placement"):
-      gru_sequence.cell_sequences([self.cells[0], self.cells_reset_before[0]], xs, h0s)
+      cell_sequences([self.cells[0], self.cells_reset_before[0]], xs, h0s)
 
   def test_mismatched_lists(self):
     x, h0, u = tf.zeros([1, 2, 3 * UNITS]), tf.zeros([2, UNITS]), tf.zeros([UNITS, 3 * UNITS])
     message = "one initial state and kernel per input"
     with self.assertRaisesRegex(ValueError, message):
-      gru_sequence.gru_sequences([x], [], [], [])
+      kernels.gru_sequences([x], [], [], [])
     with self.assertRaisesRegex(ValueError, message):  # reset-after needs the biases
-      gru_sequence.gru_sequences([x], [h0], [u])
+      kernels.gru_sequences([x], [h0], [u])
     with self.assertRaisesRegex(ValueError, message):  # reset-before has none
-      gru_sequence.gru_sequences([x], [h0], [u], [tf.zeros([3 * UNITS])], reset_after=False)
+      kernels.gru_sequences([x], [h0], [u], [tf.zeros([3 * UNITS])], reset_after=False)
 
 
 if __name__ == "__main__":

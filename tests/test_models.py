@@ -9,16 +9,8 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from nmt_tf.layers import deferred
-from nmt_tf.layers import attention_sequence
-from nmt_tf.layers import conditional_gru
-from nmt_tf.layers import fused as fused_kernels
-from nmt_tf.layers import gru_sequence
-from nmt_tf.layers import luong_sequence
-from nmt_tf.layers import precision
+from nmt_tf.layers import kernels
 from nmt_tf.models import ConfigError, ModelConfig, Seq2Seq
-from nmt_tf.models import luong_decoder
-from nmt_tf.models import rnn_decoders
 from nmt_tf.training import losses
 from tests import numpy_reference as ref
 from tests.model_fixtures import TINY, VARIANTS, batch, tiny_config
@@ -197,9 +189,14 @@ class GraphModeStepTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(full["logits"], stepwise[0], atol=1e-5, rtol=1e-5)
 
 
-def _loss_gradients(model, b):
+# The kernel options that take TensorFlow's gradient of scan_time for every recurrence.
+AUTODIFF = kernels.KernelOptions(gru_backward="autodiff")
+
+
+def _loss_gradients(model, b, kernel_options=None):
   with tf.GradientTape() as tape:
-    loss = losses.masked_nll(model(b, training=True)["logits"], b["target_out"])
+    out = model(b, training=True, kernel_options=kernel_options)
+    loss = losses.masked_nll(out["logits"], b["target_out"])
   return tape.gradient(loss, model.trainable_variables)
 
 
@@ -211,8 +208,9 @@ def _compiled_functions(fn):
 
 
 class DeferredGradientTest(tf.test.TestCase, parameterized.TestCase):
-  """Weight gradients taken after the time loop (layers/deferred.py) equal the gradients
-  accumulated step by step inside it, for every kind of per-step product, eager and graph."""
+  """Weight gradients taken after the time loop (layers/kernels/deferred.py) equal the
+  gradients accumulated step by step inside it, for every kind of per-step product, eager and
+  graph."""
 
   @parameterized.named_parameters(
       *[(name, name) for name in ("encdec_birnn_2layers", "rnnsearch", "rnnsearch_general",
@@ -224,11 +222,10 @@ class DeferredGradientTest(tf.test.TestCase, parameterized.TestCase):
     model = Seq2Seq(tiny_config(**VARIANTS[variant]))
     b = batch()
     model(b)
+    deferring, plain = (kernels.KernelOptions(defer_gradients=defer) for defer in (True, False))
     for run in (lambda f: f(), lambda f: tf.function(f)()):
-      with deferred.forced(True):
-        deferred_grads = run(lambda: _loss_gradients(model, b))
-      with deferred.forced(False):
-        plain_grads = run(lambda: _loss_gradients(model, b))
+      deferred_grads = run(lambda: _loss_gradients(model, b, deferring))
+      plain_grads = run(lambda: _loss_gradients(model, b, plain))
       for v, g, h in zip(model.trainable_variables, deferred_grads, plain_grads):
         self.assertAllClose(tf.convert_to_tensor(g), tf.convert_to_tensor(h), atol=1e-6,
                             rtol=1e-5, msg=v.path)
@@ -237,16 +234,17 @@ class DeferredGradientTest(tf.test.TestCase, parameterized.TestCase):
     x, w = tf.random.normal([3, 4]), tf.random.normal([4, 5])
     m, q = tf.random.normal([3, 6, 4]), tf.random.normal([3, 4])
     a = tf.nn.softmax(tf.random.normal([3, 6]))
-    self.assertAllClose(deferred.matmul(x, w), x @ w)
-    self.assertAllClose(deferred.attend(a, m), tf.einsum("bn,bnd->bd", a, m))
-    self.assertAllClose(deferred.score(m, q), tf.einsum("bnd,bd->bn", m, q))
+    self.assertAllClose(kernels.matmul(x, w), x @ w)
+    self.assertAllClose(kernels.attend(a, m), tf.einsum("bn,bnd->bd", a, m))
+    self.assertAllClose(kernels.score(m, q), tf.einsum("bnd,bd->bn", m, q))
 
 
 class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
-  """While training, the encoder's GRUs and the encdec decoder's (layers/gru_sequence.py) and
+  """While training, the encoder's GRUs and the encdec decoder's (kernels.gru_sequences) and
   the cgru (with or without the state memory of the memory RNN), rnnsearch and luong decoders'
-  loops (layers/attention_sequence.py, luong_sequence.py) run with hand-written backward
-  passes: the logits, attention and every gradient equal the autodiff path's (scan_time), eager
+  loops (kernels.cgru_sequence, rnnsearch_sequence, luong_sequence) run with hand-written
+  backward passes: the logits, attention and every gradient equal the autodiff path's
+  (KernelOptions(gru_backward="autodiff"): scan_time), eager
   and in graph mode, in float32 and with bfloat16 products (plain and XLA score kernels). The
   others (hard attention, luong with LSTM or the concat score, cgru/rnnsearch with non-additive
   scores) keep autodiff."""
@@ -269,20 +267,19 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
     # Hard attention samples positions while training: the same seed for both runs.
     seeded = variant == "cgru_hard"
 
-    def outputs_and_gradients():
+    def outputs_and_gradients(kernel_options=None):
       if seeded:
         model.decoder.cgru.attention.seed_generator.state.assign([7, 0])
       with tf.GradientTape() as tape:
-        out = model(b, training=True)
+        out = model(b, training=True, kernel_options=kernel_options)
         loss = losses.masked_nll(out["logits"], b["target_out"])
         # The attention weights get a gradient too (as a guided-alignment loss would give).
         loss += 0.1 * tf.reduce_sum(out["attention"] * tf.range(5, dtype=tf.float32))
       return [out["logits"], out["attention"]] + tape.gradient(loss, model.trainable_variables)
 
     calls = []
-    original = {"cgru": conditional_gru.cgru_sequence,
-                "rnnsearch": rnn_decoders.rnnsearch_sequence,
-                "luong": luong_decoder.luong_sequence}
+    original = {"cgru": kernels.cgru_sequence, "rnnsearch": kernels.rnnsearch_sequence,
+                "luong": kernels.luong_sequence}
     wrapped = {name: (lambda *args, name=name, **kwargs: calls.append(name)
                       or original[name](*args, **kwargs)) for name in original}
     expected_calls = {"cgru": ["cgru"], "cgru_rnn_reversed": ["cgru"],
@@ -296,15 +293,14 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
     for matmul_dtype, wrap, name in settings:
       model.matmul_dtype = matmul_dtype
       run = wrap(outputs_and_gradients) if wrap else outputs_and_gradients
-      with (mock.patch.object(conditional_gru, "cgru_sequence", wrapped["cgru"]),
-            mock.patch.object(rnn_decoders, "rnnsearch_sequence", wrapped["rnnsearch"]),
-            mock.patch.object(luong_decoder, "luong_sequence", wrapped["luong"])):
+      with (mock.patch.object(kernels, "cgru_sequence", wrapped["cgru"]),
+            mock.patch.object(kernels, "rnnsearch_sequence", wrapped["rnnsearch"]),
+            mock.patch.object(kernels, "luong_sequence", wrapped["luong"])):
         manual = run()
       self.assertEqual(calls, expected_calls, name)
       calls.clear()
-      with gru_sequence.autodiff():
-        run = wrap(outputs_and_gradients) if wrap else outputs_and_gradients
-        auto = run()
+      autodiff = lambda: outputs_and_gradients(AUTODIFF)
+      auto = wrap(autodiff)() if wrap else autodiff()
       tolerance = 1e-5 if matmul_dtype is None else 2e-2
       names = ["logits", "attention"] + [v.path for v in model.trainable_variables]
       for label, got, want in zip(names, manual, auto):
@@ -327,15 +323,14 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
     finally:
       keras.mixed_precision.set_global_policy(previous)
 
-    def outputs_and_gradients():
+    def outputs_and_gradients(kernel_options=None):
       with tf.GradientTape() as tape:
-        out = model(b, training=True)
+        out = model(b, training=True, kernel_options=kernel_options)
         loss = losses.masked_nll(out["logits"], b["target_out"])
       return [out["logits"]] + tape.gradient(loss, model.trainable_variables)
 
     manual = tf.function(outputs_and_gradients)()
-    with gru_sequence.autodiff():
-      auto = tf.function(outputs_and_gradients)()
+    auto = tf.function(lambda: outputs_and_gradients(AUTODIFF))()
     self.assertEqual(manual[0].dtype, tf.bfloat16)
     for label, got, want in zip(["logits"] + [v.path for v in model.trainable_variables],
                                 manual, auto):
@@ -368,21 +363,20 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
     for v, w in zip(reference.trainable_variables, model.trainable_variables):
       v.assign(w)
 
-    def outputs_and_gradients(model, b):
+    def outputs_and_gradients(model, b, kernel_options=None):
       with tf.GradientTape() as tape:
-        out = model(b, training=True)
+        out = model(b, training=True, kernel_options=kernel_options)
         loss = losses.masked_nll(tf.cast(out["logits"], tf.float32), b["target_out"])
       return [out["logits"]] + tape.gradient(loss, model.trainable_variables)
 
     manual = tf.function(lambda b: outputs_and_gradients(model, b))
     truth = tf.function(lambda b: outputs_and_gradients(reference, b))
-    auto = tf.function(lambda b: outputs_and_gradients(model, b))  # traced under autodiff()
+    auto = tf.function(lambda b: outputs_and_gradients(model, b, AUTODIFF))
     labels = ["logits"] + [v.path for v in model.trainable_variables]
     errors = {label: [] for label in labels}  # (hand-written, autodiff) per batch
     for b in _batches_like(batch(), 8, src_vocab=TINY["src_vocab_size"],
                            tgt_vocab=TINY["tgt_vocab_size"]):
-      with gru_sequence.autodiff():
-        other_values = auto(b)
+      other_values = auto(b)
       got_values = manual(b)
       self.assertEqual(got_values[0].dtype, tf.bfloat16)
       for label, got, other, want in zip(labels, got_values, other_values, truth(b)):
@@ -403,14 +397,14 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
       b = batch()
       model(b)
 
-      def loss_and_gradients():
+      def loss_and_gradients(kernel_options=None):
         with tf.GradientTape() as tape:
-          loss = losses.masked_nll(model(b, training=True)["logits"], b["target_out"])
+          out = model(b, training=True, kernel_options=kernel_options)
+          loss = losses.masked_nll(out["logits"], b["target_out"])
         return [loss] + tape.gradient(loss, model.trainable_variables)
 
       compiled = tf.function(loss_and_gradients, jit_compile=True)()
-      with gru_sequence.autodiff():
-        plain = tf.function(loss_and_gradients)()
+      plain = tf.function(lambda: loss_and_gradients(AUTODIFF))()
       for got, want in zip(compiled, plain):
         self.assertAllClose(tf.convert_to_tensor(got), tf.convert_to_tensor(want), atol=1e-5,
                             msg=variant)
@@ -419,7 +413,7 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
     keras.utils.set_random_seed(8)
     model = Seq2Seq(tiny_config(decoder="cgru"))
     b = batch()
-    with mock.patch.object(conditional_gru, "cgru_sequence",
+    with mock.patch.object(kernels, "cgru_sequence",
                            side_effect=AssertionError("used outside training")):
       model(b)
       model(b, training=False)
@@ -427,9 +421,9 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
   def test_missing_weights(self):
     x, s0 = tf.zeros([2, 1, 12]), tf.zeros([1, 4])
     memory, mask = tf.zeros([1, 3, 6]), tf.ones([1, 3], tf.bool)
-    for run, name in ((attention_sequence.cgru_sequence, "cgru_sequence"),
-                      (attention_sequence.rnnsearch_sequence, "rnnsearch_sequence"),
-                      (luong_sequence.luong_sequence, "luong_sequence")):
+    for run, name in ((kernels.cgru_sequence, "cgru_sequence"),
+                      (kernels.rnnsearch_sequence, "rnnsearch_sequence"),
+                      (kernels.luong_sequence, "luong_sequence")):
       with self.assertRaisesRegex(ValueError, rf"{name} needs the weights \[.*'wq'|{name} "
                                   r"needs the weights \[.*'wf'"):
         run(x, s0, memory, memory, mask, {})
@@ -437,7 +431,7 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
     weights = dict.fromkeys(("u1", "bu1", "wq", "v", "w2", "b2", "u2", "bu2", "wm"), 0)
     with self.assertRaisesRegex(ValueError, r"cgru_sequence needs the weights \['bm', 'vm', "
                                 r"'ws'\]"):
-      attention_sequence.cgru_sequence(x, s0, memory, memory, mask, weights, state_memory=True)
+      kernels.cgru_sequence(x, s0, memory, memory, mask, weights, state_memory=True)
 
   def test_sequence_needs_soft_additive_attention(self):
     keras.utils.set_random_seed(9)
@@ -448,7 +442,8 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
 
 
 class PrecisionTest(tf.test.TestCase):
-  """layers/precision.py: bfloat16 matrix products in a float32 model, casts cached per pass."""
+  """layers/kernels/precision.py: bfloat16 matrix products in a float32 model, casts cached per
+  pass."""
 
   def test_bf16_matmul_model_is_close_to_float32(self):
     keras.utils.set_random_seed(4)
@@ -468,32 +463,32 @@ class PrecisionTest(tf.test.TestCase):
 
   def test_weight_cast_once_per_scope(self):
     v = tf.Variable(tf.ones([2, 3]))
-    with precision.scope("bfloat16"):
-      first = precision.weight(v, tf.float32)
+    with kernels.precision_scope("bfloat16"):
+      first = kernels.weight(v, tf.float32)
       self.assertEqual(first.dtype, tf.bfloat16)
-      self.assertIs(precision.weight(v, tf.float32), first)
-      with precision.scope("bfloat16"):  # nested: the same pass
-        self.assertIs(precision.weight(v, tf.float32), first)
-    with precision.scope(None):
-      self.assertEqual(precision.weight(v, tf.float32).dtype, tf.float32)
+      self.assertIs(kernels.weight(v, tf.float32), first)
+      with kernels.precision_scope("bfloat16"):  # nested: the same pass
+        self.assertIs(kernels.weight(v, tf.float32), first)
+    with kernels.precision_scope(None):
+      self.assertEqual(kernels.weight(v, tf.float32).dtype, tf.float32)
     # Column slices (the reset-before GRU's U_zr, U_h) are cached per pass too.
     w = tf.Variable(tf.reshape(tf.range(12.0), [2, 6]))
     for dtype in ("bfloat16", None):
-      with precision.scope(dtype):
-        part = precision.weight(w, tf.float32, (2, 6))
-        self.assertIs(precision.weight(w, tf.float32, (2, 6)), part)
+      with kernels.precision_scope(dtype):
+        part = kernels.weight(w, tf.float32, (2, 6))
+        self.assertIs(kernels.weight(w, tf.float32, (2, 6)), part)
         self.assertAllEqual(tf.cast(part, tf.float32), w[:, 2:6])
-        self.assertAllEqual(tf.cast(precision.weight(w, tf.float32, (0, 2)), tf.float32),
+        self.assertAllEqual(tf.cast(kernels.weight(w, tf.float32, (0, 2)), tf.float32),
                             w[:, :2])
-    self.assertAllEqual(precision.weight(w, tf.float32, (0, 2)), w[:, :2])  # no scope
+    self.assertAllEqual(kernels.weight(w, tf.float32, (0, 2)), w[:, :2])  # no scope
     # A graph cannot use a cast made in a sibling graph: it is made anew there.
-    with precision.scope(None):
-      tf.function(lambda: precision.weight(v, tf.float32))()
-      self.assertAllEqual(tf.function(lambda: precision.weight(v, tf.float32) * 2.0)(),
+    with kernels.precision_scope(None):
+      tf.function(lambda: kernels.weight(v, tf.float32))()
+      self.assertAllEqual(tf.function(lambda: kernels.weight(v, tf.float32) * 2.0)(),
                           tf.fill([2, 3], 2.0))
 
   def test_bf16_matmul_training_fuses_the_tanh_scores(self):
-    # layers/fused.py: with bfloat16 products, training computes every tanh score (source
+    # layers/kernels/fused.py: with bfloat16 products, training computes every tanh score (source
     # attention, and the memory RNN's attention over previous states) with the XLA kernels;
     # the gradients equal those of the plain ops up to float rounding.
     for variant in ("cgru", "memory_rnn", "luong_concat"):
@@ -502,12 +497,11 @@ class PrecisionTest(tf.test.TestCase):
       model.matmul_dtype = "bfloat16"
       b = batch()
       model(b)
+      unfused = kernels.KernelOptions(fused_attention="off")
       self.assertNotEmpty(_compiled_functions(lambda: _loss_gradients(model, b)), variant)
-      with fused_kernels.disabled():
-        self.assertEmpty(_compiled_functions(lambda: _loss_gradients(model, b)), variant)
+      self.assertEmpty(_compiled_functions(lambda: _loss_gradients(model, b, unfused)), variant)
       fused = _loss_gradients(model, b)
-      with fused_kernels.disabled():
-        plain = _loss_gradients(model, b)
+      plain = _loss_gradients(model, b, unfused)
       for v, g, h in zip(model.trainable_variables, fused, plain):
         g, h = tf.convert_to_tensor(g), tf.convert_to_tensor(h)
         scale = float(tf.reduce_max(tf.abs(h))) + 1e-6
@@ -525,8 +519,7 @@ class PrecisionTest(tf.test.TestCase):
     finally:
       keras.mixed_precision.set_global_policy(previous)
     auto = _loss_gradients(model, b)
-    with deferred.forced(False):
-      plain = _loss_gradients(model, b)
+    plain = _loss_gradients(model, b, kernels.KernelOptions(defer_gradients=False))
     for v, g, h in zip(model.trainable_variables, auto, plain):
       g, h = tf.convert_to_tensor(g), tf.convert_to_tensor(h)
       scale = float(tf.reduce_max(tf.abs(h))) + 1e-6
@@ -689,13 +682,14 @@ class LossTest(tf.test.TestCase):
       self.assertAllClose(grads[0], grads[1], atol=1e-6)
       self.assertAllEqual(grads[1][2], tf.zeros([4, 11]))  # padding rows get no gradient
     total, count = losses.token_loss_sum(logits, targets, 0.2)
-    with losses.dense_labels():
-      dense_total, _ = losses.token_loss_sum(logits, targets, 0.2)
+    dense_total, _ = losses.token_loss_sum(logits, targets, 0.2, smoothing_labels="dense")
     self.assertAllClose(total, tf.reduce_sum(
         tf.nn.softmax_cross_entropy_with_logits(tf.one_hot(targets, 11) * 0.8 + 0.2 / 11, logits)
         * mask), rtol=1e-5)
     self.assertAllClose(dense_total, total, rtol=1e-5)
     self.assertEqual(count, 6.0)
+    with self.assertRaisesRegex(ValueError, "smoothing_labels='one_hot'"):
+      losses.token_loss_sum(logits, targets, 0.2, smoothing_labels="one_hot")
 
 
 if __name__ == "__main__":

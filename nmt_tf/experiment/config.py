@@ -56,7 +56,7 @@ class TrainConfig:
     max_minutes: wall-clock budget of the training loop in minutes, summed over resumed runs
       (0 = none); when spent, the run validates, saves and stops (Marian's --after 2h).
     precision: float32 | float32_bf16_matmul (float32 with bfloat16 matrix-product operands,
-      layers/precision.py) | mixed_bfloat16 | mixed_float16 (Keras mixed policies).
+      layers/kernels/precision.py) | mixed_bfloat16 | mixed_float16 (Keras mixed policies).
     strategy: default | mirrored | multi_worker (tf.distribute).
     seed: random seed of weights, dropout and data order.
     log_every: console/TensorBoard scalars every N steps.
@@ -131,7 +131,7 @@ class DecodeConfig:
     min_length: EOS forbidden before this many tokens.
     batch_size: sentences per decoding batch.
     matmul_dtype: float32, or bfloat16 for matrix products with bfloat16 operands
-      (layers/precision.py; 1.2-1.35x faster search on AMX CPUs, docs/PERFORMANCE.md).
+      (layers/kernels/precision.py; 1.2-1.35x faster search on AMX CPUs, docs/PERFORMANCE.md).
   """
 
   beam_size: int = 5

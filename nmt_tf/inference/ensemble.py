@@ -100,7 +100,7 @@ class ModelEnsemble(tf.Module):
   @property
   def trainable_variables(self):
     """The members' weights (tf.Module does not look into Keras models), e.g. for the casts
-    that `precision.scope(prefetch=...)` makes before a search loop."""
+    that `kernels.precision_scope(prefetch=...)` makes before a search loop."""
     return [v for m in self.models for v in m.trainable_variables]
 
   def encode(self, source, training=False):

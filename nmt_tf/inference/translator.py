@@ -13,7 +13,7 @@ import tensorflow as tf
 from nmt_tf import decoding
 from nmt_tf import special_tokens
 from nmt_tf.data import add_bos_eos, encode_source, strip_special
-from nmt_tf.layers import precision
+from nmt_tf.layers import kernels
 
 
 def token_log_probs(model, source, target_in, target_out):
@@ -112,7 +112,7 @@ class Translator(tf.Module):
     beam_size = beam_size or cfg.beam_size
     nbest = nbest or (cfg.nbest if beam_size > 1 else 1)
     dtype = getattr(self.model, "matmul_dtype", None) or cfg.matmul_dtype  # None: ensembles
-    with precision.scope(dtype, prefetch=self.model.trainable_variables):
+    with kernels.precision_scope(dtype, prefetch=self.model.trainable_variables):
       return self._search(source, cfg, beam_size, nbest)
 
   def _search(self, source, cfg, beam_size, nbest):

@@ -1,4 +1,9 @@
-"""Custom Keras layers: recurrent cells, attention, conditional GRU, self-attention, outputs."""
+"""Custom Keras layers: recurrent cells, attention, conditional GRU, self-attention, outputs.
+
+The layers state their equations; their products and training loops go through the speed
+kernels of the subpackage `nmt_tf.layers.kernels` (one interface, KernelOptions choose the
+paths).
+"""
 
 from nmt_tf.layers.attention import BahdanauAttention, LuongAttention, make_attention
 from nmt_tf.layers.conditional_gru import ConditionalGRUCell

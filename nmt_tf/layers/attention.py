@@ -16,10 +16,8 @@ called once per batch, and each step only projects the query.
 import keras
 import tensorflow as tf
 
-from nmt_tf.layers import deferred
-from nmt_tf.layers import fused as fused_kernels
+from nmt_tf.layers import kernels
 from nmt_tf.layers import ops
-from nmt_tf.layers import precision
 
 MODES = ("soft", "hard")
 HARD_INFERENCE = ("expectation", "argmax")
@@ -53,10 +51,11 @@ class _Attention(keras.layers.Layer):
 
   def score(self, query, keys, fused=False):
     """Scores e [batch, src_len] of query [batch, q_dim] against precomputed keys; `fused`:
-    tanh scores as one XLA kernel (layers/fused.py `use_fused`)."""
+    tanh scores as one XLA kernel (`kernels.use_fused`)."""
     raise NotImplementedError
 
-  def call(self, query, memory, keys, mask, training=False):
+  def call(self, query, memory, keys, mask, training=False,
+           kernel_options=kernels.DEFAULT_OPTIONS):
     """Attends with one query per batch row.
 
     Args:
@@ -65,13 +64,16 @@ class _Attention(keras.layers.Layer):
       keys: output of `precompute_keys(memory)`.
       mask: [batch, src_len] bool, True at real source positions.
       training: in hard mode, sample positions when True.
+      kernel_options: kernels.KernelOptions; its fused_attention picks the score's kernel
+        while training.
 
     Returns:
       context [batch, mem_dim], weights alpha [batch, src_len] float32, and log_prob [batch]
       float32: log alpha of the sampled position (hard mode while training), else zeros.
     """
-    scores = self.score(query, keys, fused_kernels.use_fused(training, keys))  # [batch, src_len]
-    weights = ops.masked_softmax(scores, mask)  # [batch, src_len]
+    fused = kernels.use_fused(training, keys, kernel_options.fused_attention)
+    scores = self.score(query, keys, fused)  # e [batch, src_len]
+    weights = kernels.masked_softmax(scores, mask)  # alpha [batch, src_len]
     log_prob = tf.zeros_like(weights[:, 0])  # [batch]
     if self.mode == "hard" and (training or self.hard_inference == "argmax"):
       if training:
@@ -88,7 +90,7 @@ class _Attention(keras.layers.Layer):
       select = picked
     else:
       select = weights
-    context = deferred.attend(tf.cast(select, memory.dtype), memory)  # [batch, mem_dim]
+    context = kernels.attend(tf.cast(select, memory.dtype), memory)  # c [batch, mem_dim]
     return context, weights, log_prob
 
   def get_config(self):
@@ -127,14 +129,14 @@ class BahdanauAttention(_Attention):
 
   def score(self, query, keys, fused=False):
     query = ops.dense(self.query_dense, query)  # W_a q [batch, units]
-    return fused_kernels.additive_score(keys, query, self.v, fused)  # [batch, src_len]
+    return kernels.additive_score(keys, query, self.v, fused)  # [batch, src_len]
 
   def loop_weights(self, query_dim, dtype):
-    """{"wq": W_a in the product dtype of `dtype` queries (layers/precision.py), "v": v} for
-    the hand-written decoder loops of layers/attention_sequence.py."""
+    """{"wq": W_a in the product dtype of `dtype` queries (`kernels.weight`), "v": v} for the
+    hand-written decoder loops (`kernels.cgru_sequence`, `kernels.rnnsearch_sequence`)."""
     if not self.query_dense.built:
       self.query_dense.build((None, query_dim))
-    return {"wq": precision.weight(self.query_dense.kernel, dtype),
+    return {"wq": kernels.weight(self.query_dense.kernel, dtype),
             "v": tf.convert_to_tensor(self.v)}
 
   def get_config(self):
@@ -187,12 +189,12 @@ class LuongAttention(_Attention):
   def score(self, query, keys, fused=False):
     if self.score_type == "concat":
       query = ops.dense(self.query_dense, query)  # W_q q [batch, units]
-      return fused_kernels.additive_score(keys, query, self.v, fused)  # [batch, src_len]
+      return kernels.additive_score(keys, query, self.v, fused)  # [batch, src_len]
     if query.shape[-1] != keys.shape[-1]:
       raise ValueError(
           f"Luong score={self.score_type!r} received a query of size {query.shape[-1]} and keys "
           f"of size {keys.shape[-1]}; they must match (use score='general' or 'concat').")
-    return deferred.score(keys, query)  # [batch, src_len]
+    return kernels.score(keys, query)  # [batch, src_len]
 
   def get_config(self):
     return {**super().get_config(), "score": self.score_type, "units": self.units}

@@ -6,14 +6,15 @@ docs/EQUATIONS.md, "GRU conventions":
   reset_after=True  (dl4mt, Nematus, cuDNN):    h~ = tanh(W x + r (.) (U h_prev))
   h = z (.) h_prev + (1 - z) (.) h~
 Gate order in the fused kernels is [z, r, h~], as in keras.layers.GRUCell.
+`cell_sequences` runs GRUCells over whole sequences with a hand-written backward pass
+(kernels.gru_sequences), the same values as `step` in a time loop.
 """
 
 import keras
 import tensorflow as tf
 
-from nmt_tf.layers import deferred
+from nmt_tf.layers import kernels
 from nmt_tf.layers import ops
-from nmt_tf.layers import precision
 
 
 @keras.saving.register_keras_serializable(package="nmt_tf")
@@ -59,7 +60,10 @@ class GRUCell(keras.layers.Layer):
     return ops.project(x, self.kernel, self.bias)
 
   def step(self, x_proj, h_prev):
-    """One step from a precomputed input projection.
+    """One step from a precomputed input projection x = W x_t + b = [x_z, x_r, x_h]:
+      reset_after:   [u_z, u_r, u_h] = U h_prev + b_U,  h~ = tanh(x_h + r (.) u_h)
+      reset-before:  [u_z, u_r] = U_zr h_prev,          h~ = tanh(x_h + U_h (r (.) h_prev))
+      z = sigma(x_z + u_z),  r = sigma(x_r + u_r),  h = z (.) h_prev + (1 - z) (.) h~
 
     Args:
       x_proj: [batch, 3*units], W x + b (plus any extra input terms).
@@ -71,21 +75,22 @@ class GRUCell(keras.layers.Layer):
     d = self.units
     x_z, x_r, x_h = tf.split(x_proj, 3, axis=-1)  # 3 x [batch, units]
     if self.reset_after:
-      u = precision.weight(self.recurrent_kernel, h_prev.dtype)  # cast once per forward pass
-      hu = deferred.matmul(h_prev, u) + tf.cast(self.recurrent_bias, h_prev.dtype)  # [batch, 3*units]
-      h_z, h_r, h_h = tf.split(hu, 3, axis=-1)
+      b = tf.cast(self.recurrent_bias, h_prev.dtype)  # b_U [3*units]
+      hu = kernels.matmul(h_prev, self.recurrent_kernel) + b  # U h + b_U [batch, 3*units]
+      h_z, h_r, h_h = tf.split(hu, 3, axis=-1)  # 3 x [batch, units]
       z = tf.sigmoid(x_z + h_z)
       r = tf.sigmoid(x_r + h_r)
       h_tilde = tf.tanh(x_h + r * h_h)
     else:
-      # U_zr and U_h: cast and sliced once per forward pass, not copied at every step.
-      u_zr = precision.weight(self.recurrent_kernel, h_prev.dtype, (0, 2 * d))  # [units, 2*units]
-      u_h = precision.weight(self.recurrent_kernel, h_prev.dtype, (2 * d, 3 * d))  # [units, units]
-      hu = deferred.matmul(h_prev, u_zr)  # [batch, 2*units]
-      h_z, h_r = tf.split(hu, 2, axis=-1)
+      # U = [U_zr, U_h]: each part cast and sliced once per forward pass, not at every step.
+      # U_zr h [batch, 2*units]
+      hu = kernels.matmul(h_prev, self.recurrent_kernel, columns=(0, 2 * d))
+      h_z, h_r = tf.split(hu, 2, axis=-1)  # 2 x [batch, units]
       z = tf.sigmoid(x_z + h_z)
       r = tf.sigmoid(x_r + h_r)
-      h_tilde = tf.tanh(x_h + deferred.matmul(r * h_prev, u_h))
+      # U_h (r (.) h) [batch, units]
+      u_rh = kernels.matmul(r * h_prev, self.recurrent_kernel, columns=(2 * d, 3 * d))
+      h_tilde = tf.tanh(x_h + u_rh)
     return z * h_prev + (1.0 - z) * h_tilde  # [batch, units]
 
   def call(self, x, h_prev):
@@ -103,3 +108,28 @@ class GRUCell(keras.layers.Layer):
         "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
         "recurrent_initializer": keras.initializers.serialize(self.recurrent_initializer),
     }
+
+
+def cell_sequences(cells, inputs, initial_states):
+  """GRUCells of one reset placement over whole sequences, in one loop with the hand-written
+  backward pass of kernels.gru_sequences (the states `step` gives, other gradient ops).
+
+  Args:
+    cells: built GRUCells, one per independent recurrence.
+    inputs: per cell [batch, time, 3*units], `cell.project_inputs` plus any other input terms.
+    initial_states: per cell h_0 [batch, units].
+
+  Returns:
+    Per cell the states h_1 ... h_T [batch, time, units].
+  """
+  dtype = inputs[0].dtype
+  reset_after = cells[0].reset_after
+  if any(cell.reset_after != reset_after for cell in cells):
+    raise ValueError("cell_sequences needs cells of one reset placement.")
+  outputs = kernels.gru_sequences(
+      [tf.transpose(x, [1, 0, 2]) for x in inputs],  # [time, batch, 3*units] each
+      initial_states,
+      [kernels.weight(cell.recurrent_kernel, dtype) for cell in cells],
+      [tf.convert_to_tensor(cell.recurrent_bias) for cell in cells] if reset_after else None,
+      reset_after=reset_after)
+  return [tf.transpose(o, [1, 0, 2]) for o in outputs]  # [batch, time, units] each

@@ -8,9 +8,8 @@ Gate order [i, f, c~, o] as in keras.layers.LSTMCell; the forget bias starts at 
 import keras
 import tensorflow as tf
 
-from nmt_tf.layers import deferred
+from nmt_tf.layers import kernels
 from nmt_tf.layers import ops
-from nmt_tf.layers import precision
 
 
 @keras.saving.register_keras_serializable(package="nmt_tf")
@@ -48,9 +47,11 @@ class LSTMCell(keras.layers.Layer):
     return ops.project(x, self.kernel, self.bias)
 
   def step(self, x_proj, state):
-    """One step: x_proj [batch, 4*units], state (h, c) each [batch, units] -> (h, c)."""
+    """One step: x_proj = W x + b [batch, 4*units], state (h, c) each [batch, units] -> (h, c):
+    [i, f, g, o] = x_proj + U h_prev,  c = sigma(f) c_prev + sigma(i) tanh(g),
+    h = sigma(o) tanh(c)."""
     h_prev, c_prev = state
-    gates = x_proj + deferred.matmul(h_prev, precision.weight(self.recurrent_kernel, h_prev.dtype))
+    gates = x_proj + kernels.matmul(h_prev, self.recurrent_kernel)  # [batch, 4*units]
     i, f, g, o = tf.split(gates, 4, axis=-1)  # 4 x [batch, units]
     c = tf.sigmoid(f) * c_prev + tf.sigmoid(i) * tf.tanh(g)
     h = tf.sigmoid(o) * tf.tanh(c)

@@ -5,14 +5,14 @@ inputs with a `tf.while_loop` and TensorArrays: no Python loop over time steps e
 graph, and the state may hold buffers (e.g. the memory RNN's previous states) without being
 stacked once per step as `tf.scan` would. With `defer=True` the gradients of loop-invariant
 operands of the steps' products (recurrent kernels, attended annotations) are taken after the
-loop in one product each instead of step by step (layers/deferred.py).
+loop in one product each instead of step by step (`kernels.LoopProducts`).
 """
 
 import contextlib
 
 import tensorflow as tf
 
-from nmt_tf.layers import deferred
+from nmt_tf.layers import kernels
 
 
 def scan_time(step, inputs, initial_state, length=None, defer=None):
@@ -25,10 +25,11 @@ def scan_time(step, inputs, initial_state, length=None, defer=None):
     inputs: nested structure of tensors [batch, time, ...] (all with the same time length).
     initial_state: nested structure of tensors, the state before step 0.
     length: optional scalar number of steps; defaults to the time length of `inputs`.
-    defer: route the products made through nmt_tf.layers.deferred so that the gradients of
-      their loop-invariant operands are computed after the loop (same values). None = when the
-      inputs are bfloat16: there it gave +8% training speed (bfloat16 gradient sums inside the
-      loop are slow on CPU); with float32 inputs the probes cost more than they save (-5%).
+    defer: route the steps' products made through `kernels.matmul`, `attend` and `score` so
+      that the gradients of their loop-invariant operands are computed after the loop (same
+      values); KernelOptions.defer_gradients. None = when the inputs are bfloat16: there it
+      gave +8% training speed (bfloat16 gradient sums inside the loop are slow on CPU); with
+      float32 inputs the probes cost more than they save (-5%).
 
   Returns:
     (outputs, final_state): `outputs` has the structure of `outputs_t`, each tensor stacked to
@@ -48,10 +49,8 @@ def scan_time(step, inputs, initial_state, length=None, defer=None):
   # gives the static output signature for the TensorArrays. Sequences have >= 1 step (BOS/EOS).
   x0 = tf.nest.pack_sequence_as(inputs, [x[0] for x in time_major])
   if defer is None:
-    defer = deferred.forced_mode()
-  if defer is None:
     defer = any(x.dtype == tf.bfloat16 for x in flat_inputs)
-  products = deferred.LoopProducts()
+  products = kernels.LoopProducts()
   with products.first_step() if defer else contextlib.nullcontext():
     out0, state = step(x0, initial_state, tf.constant(0, tf.int32))
   num_outputs = len(tf.nest.flatten(out0))

@@ -15,7 +15,7 @@ s_0 = tanh(W_init mean(h)) over real source positions.
 import keras
 import tensorflow as tf
 
-from nmt_tf.layers import fused as fused_kernels
+from nmt_tf.layers import kernels
 from nmt_tf.layers.conditional_gru import ConditionalGRUCell
 from nmt_tf.layers.deep_output import Bridge, DeepOutput
 from nmt_tf.layers.self_attention import SelfAttentiveResidual, StateAttention, StateMemory
@@ -100,14 +100,16 @@ class CGRUDecoder(Decoder):
       x["score"] = self.target_summary.scores(emb)  # [...] float32
     return x
 
-  def cell(self, x_t, state, context, t, training):
+  def cell(self, x_t, state, context, t, training, kernel_options=kernels.DEFAULT_OPTIONS):
     s_prev = state["s"]
     new_state = {}
     if self.uses_memory:
       # s~_t [batch, units]
-      s_prev, _ = self.state_memory(s_prev, state["memory"], t, training=training)
+      s_prev, _ = self.state_memory(s_prev, state["memory"], t, training=training,
+                                    kernel_options=kernel_options)
     s, c, alpha, log_prob = self.cgru.step(x_t["gru"], s_prev, context["memory"],
-                                           context["keys"], context["mask"], training=training)
+                                           context["keys"], context["mask"], training=training,
+                                           kernel_options=kernel_options)
     outputs = {"s": s, "context": c, "attention": alpha, "log_prob": log_prob}
     new_state["s"] = s
     if self.uses_memory:
@@ -119,18 +121,18 @@ class CGRUDecoder(Decoder):
           x_t["emb"], state["summary"], t, score=x_t["score"])
     return outputs, new_state
 
-  def sequence(self, x, state, context, training):
+  def sequence(self, x, state, context, training, kernel_options):
     """With soft additive attention (every variant): the cGRU loop, with the state memory of
-    the memory RNN, and its hand-written backward pass (layers/attention_sequence.py); the
+    the memory RNN, and its hand-written backward pass (`kernels.cgru_sequence`); the
     target summary d_t, which does not depend on the states, and the self-attentive RNN's s~_t,
     which the recurrence does not read, are computed for all steps at once with causal masks
     (no loop)."""
     if not self.cgru.has_sequence:
       return None
     keys = context["keys"]
+    fused = kernels.use_fused(training, keys, kernel_options.fused_attention)
     outputs = self.cgru.sequence(x["gru"], state["s"], context["memory"], keys, context["mask"],
-                                 fused_kernels.use_fused(training, keys),
-                                 self.state_memory if self.uses_memory else None)
+                                 fused, self.state_memory if self.uses_memory else None)
     s, c, alpha = outputs[:3]
     outputs = {"s": s, "context": c, "attention": alpha, "log_prob": tf.zeros_like(alpha[..., 0])}
     if self.uses_state_attention:

@@ -2,18 +2,21 @@
 
 A decoder defines
   precompute(emb)                       step-independent input projections, any leading dims;
-  cell(x_t, state, context, t, training) -> (outputs_t, new_state), one target step;
+  cell(x_t, state, context, t, training, kernel_options) -> (outputs_t, new_state), one
+                                        target step;
   output_inputs(outputs, emb)           the named inputs of its output layer;
-  sequence(x, state, context, training) optionally, all steps at once (None: use `cell`).
+  sequence(x, state, context, training, kernel_options)
+                                        optionally, all steps at once (None: use `cell`).
 `call` precomputes for all target positions, runs `cell` in one graph-mode loop
 (layers/recurrence.scan_time) and applies the output layer once to all steps; `step` does the
 same for one position. Hence step-by-step decoding reproduces the teacher-forced logits.
+kernel_options (kernels.KernelOptions, from the model) choose the speed paths of training.
 """
 
 import keras
 import tensorflow as tf
 
-from nmt_tf.layers import gru_sequence
+from nmt_tf.layers import kernels
 from nmt_tf.layers.attention import make_attention
 from nmt_tf.layers.recurrence import scan_time
 
@@ -51,24 +54,27 @@ class Decoder(keras.layers.Layer):
   def precompute(self, emb):
     raise NotImplementedError
 
-  def cell(self, x_t, state, context, t, training):
+  def cell(self, x_t, state, context, t, training, kernel_options=kernels.DEFAULT_OPTIONS):
     raise NotImplementedError
 
   def output_inputs(self, outputs, emb):
     raise NotImplementedError
 
-  def sequence(self, x, state, context, training):
+  def sequence(self, x, state, context, training, kernel_options):
     """Optionally, all of `call`'s steps at once with a hand-written backward pass, asked for
-    while training only (unless `gru_sequence.autodiff()` is in effect): the outputs `cell`
-    would give, stacked [batch, tgt_len, ...]; None = run `cell` in scan_time."""
+    while training only (unless kernel_options.gru_backward takes autodiff for the decoder):
+    the outputs `cell` would give, stacked [batch, tgt_len, ...]; None = run `cell` in
+    scan_time."""
     return None
 
-  def call(self, emb, context, training=False):
+  def call(self, emb, context, training=False, kernel_options=kernels.DEFAULT_OPTIONS):
     """Teacher-forced decoding.
 
     Args:
       emb: [batch, tgt_len, e], embeddings of BOS y_1 .. y_{n-1} (target_in).
       context: from `make_context`.
+      training: dropout, sampled hard attention, and the training kernels.
+      kernel_options: kernels.KernelOptions.
 
     Returns:
       logits [batch, tgt_len, vocab], attention [batch, tgt_len, src_len] float32,
@@ -77,11 +83,12 @@ class Decoder(keras.layers.Layer):
     state = self.initial_state(context, tf.shape(emb)[1])
     x = self.precompute(emb)
     outputs = None
-    if training and gru_sequence.enabled("decoder"):
-      outputs = self.sequence(x, state, context, training)
+    if training and kernel_options.manual_backward("decoder"):
+      outputs = self.sequence(x, state, context, training, kernel_options)
     if outputs is None:
-      step = lambda x_t, s, t: self.cell(x_t, s, context, t, training)
-      outputs, _ = scan_time(step, x, state)  # each [batch, tgt_len, ...]
+      step = lambda x_t, s, t: self.cell(x_t, s, context, t, training, kernel_options)
+      # each [batch, tgt_len, ...]
+      outputs, _ = scan_time(step, x, state, defer=kernel_options.defer_gradients)
     logits = self.output_layer(self.output_inputs(outputs, emb), training=training)
     return logits, outputs["attention"], outputs["log_prob"]
 

@@ -3,7 +3,8 @@ embedding-only ("concatenation") and convolutional (no pooling), docs/EQUATIONS.
 
 Each maps embedded source x [batch, src_len, e] and mask [batch, src_len] to
   memory  [batch, src_len, out_dim]: annotations h_i (zero at padded positions);
-  summary [batch, out_dim]: the fixed context c of the encdec model.
+  summary [batch, out_dim]: the fixed context c of the encdec model;
+the model's kernel_options (kernels.KernelOptions) choose the recurrences' training paths.
 Sources are left-aligned (real tokens first), so a forward recurrence never sees padding
 before a real token; the backward direction reverses each sentence by its own length
 (tf.reverse_sequence), so it starts at the sentence's last real token.
@@ -12,9 +13,9 @@ before a real token; the backward direction reverses each sentence by its own le
 import keras
 import tensorflow as tf
 
-from nmt_tf.layers import gru_sequence
+from nmt_tf.layers import kernels
 from nmt_tf.layers import ops
-from nmt_tf.layers.gru import GRUCell
+from nmt_tf.layers.gru import GRUCell, cell_sequences
 from nmt_tf.layers.recurrence import scan_time
 
 
@@ -42,20 +43,21 @@ def _check_positive(**values):
       raise ValueError(f"Received {key}={value!r}; expected a positive integer.")
 
 
-def _run_cells(cells, projected, initial, training):
+def _run_cells(cells, projected, initial, training, kernel_options):
   """The cells' states over time, [batch, src_len, units] each, from their input projections.
 
-  While training, the GRUs run in layers/gru_sequence.py's loop with a hand-written backward
-  pass; otherwise (decoding, export) in scan_time with autodiff.
+  While training, the GRUs run in one loop with a hand-written backward pass (layers/gru.py
+  `cell_sequences`) unless kernel_options.gru_backward takes autodiff for the encoder;
+  otherwise (decoding, export) in scan_time with autodiff.
   """
-  if training and gru_sequence.enabled("encoder"):
-    return gru_sequence.cell_sequences(cells, projected, initial)
+  if training and kernel_options.manual_backward("encoder"):
+    return cell_sequences(cells, projected, initial)
 
   def step(x_t, states, t):
     new = [cell.step(xp, h) for cell, xp, h in zip(cells, x_t, states)]
     return new, new
 
-  outputs, _ = scan_time(step, projected, initial)
+  outputs, _ = scan_time(step, projected, initial, defer=kernel_options.defer_gradients)
   return outputs
 
 
@@ -108,7 +110,7 @@ class RNNEncoder(keras.layers.Layer):
   def build(self, *args, **kwargs):
     self.built = True  # the GRU cells build on first use
 
-  def call(self, x, mask, training=False):
+  def call(self, x, mask, training=False, kernel_options=kernels.DEFAULT_OPTIONS):
     lengths = _lengths(mask)
     if self.reverse_source:
       x = _reverse(x, lengths)
@@ -118,7 +120,8 @@ class RNNEncoder(keras.layers.Layer):
       inputs = [x] + ([_reverse(x, lengths)] if self.bidirectional else [])
       projected = [cell.project_inputs(inp) for cell, inp in zip(cells, inputs)]  # each [batch, src_len, 3*units]
       initial = [cell.get_initial_state(batch) for cell in cells]
-      outputs = _run_cells(cells, projected, initial, training)  # list of [batch, src_len, units]
+      # list of [batch, src_len, units]
+      outputs = _run_cells(cells, projected, initial, training, kernel_options)
       if self.bidirectional:
         outputs[1] = _reverse(outputs[1], lengths)  # back to source order
       x = _zero_padding(tf.concat(outputs, axis=-1), mask)  # [batch, src_len, output_dim]
@@ -145,7 +148,8 @@ class EmbeddingEncoder(keras.layers.Layer):
   def build(self, *args, **kwargs):
     self.built = True
 
-  def call(self, x, mask, training=False):
+  def call(self, x, mask, training=False, kernel_options=kernels.DEFAULT_OPTIONS):
+    del kernel_options  # no time loop
     memory = _zero_padding(x, mask)
     return memory, ops.masked_mean(memory, mask)
 
@@ -184,7 +188,8 @@ class ConvEncoder(keras.layers.Layer):
   def build(self, *args, **kwargs):
     self.built = True  # the convolutions build on first use
 
-  def call(self, x, mask, training=False):
+  def call(self, x, mask, training=False, kernel_options=kernels.DEFAULT_OPTIONS):
+    del kernel_options  # no time loop
     for conv in self.convs:
       x = conv(_zero_padding(x, mask))  # [batch, src_len, filters]
     memory = _zero_padding(x, mask)

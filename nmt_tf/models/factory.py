@@ -2,8 +2,8 @@
 call `build_model`.
 
 precision (train.precision): float32; float32_bf16_matmul, a float32 model whose matrix
-products take bfloat16 operands (layers/precision.py); mixed_bfloat16 and mixed_float16, Keras
-dtype policies, set while the layers are created.
+products take bfloat16 operands (`kernels.precision_scope`); mixed_bfloat16 and mixed_float16,
+Keras dtype policies, set while the layers are created.
 """
 
 import contextlib
@@ -24,11 +24,12 @@ def dtype_policy(name):
     keras.mixed_precision.set_global_policy(previous)
 
 
-def build_model(model_config, precision="float32"):
-  """A Seq2Seq for `model_config` (a ModelConfig) with every weight created."""
+def build_model(model_config, precision="float32", kernel_options=None):
+  """A Seq2Seq for `model_config` (a ModelConfig) with every weight created; kernel_options:
+  its kernels.KernelOptions (None: the defaults)."""
   bf16_matmul = precision == "float32_bf16_matmul"
   with dtype_policy("float32" if bf16_matmul else precision):
-    model = Seq2Seq(model_config)
+    model = Seq2Seq(model_config, kernel_options=kernel_options)
     if bf16_matmul:
       model.matmul_dtype = "bfloat16"
     model.build_with_dummy_batch()

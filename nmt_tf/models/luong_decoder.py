@@ -11,10 +11,9 @@ input-feeding term W_f h~_{t-1} is projected per step.
 import keras
 import tensorflow as tf
 
+from nmt_tf.layers import kernels
 from nmt_tf.layers import ops
-from nmt_tf.layers import precision
 from nmt_tf.layers.attention import LuongAttention
-from nmt_tf.layers.luong_sequence import luong_sequence
 from nmt_tf.layers.deep_output import Bridge, OutputProjection
 from nmt_tf.layers.gru import GRUCell
 from nmt_tf.layers.lstm import LSTMCell
@@ -70,9 +69,9 @@ class LuongDecoder(Decoder):
   def precompute(self, emb):
     return {"rnn": self.rnn.project_inputs(emb)}  # [..., gates*units]
 
-  def sequence(self, x, state, context, training):
+  def sequence(self, x, state, context, training, kernel_options):
     """With a GRU and a soft dot or general score: the whole loop with the hand-written
-    backward pass (layers/luong_sequence.py)."""
+    backward pass (`kernels.luong_sequence`)."""
     attention = self.attention
     if not (self.rnn_cell == "gru" and isinstance(attention, LuongAttention)
             and attention.score_type in ("dot", "general") and attention.mode == "soft"):
@@ -83,16 +82,17 @@ class LuongDecoder(Decoder):
     if not self.combine.built:
       self.combine.build((None, memory.shape[-1] + self.units))
     dtype = x["rnn"].dtype
-    weights = {"wf": precision.weight(self.feed_proj.kernel, dtype),
-               "u": precision.weight(self.rnn.recurrent_kernel, dtype),
+    weights = {"wf": kernels.weight(self.feed_proj.kernel, dtype),
+               "u": kernels.weight(self.rnn.recurrent_kernel, dtype),
                "bu": tf.convert_to_tensor(self.rnn.recurrent_bias),
-               "wc": precision.weight(self.combine.kernel, memory.dtype)}
-    tildes, alphas = luong_sequence(tf.transpose(x["rnn"], [1, 0, 2]), state["s"], memory,
-                                    context["keys"], context["mask"], weights)  # time-major
+               "wc": kernels.weight(self.combine.kernel, memory.dtype)}
+    tildes, alphas = kernels.luong_sequence(tf.transpose(x["rnn"], [1, 0, 2]), state["s"],
+                                            memory, context["keys"], context["mask"],
+                                            weights)  # time-major
     h_tilde, alpha = tf.transpose(tildes, [1, 0, 2]), tf.transpose(alphas, [1, 0, 2])
     return {"h_tilde": h_tilde, "attention": alpha, "log_prob": tf.zeros_like(alpha[..., 0])}
 
-  def cell(self, x_t, state, context, t, training):
+  def cell(self, x_t, state, context, t, training, kernel_options=kernels.DEFAULT_OPTIONS):
     x_proj = x_t["rnn"] + ops.dense(self.feed_proj, state["h_tilde"])
     new_state = {}
     if self.rnn_cell == "lstm":
@@ -100,7 +100,7 @@ class LuongDecoder(Decoder):
     else:
       s = self.rnn.step(x_proj, state["s"])  # [batch, units]
     c, alpha, log_prob = self.attention(s, context["memory"], context["keys"], context["mask"],
-                                        training=training)
+                                        training=training, kernel_options=kernel_options)
     h_tilde = ops.dense(self.combine, tf.concat([c, s], axis=-1))  # [batch, units]
     new_state.update(s=s, h_tilde=h_tilde)
     return {"h_tilde": h_tilde, "attention": alpha, "log_prob": log_prob}, new_state

@@ -14,14 +14,11 @@ encdec, per step for rnnsearch (c_t changes).
 import keras
 import tensorflow as tf
 
-from nmt_tf.layers import fused as fused_kernels
-from nmt_tf.layers import gru_sequence
+from nmt_tf.layers import kernels
 from nmt_tf.layers import ops
-from nmt_tf.layers import precision
 from nmt_tf.layers.attention import BahdanauAttention
-from nmt_tf.layers.attention_sequence import rnnsearch_sequence
 from nmt_tf.layers.deep_output import Bridge, DeepOutput
-from nmt_tf.layers.gru import GRUCell
+from nmt_tf.layers.gru import GRUCell, cell_sequences
 from nmt_tf.models.decoder_base import Decoder
 
 DEEP_INPUTS = ("state", "prev_embedding", "context")
@@ -66,7 +63,7 @@ class EncDecDecoder(Decoder):
   def precompute(self, emb):
     return {"gru": self.gru.project_inputs(emb)}  # [..., 3*units]
 
-  def cell(self, x_t, state, context, t, training):
+  def cell(self, x_t, state, context, t, training, kernel_options=kernels.DEFAULT_OPTIONS):
     s = self.gru.step(x_t["gru"] + context["summary_proj"], state["s"])  # [batch, units]
     mask = context["mask"]
     return {
@@ -76,11 +73,11 @@ class EncDecDecoder(Decoder):
         "log_prob": tf.zeros(tf.shape(mask)[:1], tf.float32),
     }, {"s": s}
 
-  def sequence(self, x, state, context, training):
-    """The GRU over all steps with the hand-written backward pass (layers/gru_sequence.py);
-    its inputs W_y E y_t + C c do not depend on the states."""
+  def sequence(self, x, state, context, training, kernel_options):
+    """The GRU over all steps with the hand-written backward pass (layers/gru.py
+    `cell_sequences`); its inputs W_y E y_t + C c do not depend on the states."""
     inputs = x["gru"] + context["summary_proj"][:, None, :]  # [batch, tgt_len, 3*units]
-    s = gru_sequence.cell_sequences([self.gru], [inputs], [state["s"]])[0]
+    s = cell_sequences([self.gru], [inputs], [state["s"]])[0]  # [batch, tgt_len, units]
     steps = tf.shape(inputs)[1]
     mask = context["mask"]
     return {
@@ -142,9 +139,9 @@ class RNNSearchDecoder(Decoder):
   def precompute(self, emb):
     return {"gru": self.gru.project_inputs(emb)}  # [..., 3*units]
 
-  def sequence(self, x, state, context, training):
+  def sequence(self, x, state, context, training, kernel_options):
     """With soft additive attention: the whole loop with the hand-written backward pass
-    (layers/attention_sequence.py)."""
+    (`kernels.rnnsearch_sequence`)."""
     attention = self.attention
     if not (isinstance(attention, BahdanauAttention) and attention.mode == "soft"):
       return None
@@ -153,20 +150,22 @@ class RNNSearchDecoder(Decoder):
       self.context_proj.build((None, memory.shape[-1]))
     dtype = x["gru"].dtype
     weights = {**attention.loop_weights(self.units, dtype),  # wq, v
-               "w2": precision.weight(self.context_proj.kernel, memory.dtype),
-               "u2": precision.weight(self.gru.recurrent_kernel, dtype)}
+               "w2": kernels.weight(self.context_proj.kernel, memory.dtype),
+               "u2": kernels.weight(self.gru.recurrent_kernel, dtype)}
     if self.reset_after:
       weights["bu2"] = tf.convert_to_tensor(self.gru.recurrent_bias)
-    outputs = rnnsearch_sequence(
+    fused = kernels.use_fused(training, keys, kernel_options.fused_attention)
+    outputs = kernels.rnnsearch_sequence(
         tf.transpose(x["gru"], [1, 0, 2]), state["s"], memory, keys, context["mask"], weights,
-        fused_kernels.use_fused(training, keys), reset_after=self.reset_after)  # time-major
+        fused, reset_after=self.reset_after)  # time-major
     s, c, alpha = [tf.transpose(o, [1, 0, 2]) for o in outputs]
     return {"s": s, "context": c, "attention": alpha, "log_prob": tf.zeros_like(alpha[..., 0])}
 
-  def cell(self, x_t, state, context, t, training):
+  def cell(self, x_t, state, context, t, training, kernel_options=kernels.DEFAULT_OPTIONS):
     s_prev = state["s"]
     c, alpha, log_prob = self.attention(s_prev, context["memory"], context["keys"],
-                                        context["mask"], training=training)
+                                        context["mask"], training=training,
+                                        kernel_options=kernel_options)
     s = self.gru.step(x_t["gru"] + ops.dense(self.context_proj, c), s_prev)  # [batch, units]
     return {"s": s, "context": c, "attention": alpha, "log_prob": log_prob}, {"s": s}
 

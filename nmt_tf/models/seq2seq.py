@@ -8,7 +8,7 @@ import keras
 import tensorflow as tf
 
 from nmt_tf import special_tokens
-from nmt_tf.layers import precision
+from nmt_tf.layers import kernels
 from nmt_tf.models.cgru_decoders import CGRUDecoder
 from nmt_tf.models.config import ModelConfig
 from nmt_tf.models.encoders import ConvEncoder, EmbeddingEncoder, RNNEncoder
@@ -59,14 +59,18 @@ class Seq2Seq(keras.Model):
 
   Args:
     config: a ModelConfig or a dict of its fields.
+    kernel_options: kernels.KernelOptions, the speed paths of every forward pass (default:
+      the fastest measured); attribute `kernel_options`.
 
   Attribute `matmul_dtype` (None, or "bfloat16" for the float32_bf16_matmul precision) sets
-  the operand dtype of the matrix products of every forward pass (layers/precision.py).
+  the operand dtype of the matrix products of every forward pass (`kernels.precision_scope`).
+  Neither is part of get_config: they change how the model computes, not the model.
   """
 
-  def __init__(self, config, **kwargs):
+  def __init__(self, config, kernel_options=None, **kwargs):
     super().__init__(**kwargs)
     self.matmul_dtype = None
+    self.kernel_options = kernel_options or kernels.DEFAULT_OPTIONS
     self.model_config = config if isinstance(config, ModelConfig) else \
         ModelConfig.from_dict(config)
     cfg = self.model_config
@@ -82,37 +86,45 @@ class Seq2Seq(keras.Model):
     self.encoder = build_encoder(cfg)
     self.decoder = build_decoder(cfg)
 
-  def call(self, inputs, training=False):
+  def call(self, inputs, training=False, kernel_options=None):
     """Teacher-forced forward pass.
+
+    Args:
+      inputs: dict with `source` and `target_in`.
+      training: dropout, sampled hard attention, and the training kernels.
+      kernel_options: kernels.KernelOptions of this pass (default: `self.kernel_options`).
 
     Returns:
       dict: logits [batch, tgt_len, tgt_vocab], attention [batch, tgt_len, src_len] (float32),
       attention_log_prob [batch, tgt_len] (hard attention's sampled log alpha, else zeros).
     """
-    with precision.scope(self.matmul_dtype):
-      context = self.encode(inputs["source"], training=training)
+    options = self.kernel_options if kernel_options is None else kernel_options
+    with kernels.precision_scope(self.matmul_dtype):
+      context = self.encode(inputs["source"], training=training, kernel_options=options)
       emb = self.embedding_dropout(self.tgt_embedding(inputs["target_in"]), training=training)
-      logits, attention, log_prob = self.decoder(emb, context, training=training)
+      logits, attention, log_prob = self.decoder(emb, context, training=training,
+                                                 kernel_options=options)
     return {"logits": logits, "attention": attention, "attention_log_prob": log_prob}
 
-  def encode(self, source, training=False):
+  def encode(self, source, training=False, kernel_options=None):
     """source [batch, src_len] ids -> decoding context (dict of batch-leading tensors)."""
+    options = self.kernel_options if kernel_options is None else kernel_options
     mask = tf.not_equal(source, special_tokens.PAD_ID)  # [batch, src_len]
-    with precision.scope(self.matmul_dtype):
+    with kernels.precision_scope(self.matmul_dtype):
       x = self.embedding_dropout(self.src_embedding(source), training=training)  # [b, s, e]
       # [batch, src_len, mem_dim], [batch, mem_dim]
-      memory, summary = self.encoder(x, mask, training=training)
+      memory, summary = self.encoder(x, mask, training=training, kernel_options=options)
       return self.decoder.make_context(memory, summary, mask)
 
   def initial_state(self, context, max_length):
     """Decoder state before the first step, for up to `max_length` steps."""
-    with precision.scope(self.matmul_dtype):
+    with kernels.precision_scope(self.matmul_dtype):
       return self.decoder.initial_state(context, max_length)
 
   def step(self, prev_ids, state, context, time):
     """One incremental decoding step: prev_ids [batch] -> (logits [batch, vocab],
     attention [batch, src_len], new state)."""
-    with precision.scope(self.matmul_dtype):
+    with kernels.precision_scope(self.matmul_dtype):
       return self.decoder.step(self.tgt_embedding(prev_ids), state, context, time)
 
   def build_with_dummy_batch(self):

@@ -2,27 +2,18 @@
 
 masked_nll: mean negative log-likelihood per real target token, optional label smoothing
   (Szegedy et al. 2016: q = (1 - eps) one_hot + eps / V), computed without the dense q:
-  CE(q, softmax(z)) = -log p_y + eps (z_y - mean_v z_v), gradient softmax(z) - q.
+  CE(q, softmax(z)) = -log p_y + eps (z_y - mean_v z_v), gradient softmax(z) - q
+  (smoothing_labels="sparse"; "dense" builds q, the reference form the benchmark compares).
 reinforce_loss: hard attention (Xu et al. 2015, sec. 4.1) trained with REINFORCE, the reward
   being the sentence log-likelihood log p(y | x, sampled positions), with a baseline b:
   L = -sum_t stop_gradient(R - b) log alpha_t(sampled) / #sentences.
 """
 
-import threading
-
 import tensorflow as tf
 
 from nmt_tf import special_tokens
-from nmt_tf import thread_local
 
-
-_local = threading.local()  # per thread, as layers/fused.py
-
-
-def dense_labels():
-  """Losses traced inside this context build the dense label tensor q (the reference form;
-  bench/bench_train.py --smoothing_labels compares the two)."""
-  return thread_local.override(_local, "dense", True)
+SMOOTHING_LABELS = ("sparse", "dense")
 
 
 def target_mask(targets):
@@ -67,17 +58,28 @@ def reinforce_loss(attention_log_prob, reward, baseline, targets):
   return -tf.reduce_mean(advantage * log_prob)
 
 
-def token_loss_sum(logits, targets, label_smoothing=0.0):
+def token_loss_sum(logits, targets, label_smoothing=0.0, smoothing_labels="sparse"):
   """(sum of the per-token cross-entropy over real tokens, number of real tokens), float32.
 
   The distributed trainer divides the sum by the token count of the global batch, so that the
   loss (and its gradient) is the same whatever the number of replicas.
+
+  Args:
+    logits: [batch, tgt_len, vocab].
+    targets: [batch, tgt_len] int ids, PAD=0 at padding.
+    label_smoothing: eps in [0, 1).
+    smoothing_labels: how the smoothed loss is computed, the same values up to float
+      rounding: "sparse" (`smoothed_cross_entropy`, no [tokens, V] label tensor) or "dense"
+      (the label tensor q and softmax_cross_entropy_with_logits).
   """
   if not 0.0 <= label_smoothing < 1.0:
     raise ValueError(f"Received label_smoothing={label_smoothing!r}; expected a value in [0, 1).")
+  if smoothing_labels not in SMOOTHING_LABELS:
+    raise ValueError(f"Received smoothing_labels={smoothing_labels!r}; expected one of "
+                     f"{SMOOTHING_LABELS}.")
   mask = target_mask(targets)  # [batch, tgt_len]
   logits = tf.cast(logits, tf.float32)
-  if label_smoothing and getattr(_local, "dense", False):
+  if label_smoothing and smoothing_labels == "dense":
     vocab = tf.shape(logits)[-1]
     labels = tf.one_hot(targets, vocab) * (1.0 - label_smoothing) + \
         label_smoothing / tf.cast(vocab, tf.float32)  # [batch, tgt_len, vocab]

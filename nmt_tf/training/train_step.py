@@ -30,10 +30,15 @@ class TrainStep:
     baseline, baseline_steps: tf.Variables of the REINFORCE reward baseline.
     hard_attention: add the REINFORCE term.
     nan_at_step: test hook: the loss becomes NaN at this optimizer step (0-based).
+    smoothing_labels: the form of the label-smoothed loss, "sparse" or "dense"
+      (losses.token_loss_sum; the same values, bench/bench_train.py compares their speed).
   """
 
   def __init__(self, model, optimizer, strategy, train_config, baseline, baseline_steps,
-               hard_attention=False, nan_at_step=None):
+               hard_attention=False, nan_at_step=None, smoothing_labels="sparse"):
+    if smoothing_labels not in losses.SMOOTHING_LABELS:
+      raise ValueError(f"Received smoothing_labels={smoothing_labels!r}; expected one of "
+                       f"{losses.SMOOTHING_LABELS}.")
     self.model = model
     self.optimizer = optimizer
     self.strategy = strategy
@@ -42,6 +47,7 @@ class TrainStep:
     self.baseline_steps = baseline_steps
     self.hard_attention = hard_attention
     self.nan_at_step = nan_at_step
+    self.smoothing_labels = smoothing_labels
     self.loss_scaled = hasattr(optimizer, "scale_loss") and hasattr(optimizer, "dynamic_scale")
     self._compute = tf.function(self._compute_gradients, jit_compile=train_config.jit_compile,
                                 reduce_retracing=True) if train_config.jit_compile else \
@@ -58,7 +64,7 @@ class TrainStep:
       outputs = self.model({"source": batch["source"], "target_in": batch["target_in"]},
                            training=True)
       loss_sum, _ = losses.token_loss_sum(outputs["logits"], batch["target_out"],
-                                          self.config.label_smoothing)
+                                          self.config.label_smoothing, self.smoothing_labels)
       loss = loss_sum / global_tokens
       reward_sum = tf.constant(0.0)
       if self.hard_attention:

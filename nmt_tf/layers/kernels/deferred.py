@@ -16,7 +16,8 @@ probes turns them into the invariant operand's gradient with one product:
 
 The gradients with respect to the per-step operands (x_t, a_t, q_t) are unchanged. Outside a
 deferring loop these functions are the plain products. Which loops defer: see
-recurrence.scan_time (bfloat16 loops by default; `forced(True/False)` overrides it).
+layers/recurrence.scan_time (bfloat16 loops by default; KernelOptions.defer_gradients sets it).
+The loop being traced is trace-time state of this package, per thread as precision.py's scope.
 """
 
 import contextlib
@@ -24,8 +25,7 @@ import threading
 
 import tensorflow as tf
 
-from nmt_tf import thread_local
-from nmt_tf.layers import precision
+from nmt_tf.layers.kernels import precision
 
 KINDS = ("matmul", "attend", "score")
 _local = threading.local()  # per thread: tf.distribute runs one replica per thread
@@ -65,16 +65,6 @@ def score(memory, query):
   return _apply("score", query, memory)
 
 
-def forced(enabled):
-  """Every time loop traced within this context defers (True) or does not (False)."""
-  return thread_local.override(_local, "forced", bool(enabled))
-
-
-def forced_mode():
-  """True/False inside `forced`, else None (each loop decides)."""
-  return getattr(_local, "forced", None)
-
-
 class _Recording:
   """Step 0 of a deferring loop (peeled, outside the loop): plain products, remembered."""
 
@@ -100,7 +90,7 @@ class _Looping:
     i = len(self.operands)
     if i >= len(self.kinds) or self.kinds[i] != kind:
       raise RuntimeError("A deferring loop step made other products than its first step; "
-                         "every step must call nmt_tf.layers.deferred in the same order.")
+                         "every step must make its loop-invariant products in the same order.")
     self.operands.append(x)
     return _product(kind, x, tf.stop_gradient(invariant)) + self.probes[i]
 
@@ -112,12 +102,19 @@ def _apply(kind, x, invariant):
   return active.apply(kind, x, invariant)
 
 
+@contextlib.contextmanager
 def _activate(scope):
-  return thread_local.override(_local, "active", scope)
+  """Routes the products traced inside the block through `scope`, then restores the outer."""
+  outer = getattr(_local, "active", None)
+  _local.active = scope
+  try:
+    yield scope
+  finally:
+    _local.active = outer
 
 
 class LoopProducts:
-  """The deferring protocol for one time loop (used by layers.recurrence.scan_time).
+  """The deferring protocol for one time loop (used by layers/recurrence.scan_time).
 
     products = LoopProducts()
     with products.first_step(): out0, state = step(x0, ...)   # outside the loop

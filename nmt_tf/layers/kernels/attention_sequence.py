@@ -1,5 +1,5 @@
 """Attention-conditioned GRU decoders over a whole target sequence with a hand-written backward
-pass (BPTT), as layers/gru_sequence.py does for the plain GRU: the conditional GRU of
+pass (BPTT), as gru_sequence.py does for the plain GRU: the conditional GRU of
 dl4mt/Nematus (`cgru_sequence`) and the RNNsearch decoder of Bahdanau et al. 2015
 (`rnnsearch_sequence`); Luong et al. 2015's input-feeding decoder is in luong_sequence.py.
 
@@ -35,19 +35,19 @@ with ds~_j = GRU1's ds_{j-1} (plus the output's gradient of s~_j); after the loo
 dW_m = sum_i s_i^T dM_i, db_m = sum_i dM_i, dW_s = sum_j s_{j-1}^T dp_j, and GRU1's recurrent
 kernel's gradient takes s~_j in place of s_{j-1}.
 
-The score's two passes are layers/fused.py's: the XLA kernels when `use_fused` picks them, else
+The score's two passes are fused.py's: the XLA kernels when `use_fused` picks them, else
 the same arithmetic in plain ops. Used while training by CGRUDecoder (every variant) and
 RNNSearchDecoder, with soft additive attention; decoding and export run their step-by-step code.
 """
 
 import tensorflow as tf
 
-from nmt_tf.layers import fused as fused_kernels
-from nmt_tf.layers import ops
-from nmt_tf.layers import precision
-from nmt_tf.layers.gru_sequence import gru_backward, gru_backward_reset_before, gru_forward
-from nmt_tf.layers.gru_sequence import gru_forward_reset_before, kernel_gradient
-from nmt_tf.layers.gru_sequence import stacked
+from nmt_tf.layers.kernels import fused as fused_kernels
+from nmt_tf.layers.kernels import precision
+from nmt_tf.layers.kernels.gru_sequence import gru_backward, gru_backward_reset_before
+from nmt_tf.layers.kernels.gru_sequence import gru_forward, gru_forward_reset_before
+from nmt_tf.layers.kernels.gru_sequence import kernel_gradient, stacked
+from nmt_tf.layers.kernels.masking import masked_softmax
 
 
 def check_weights(names, weights, who):
@@ -145,7 +145,7 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused, first_g
         states_buf, keys_buf = buffers  # S, M [batch, n + 1, units|mem_units]
         p = precision.matmul(s, w["ws"])  # p_j = W_s s_{j-1} [batch, mem_units]
         scores = fused_kernels.additive_score(keys_buf, p, vm, fused)  # [batch, n + 1]
-        beta = ops.masked_softmax(scores, (rows <= t)[None])  # [batch, n + 1] float32
+        beta = masked_softmax(scores, (rows <= t)[None])  # [batch, n + 1] float32
         s_read = tf.matmul(tf.cast(beta, dtype)[:, None, :], states_buf)[:, 0]  # s~_j
         read_values = (s_read, beta, p)
       if first_gru:
@@ -154,7 +154,7 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused, first_g
         s_inter, kept1 = s, ()
       q = tf.cast(precision.matmul(s_inter, w["wq"]), keys.dtype)  # [batch, att_units]
       scores = fused_kernels.additive_score(keys, q, v, fused)  # [batch, src_len]
-      alpha = ops.masked_softmax(scores, mask)  # [batch, src_len] float32
+      alpha = masked_softmax(scores, mask)  # [batch, src_len] float32
       c = tf.matmul(tf.cast(alpha, memory.dtype)[:, None, :], memory)[:, 0]  # [batch, mem_dim]
       x2 = precision.matmul(c, w["w2"]) + (biases["b2"] if first_gru else x[t])  # [batch, 3*units]
       s, kept2 = second_forward(x2, s_inter)

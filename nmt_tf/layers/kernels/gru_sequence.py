@@ -14,8 +14,8 @@ plus the next step's dh_{t-1}), going back in time:
 and after the loop, as one product each over all steps:
   dU = sum_t h_{t-1}^T du_t,   db_U = sum_t du_t.
 
-Autodiff of the tf.while_loop (layers/recurrence.py) makes the same arithmetic with many more
-ops per step: it pushes every intermediate of the forward step onto accumulator lists, takes
+Autodiff of the tf.while_loop (layers/recurrence.scan_time) makes the same arithmetic with many
+more ops per step: it pushes every intermediate of the forward step onto accumulator lists, takes
 the gradients of the gate split and of the bias broadcasts, and sums U's gradient step by step
 (a thin [units, batch] x [batch, 3 units] product and an AddN per step). Here the forward loop
 keeps only z, r, n and u_h, and the backward loop makes one product and a dozen elementwise
@@ -24,37 +24,15 @@ in one loop so that the executor can interleave their steps on the cores.
 
 The reset-before GRU (Cho 2014, reset_after=False) has its own pair of steps
 (`gru_backward_reset_before` states its equations). `gru_forward` and `gru_backward` are one
-reset-after step each way, shared with the conditional GRU's loop (layers/attention_sequence.py).
-Used while training by the encoder (`RNNEncoder`) and the cgru decoder; decoding and export
-keep the autodiff path. `autodiff(parts)`
-forces it for A/Bs (bench/bench_train.py --gru_backward).
+reset-after step each way, shared with the decoder loops (attention_sequence.py,
+luong_sequence.py). Used while training by the GRU encoders and the encdec decoder (through
+layers/gru.py `cell_sequences`); decoding and export keep the autodiff path, and
+KernelOptions(gru_backward="autodiff") makes training take it too (A/Bs, tests).
 """
-
-import threading
 
 import tensorflow as tf
 
-from nmt_tf import thread_local
-from nmt_tf.layers import precision
-
-PARTS = ("encoder", "decoder")
-_local = threading.local()  # per thread, as layers/deferred.py
-
-
-def autodiff(parts=PARTS):
-  """Recurrences of `parts` ("encoder", "decoder") traced inside this context take the
-  autodiff path (scan_time) instead of the hand-written backward pass."""
-  unknown = set(parts) - set(PARTS)
-  if unknown:
-    raise ValueError(f"Received parts={sorted(unknown)}; expected some of {PARTS}.")
-  return thread_local.override(_local, "autodiff", frozenset(parts))
-
-
-def enabled(part):
-  """Whether `part`'s recurrence uses the hand-written backward pass (not inside `autodiff`)."""
-  if part not in PARTS:
-    raise ValueError(f"Received part={part!r}; expected one of {PARTS}.")
-  return part not in getattr(_local, "autodiff", frozenset())
+from nmt_tf.layers.kernels import precision
 
 
 def gru_forward(x, h_prev, kernel, bias):
@@ -126,7 +104,7 @@ def gru_sequences(inputs, initial_states, kernels, biases=None, reset_after=True
     inputs: list of time-major input projections W x + b, each [time, batch, 3*units].
     initial_states: list of h_0, each [batch, units], in the inputs' dtype.
     kernels: list of recurrent kernels U [units, 3*units], already in the product dtype
-      (layers/precision.py `weight`).
+      (precision.py `weight`).
     biases: list of recurrent biases b_U [3*units] (reset_after only; reset-before GRUs have
       none).
     reset_after: the reset placement of every GRU (docs/EQUATIONS.md "GRU conventions").
@@ -209,19 +187,3 @@ def gru_sequences(inputs, initial_states, kernels, biases=None, reset_after=True
 
   return run(*inputs, *initial_states, *kernels, *biases)
 
-
-def cell_sequences(cells, inputs, initial_states):
-  """`gru_sequences` for GRUCells (one reset placement), batch-major: inputs
-  [batch, time, 3*units] (`cell.project_inputs` plus any other input terms) and h_0
-  [batch, units] per cell -> the states [batch, time, units] per cell."""
-  dtype = inputs[0].dtype
-  reset_after = cells[0].reset_after
-  if any(cell.reset_after != reset_after for cell in cells):
-    raise ValueError("cell_sequences needs cells of one reset placement.")
-  outputs = gru_sequences(
-      [tf.transpose(x, [1, 0, 2]) for x in inputs],  # [time, batch, 3*units] each
-      initial_states,
-      [precision.weight(cell.recurrent_kernel, dtype) for cell in cells],
-      [tf.convert_to_tensor(cell.recurrent_bias) for cell in cells] if reset_after else None,
-      reset_after=reset_after)
-  return [tf.transpose(o, [1, 0, 2]) for o in outputs]

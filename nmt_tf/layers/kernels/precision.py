@@ -1,6 +1,7 @@
 """Precision of the matrix products, and weights cast once per forward pass.
 
-`scope(matmul_dtype)` is entered by Seq2Seq around each forward pass. Inside it:
+`scope(matmul_dtype)` (`kernels.precision_scope`) is entered by Seq2Seq around each forward
+pass. Inside it:
   - `weight(w, dtype)` casts a variable to the product dtype once and reuses the cast for the
     rest of the pass. The time loops run step 0 outside the tf.while_loop, so the cast is made
     there and captured by the loop instead of being redone at every step.

@@ -1,15 +1,16 @@
 """Luong et al. 2015's input-feeding decoder over a whole target sequence with a hand-written
-backward pass (BPTT), as layers/attention_sequence.py does for the cGRU and RNNsearch decoders.
+backward pass (BPTT), as attention_sequence.py does for the cGRU and RNNsearch decoders.
 Used while training by LuongDecoder with a GRU and a dot or general score; decoding and export
 run its step-by-step code.
 """
 
 import tensorflow as tf
 
-from nmt_tf.layers import ops
-from nmt_tf.layers import precision
-from nmt_tf.layers.attention_sequence import check_weights, context_backward
-from nmt_tf.layers.gru_sequence import gru_backward, gru_forward, kernel_gradient, stacked
+from nmt_tf.layers.kernels import precision
+from nmt_tf.layers.kernels.attention_sequence import check_weights, context_backward
+from nmt_tf.layers.kernels.gru_sequence import gru_backward, gru_forward, kernel_gradient
+from nmt_tf.layers.kernels.gru_sequence import stacked
+from nmt_tf.layers.kernels.masking import masked_softmax
 
 
 def luong_sequence(inputs, initial_state, memory, keys, mask, weights):
@@ -53,7 +54,7 @@ def luong_sequence(inputs, initial_state, memory, keys, mask, weights):
       x_in = x[t] + precision.matmul(h_tilde, w["wf"])  # [batch, 3*units]
       s, kept = gru_forward(x_in, s, w["u"], bu)  # [batch, units]
       scores = tf.matmul(keys, tf.cast(s, keys.dtype)[:, :, None])[:, :, 0]  # [batch, src_len]
-      alpha = ops.masked_softmax(scores, mask)  # [batch, src_len] float32
+      alpha = masked_softmax(scores, mask)  # [batch, src_len] float32
       c = tf.matmul(tf.cast(alpha, memory.dtype)[:, None, :], memory)[:, 0]  # [batch, mem_dim]
       h_tilde = tf.tanh(precision.matmul(tf.concat([c, tf.cast(s, c.dtype)], -1), w["wc"]))
       values = (s, h_tilde, c, alpha) + kept

@@ -19,44 +19,36 @@ XLA:CPU runs a fused kernel on one thread, where the unfused ops use every core,
 not always pay: in interleaved train-step A/Bs of the reference model
 (docs/PERFORMANCE.md) it gave +4.7% and +6.4% target tokens/s with bfloat16
 products and float32 keys (`float32_bf16_matmul`, the multi30k recipes' precision) but -10.6%
-and -5.3% in plain float32. `use_fused` therefore picks it only while training with bfloat16
-products of float32 keys (mixed_bfloat16 was not measured and keeps the plain ops); decoding
-and the exported SavedModel always keep the plain ops, so serving never waits for a
-compilation. `disabled()` turns the kernels off for the functions traced inside it
-(bench/bench_train.py --fused_attention false).
+and -5.3% in plain float32. `use_fused` therefore picks it (mode "auto", the default of
+KernelOptions.fused_attention) only while training with bfloat16 products of float32 keys
+(mixed_bfloat16 was not measured and keeps the plain ops); decoding and the exported SavedModel
+always keep the plain ops, so serving never waits for a compilation. Modes "off" and "xla"
+(bench/bench_train.py --fused_attention false, xla) choose the training kernel whatever the
+precision.
 """
-
-import threading
 
 import tensorflow as tf
 
-from nmt_tf import thread_local
-from nmt_tf.layers import precision
-
-_local = threading.local()  # per thread, as layers/deferred.py
+from nmt_tf.layers.kernels import precision
+from nmt_tf.layers.kernels.options import FUSED_ATTENTION
 
 
-def training_kernel(kernel):
-  """Training scores traced inside this context use `kernel` ("xla", or None for the plain
-  ops) whatever the precision (bench/bench_train.py --fused_attention xla)."""
-  if kernel not in ("xla", None):
-    raise ValueError(f"Received kernel={kernel!r}; expected 'xla' or None.")
-  return thread_local.override(_local, "kernel", kernel)
+def use_fused(training, keys, mode="auto"):
+  """The kernel of a score of `keys` [batch, src_len, units], False for the plain ops.
 
-
-def disabled():
-  """Scores traced inside this context use the plain ops even when asked for fused ones."""
-  return training_kernel(None)
-
-
-def use_fused(training, keys):
-  """The kernel of a score of `keys` [batch, src_len, units], False for the plain ops: "xla"
-  while training with bfloat16 products (layers/precision.py) of float32 keys, unless
-  `disabled()` or `training_kernel(...)` says otherwise; plain ops outside training."""
-  if not training:
+  Args:
+    training: plain ops outside training, whatever the mode.
+    keys: the key side of the score; its dtype and the product dtype (precision.py) decide
+      in mode "auto".
+    mode: KernelOptions.fused_attention: "auto" = "xla" with bfloat16 products of float32
+      keys, else plain ops; "xla"; "off" = plain ops.
+  """
+  if mode not in FUSED_ATTENTION:
+    raise ValueError(f"Received fused_attention={mode!r}; expected one of {FUSED_ATTENTION}.")
+  if not training or mode == "off":
     return False
-  if hasattr(_local, "kernel"):  # inside training_kernel(...) or disabled()
-    return _local.kernel or False
+  if mode == "xla":
+    return "xla"
   if keys.dtype == tf.float32 and precision.product_dtype(keys.dtype) == tf.bfloat16:
     return "xla"
   return False
@@ -83,7 +75,7 @@ _score_grad = tf.function(_plain_score_grad, jit_compile=True)
 def score_gradient(keys, query, v, d_score, fused=False):
   """(dk [batch, src_len, units], dq [batch, units], dv [units]) of the score for its
   gradient d_score [batch, src_len]: the XLA kernel when `fused`, else the same arithmetic in
-  plain ops (used by layers/attention_sequence.py)."""
+  plain ops (used by attention_sequence.py)."""
   return (_score_grad if fused else _plain_score_grad)(keys, query, v,
                                                        tf.cast(d_score, keys.dtype))
 

@@ -1,0 +1,71 @@
+"""The CPU speed path of the layers, behind one interface.
+
+The layers state their equations and make their products through these functions; how the
+products are computed fast on CPU stays in this package:
+
+  precision_scope(matmul_dtype)   one forward pass: matrix products in matmul_dtype (bfloat16
+                                  operands of a float32 model), weights cast once (precision.py)
+  matmul(x, w)                    x W for a weight W that every time step reuses: W cast once
+                                  per pass; in a deferring time loop, dW taken after the loop
+                                  in one product (deferred.py)
+  weight(w, dtype)                W cast (and sliced) once per pass, for the sequence loops
+  attend(a, m), score(m, q)       sum_i a_i m_i and m_i . q with m loop-invariant (deferred.py)
+  additive_score(k, q, v, fused)  v^T tanh(k_i + q), fused: one XLA kernel each way (fused.py)
+  use_fused(training, k, mode)    which kernel the additive score takes
+  masked_softmax(e, mask)         the attention weights over real positions (masking.py)
+  LoopProducts                    the deferring protocol of one time loop (layers/recurrence.py)
+  gru_sequences, cgru_sequence, rnnsearch_sequence, luong_sequence
+                                  whole training loops with hand-written backward passes
+                                  (gru_sequence.py, attention_sequence.py, luong_sequence.py)
+  KernelOptions, DEFAULT_OPTIONS  the paths to take (options.py), handed down by the model
+
+The precision scope and the deferring loop are trace-time state of this package; nothing
+outside it touches them but through these functions. This package imports nothing else of
+nmt_tf, and the rest of nmt_tf imports this package, never its modules.
+"""
+
+import tensorflow as tf
+
+from nmt_tf.layers.kernels import deferred
+from nmt_tf.layers.kernels import precision
+from nmt_tf.layers.kernels.attention_sequence import cgru_sequence, rnnsearch_sequence
+from nmt_tf.layers.kernels.deferred import LoopProducts, attend, score
+from nmt_tf.layers.kernels.fused import additive_score, use_fused
+from nmt_tf.layers.kernels.gru_sequence import gru_sequences
+from nmt_tf.layers.kernels.luong_sequence import luong_sequence
+from nmt_tf.layers.kernels.masking import NEG_INF, masked_softmax
+from nmt_tf.layers.kernels.options import DEFAULT_OPTIONS, KernelOptions
+from nmt_tf.layers.kernels.precision import weight
+
+precision_scope = precision.scope
+
+
+def matmul(x, w, columns=None):
+  """x W over the last axis, for a weight W that is the same at every time step.
+
+  W (or its columns [begin, end)) is cast to the product dtype once per `precision_scope`.
+  For x [batch, in] inside a deferring time loop (layers/recurrence.scan_time) the product
+  defers W's gradient to after the loop; any other x is one 2-D product.
+
+  Args:
+    x: [..., in].
+    w: [in, out] variable or tensor.
+    columns: optional (begin, end): multiply by w[:, begin:end] only.
+
+  Returns:
+    [..., out] in x's dtype.
+  """
+  x = tf.convert_to_tensor(x)
+  w = weight(w, x.dtype, columns)  # [in, out] in the product dtype
+  if x.shape.rank == 2:
+    return deferred.matmul(x, w)  # [batch, out]
+  lead = tf.shape(x)[:-1]
+  y = precision.matmul(tf.reshape(x, [-1, x.shape[-1]]), w)  # [prod(lead), out]
+  return tf.reshape(y, tf.concat([lead, [w.shape[-1]]], 0))  # [..., out]
+
+
+__all__ = [
+    "precision_scope", "matmul", "weight", "attend", "score", "additive_score", "use_fused",
+    "NEG_INF", "masked_softmax", "LoopProducts", "gru_sequences", "cgru_sequence",
+    "rnnsearch_sequence", "luong_sequence", "KernelOptions", "DEFAULT_OPTIONS",
+]

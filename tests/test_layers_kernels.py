@@ -1,0 +1,151 @@
+"""nmt_tf.layers.kernels, the interface of the speed kernels: KernelOptions and how they reach
+the layers and the loss, the products `matmul` makes, and the trace-time state of the precision
+scope (per thread, restored after errors)."""
+
+import dataclasses
+import threading
+from unittest import mock
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from nmt_tf.experiment import TrainConfig
+from nmt_tf.layers import kernels
+from nmt_tf.models import Seq2Seq, build_model
+from nmt_tf.models import encoders
+from nmt_tf.training.optimizers import FusedAdam
+from nmt_tf.training.train_step import TrainStep
+from tests.model_fixtures import batch, tiny_config
+
+
+class KernelOptionsTest(tf.test.TestCase):
+
+  def test_defaults_are_the_training_paths(self):
+    options = kernels.KernelOptions()
+    self.assertEqual(options, kernels.DEFAULT_OPTIONS)
+    self.assertEqual((options.gru_backward, options.defer_gradients, options.fused_attention),
+                     ("manual", None, "auto"))
+    self.assertTrue(options.manual_backward("encoder"))
+    self.assertTrue(options.manual_backward("decoder"))
+
+  def test_gru_backward_parts(self):
+    expected = {"manual": (True, True), "autodiff": (False, False),
+                "autodiff_encoder": (False, True), "autodiff_decoder": (True, False)}
+    for value, (encoder, decoder) in expected.items():
+      options = kernels.KernelOptions(gru_backward=value)
+      self.assertEqual((options.manual_backward("encoder"), options.manual_backward("decoder")),
+                       (encoder, decoder), value)
+
+  def test_bad_values(self):
+    with self.assertRaisesRegex(ValueError, "gru_backward='autodiff_encoders'"):
+      kernels.KernelOptions(gru_backward="autodiff_encoders")
+    with self.assertRaisesRegex(ValueError, "defer_gradients=1; expected None, True or False"):
+      kernels.KernelOptions(defer_gradients=1)
+    with self.assertRaisesRegex(ValueError, "fused_attention='true'"):
+      kernels.KernelOptions(fused_attention="true")
+    with self.assertRaisesRegex(ValueError, "part='attention'"):
+      kernels.DEFAULT_OPTIONS.manual_backward("attention")
+
+  def test_frozen_and_hashable(self):
+    options = kernels.KernelOptions(defer_gradients=True)
+    with self.assertRaises(dataclasses.FrozenInstanceError):
+      options.defer_gradients = False
+    self.assertEqual(hash(options), hash(kernels.KernelOptions(defer_gradients=True)))
+
+
+class OptionsReachTheLayersTest(tf.test.TestCase):
+  """The model's options, or those of one call, choose the paths of its encoder and decoder."""
+
+  def setUp(self):
+    super().setUp()
+    keras.utils.set_random_seed(2)
+    self.model = Seq2Seq(tiny_config(decoder="cgru"))
+    self.batch = batch()
+    self.model(self.batch)
+
+  def paths(self, kernel_options=None):
+    """(hand-written encoder loop used, hand-written decoder loop used) in a training pass."""
+    used = []
+    cell_sequences = encoders.cell_sequences
+    cgru_sequence = kernels.cgru_sequence
+    with (mock.patch.object(encoders, "cell_sequences",
+                            lambda *a: used.append("encoder") or cell_sequences(*a)),
+          mock.patch.object(kernels, "cgru_sequence",
+                            lambda *a, **k: used.append("decoder") or cgru_sequence(*a, **k))):
+      self.model(self.batch, training=True, kernel_options=kernel_options)
+    return "encoder" in used, "decoder" in used
+
+  def test_per_call_options(self):
+    self.assertEqual(self.paths(), (True, True))
+    for value, expected in (("autodiff", (False, False)), ("autodiff_encoder", (False, True)),
+                            ("autodiff_decoder", (True, False))):
+      self.assertEqual(self.paths(kernels.KernelOptions(gru_backward=value)), expected, value)
+
+  def test_model_options_and_config(self):
+    config = self.model.get_config()
+    self.model.kernel_options = kernels.KernelOptions(gru_backward="autodiff")
+    self.assertEqual(self.paths(), (False, False))
+    self.assertEqual(self.model.get_config(), config)  # how it computes, not what
+    model = build_model(tiny_config(decoder="cgru"),
+                        kernel_options=kernels.KernelOptions(fused_attention="off"))
+    self.assertEqual(model.kernel_options.fused_attention, "off")
+    self.assertEqual(Seq2Seq.from_config(config).kernel_options, kernels.DEFAULT_OPTIONS)
+
+  def test_the_loss_form_reaches_the_train_step(self):
+    losses = {}
+    for form in ("sparse", "dense"):
+      keras.utils.set_random_seed(3)
+      model = build_model(tiny_config(decoder="cgru"))
+      optimizer = FusedAdam(learning_rate=1e-3)
+      optimizer.build(model.trainable_variables)
+      step = TrainStep(model, optimizer, tf.distribute.get_strategy(),
+                       TrainConfig(label_smoothing=0.1), tf.Variable(0.0), tf.Variable(0.0),
+                       smoothing_labels=form)
+      losses[form] = float(step(self.batch)["loss"])
+    self.assertAllClose(losses["sparse"], losses["dense"], rtol=1e-5)
+    with self.assertRaisesRegex(ValueError, "smoothing_labels='one_hot'"):
+      TrainStep(None, None, None, None, None, None, smoothing_labels="one_hot")
+
+
+class ProductsTest(tf.test.TestCase):
+
+  def test_matmul_over_any_leading_dims_and_columns(self):
+    rng = np.random.RandomState(0)
+    w = tf.Variable(rng.normal(size=[4, 6]).astype(np.float32))
+    for shape in ([3, 4], [2, 3, 4]):
+      x = tf.constant(rng.normal(size=shape).astype(np.float32))
+      self.assertAllClose(kernels.matmul(x, w), x @ w, atol=1e-5)
+      self.assertAllClose(kernels.matmul(x, w, columns=(2, 6)), x @ w[:, 2:], atol=1e-5)
+    with kernels.precision_scope("bfloat16"):
+      y = kernels.matmul(x, w)
+    self.assertEqual(y.dtype, tf.float32)  # x's dtype; the product's operands were bfloat16
+    self.assertAllClose(y, x @ w, atol=0.1)
+    self.assertNotAllClose(y, x @ w, atol=1e-6)
+
+
+class PrecisionScopeStateTest(tf.test.TestCase):
+  """The scope is trace-time state: one per thread (tf.distribute runs a replica per thread),
+  left as it was after an error."""
+
+  def test_restored_after_an_error(self):
+    v = tf.Variable(tf.ones([2, 3]))
+    with self.assertRaises(KeyError):
+      with kernels.precision_scope("bfloat16"):
+        self.assertEqual(kernels.weight(v, tf.float32).dtype, tf.bfloat16)
+        raise KeyError("boom")
+    self.assertEqual(kernels.weight(v, tf.float32).dtype, tf.float32)
+
+  def test_other_threads_do_not_see_it(self):
+    v = tf.Variable(tf.ones([2, 3]))
+    seen = []
+    with kernels.precision_scope("bfloat16"):
+      thread = threading.Thread(target=lambda: seen.append(kernels.weight(v, tf.float32).dtype))
+      thread.start()
+      thread.join()
+      self.assertEqual(kernels.weight(v, tf.float32).dtype, tf.bfloat16)
+    self.assertEqual(seen, [tf.float32])
+
+
+if __name__ == "__main__":
+  tf.test.main()
