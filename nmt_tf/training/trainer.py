@@ -173,8 +173,9 @@ class Trainer:
                                 nan_at_step=nan_at_step)
 
   def _warn(self, text):
-    """A warning for the console and the log."""
-    logging.warning("%s", text)
+    """A warning for the console (once: the log gets it at INFO level, which --verbose shows
+    on the terminal too)."""
+    logging.info("%s", text)
     print(text, file=self.stream, flush=True)
 
   def _release(self):
