@@ -78,6 +78,24 @@ class CommandLineErrorTest(tf.test.TestCase):
                      "content); restore it from a backup or retrain the tokenizers in a new "
                      "--run_dir (the run's checkpoints need these vocabularies).")
 
+  def test_bad_streamed_training_shards(self):
+    tmp = tempfile.mkdtemp()
+    shards = {"train.0.src": b"ein Hund\n", "train.0.tgt": b"a dog\n",
+              "train.1.src": b"eine Katze\ncaf\xe9\n", "train.1.tgt": b"a cat\ncafe\n"}
+    for name, content in shards.items():
+      with open(os.path.join(tmp, name), "wb") as f:
+        f.write(content)
+    files = ["--config.data.name=files", f"--config.data.train_src={tmp}/train.*.src",
+             f"--config.data.train_tgt={tmp}/train.*.tgt", "--config.tokenizer.kind=word"]
+    line = self.error_line("train", f"--run_dir={tmp}/run", *files)
+    self.assertRegex(line, r"^error: .*train\.1\.src line 2: not valid UTF-8 \(byte 0xe9 at "
+                     r"column 4\); re-encode the file as UTF-8")
+    with open(os.path.join(tmp, "train.1.src"), "wb") as f:
+      f.write(b"eine Katze\n")
+    line = self.error_line("train", f"--run_dir={tmp}/run", *files)
+    self.assertRegex(line, r"^error: Line counts differ: source .*train\.1\.src has 1 lines, "
+                     r"target .*train\.1\.tgt has 2 lines")
+
 
 if __name__ == "__main__":
   tf.test.main()

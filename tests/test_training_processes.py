@@ -16,6 +16,8 @@ import time
 import pytest
 import tensorflow as tf
 
+from nmt_tf import data
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ["--config.data.train_size=600", "--config.data.valid_size=8",
         "--config.data.max_length=8", "--config.tokenizer.kind=word",
@@ -221,14 +223,20 @@ class DistributedTest(tf.test.TestCase):
 
   def test_two_workers(self):
     run_dir = tempfile.mkdtemp()
+    out = self._workers(run_dir, "--config.train.steps=20", "--config.train.eval_every=20")
+    summary = json.loads(out[out.index("{"):])
+    self.assertEqual(summary["steps"], 20)
+    self.assertTrue(tf.io.gfile.exists(os.path.join(run_dir, "checkpoints", "ckpt-20.index")))
+
+  def _workers(self, run_dir, *flags):
+    """Runs two workers of `run.py train`; returns the chief's stdout."""
     workers = [f"127.0.0.1:{_free_port()}", f"127.0.0.1:{_free_port()}"]
     procs = []
     for index in range(2):
       tf_config = json.dumps({"cluster": {"worker": workers},
                               "task": {"type": "worker", "index": index}})
       procs.append(subprocess.Popen(
-          _cmd(run_dir, "--config.train.strategy=multi_worker", "--config.train.steps=20",
-               "--config.train.eval_every=20"),
+          _cmd(run_dir, "--config.train.strategy=multi_worker", *flags),
           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
           env=_env(TF_CONFIG=tf_config)))
     outputs = []
@@ -241,6 +249,25 @@ class DistributedTest(tf.test.TestCase):
           proc.kill()
     for proc, (_, err) in zip(procs, outputs):
       self.assertEqual(proc.returncode, 0, err[-3000:])
-    summary = json.loads(outputs[0][0][outputs[0][0].index("{"):])
-    self.assertEqual(summary["steps"], 20)
-    self.assertTrue(tf.io.gfile.exists(os.path.join(run_dir, "checkpoints", "ckpt-20.index")))
+    return outputs[0][0]
+
+  def test_two_workers_stream_their_parts_and_resume(self):
+    root = tempfile.mkdtemp()
+    paths = data.write_corpus(os.path.join(root, "corpus"), seed=1, train_size=600,
+                              valid_size=8, test_size=4, max_length=8)
+    files = ["--config.data.name=files", f"--config.data.train_src={paths['train'][0]}",
+             f"--config.data.train_tgt={paths['train'][1]}",
+             f"--config.data.valid_src={paths['valid'][0]}",
+             f"--config.data.valid_tgt={paths['valid'][1]}",
+             "--config.pipeline.shuffle_buffer=100", "--config.train.checkpoint_every=10"]
+    run_dir = os.path.join(root, "run")
+    self._workers(run_dir, *files, "--config.train.steps=20", "--config.train.eval_every=20")
+    reader = tf.train.load_checkpoint(os.path.join(run_dir, "checkpoints", "ckpt-20"))
+    saved = json.loads(reader.get_tensor("data_position/.ATTRIBUTES/VARIABLE_VALUE"))
+    # By data (one file, two workers): pieces of 200 lines, 100 pairs each per worker.
+    self.assertEqual((saved["workers"], saved["pieces"], saved["pairs_per_piece"]), (2, 3, 100))
+    self.assertEqual([len(row) for row in saved["positions"]], [4, 4])  # one per worker
+    out = self._workers(run_dir, *files, "--config.train.steps=30",
+                        "--config.train.eval_every=30")
+    self.assertIn("at step 20", out)
+    self.assertEqual(json.loads(out[out.index("{"):])["steps"], 30)

@@ -2,7 +2,7 @@
 
 Typical use by the trainer::
 
-  corpus = data.load_corpus(data.CorpusConfig(name="multi30k/de-en"))
+  corpus = data.load_corpus(data.CorpusConfig(name="multi30k/de-en"))  # train: streamed
   src_tok, tgt_tok = data.load_or_train_tokenizers(run_dir, data.TokenizerConfig(),
                                                    corpus["train"])
   train = data.make_train_dataset(corpus["train"], src_tok, tgt_tok, pipeline_config)
@@ -17,10 +17,14 @@ from nmt_tf.data.pipeline import (add_bos_eos, encode_source, encode_target, fil
                                   FilterStats, make_eval_dataset, make_train_dataset,
                                   PipelineConfig)
 from nmt_tf.data.sentencepiece_tokenizer import SentencePieceTokenizer, train_sentencepiece
-from nmt_tf.data.text_files import decode_line, ParallelText, read_lines, read_parallel
+from nmt_tf.data.shards import (expand_paths, open_text_shards, ParallelShards, sample_pairs,
+                                Shard)
+from nmt_tf.data.stream_order import StreamOrder, StreamPosition
+from nmt_tf.data.text_files import (decode_line, ParallelText, read_lines, read_parallel,
+                                    scan_lines)
 from nmt_tf.data.tfds_source import load_tfds_translation, parse_tfds_name
 from nmt_tf.data.tokenizer import strip_special, Tokenizer
 from nmt_tf.data.tokenizer_pair import (load_or_train_tokenizers, load_tokenizers,
-                                        save_tokenizers, split_texts, TokenizerConfig,
-                                        train_tokenizers)
+                                        sample_texts, save_tokenizers, split_texts,
+                                        TokenizerConfig, train_tokenizers)
 from nmt_tf.data.word_tokenizer import WordTokenizer

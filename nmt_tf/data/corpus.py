@@ -5,16 +5,18 @@
 =================================  ====================================================
 ``"generated"`` (default)          the built-in rule-based pair (``generated.py``)
 ``"files"``                        line-aligned plain/gzipped files: explicit
-                                   ``train_src``/``train_tgt``/... paths, or
-                                   ``data_dir/<prefix>.<lang>[.gz]``
+                                   ``train_src``/``train_tgt``/... paths (the train
+                                   files may be glob patterns or comma-separated
+                                   lists: shards), or ``data_dir/<prefix>.<lang>[.gz]``
 ``"multi30k"``, ``"multi30k/de-en"``  Multi30k task 1, local copy (``multi30k.py``);
                                    ``use_tfds=True`` goes through the TFDS builder
 ``"tfds:<dataset>/<config>"``      any TFDS translation dataset (``tfds_source.py``)
 =================================  ====================================================
 
-Every source returns ``{"train", "valid", "test"}`` (those that exist) mapping to either a
-``ParallelText`` (python lists) or a ``tf.data.Dataset`` of scalar ``(source, target)``
-strings; ``pipeline.py`` takes both.
+Every source returns ``{"train", "valid", "test"}`` (those that exist) mapping to a
+``ParallelText`` (python lists), a ``ParallelShards`` (streamed from files or TFDS record
+files, ``shards.py``: the train split of files, Multi30k and TFDS) or a ``tf.data.Dataset``
+of scalar ``(source, target)`` strings (TFDS valid/test); ``pipeline.py`` takes all three.
 """
 
 import dataclasses
@@ -28,10 +30,11 @@ from nmt_tf.data import generated
 from nmt_tf.data import multi30k
 from nmt_tf.data import tfds_source
 from nmt_tf.data.errors import DataError
+from nmt_tf.data.shards import expand_paths, open_text_shards, ParallelShards
 from nmt_tf.data.text_files import ParallelText, read_parallel, split_files
 
 SPLITS = ("train", "valid", "test")
-Split = Union[ParallelText, tf.data.Dataset]
+Split = Union[ParallelText, ParallelShards, tf.data.Dataset]
 
 
 @dataclasses.dataclass
@@ -45,7 +48,9 @@ class CorpusConfig:
     data_dir: ``files``: corpus directory; ``multi30k``: local copy (default
       ``$NMT_TF_MULTI30K_DIR`` or the shared copy); ``tfds:``: TFDS data_dir.
     train_src, train_tgt, valid_src, valid_tgt, test_src, test_tgt: explicit file paths
-      (``files``); valid/test are optional.
+      (``files``); valid/test are optional. Each may be a glob pattern (sorted) or
+      comma-separated paths: the train files are then shards, file i of one side aligned
+      with file i of the other; valid/test files are read one after the other.
     train_prefix, valid_prefix, test_prefix: file prefixes in ``data_dir`` (``files``).
     seed, train_size, valid_size, test_size, max_length: the generated pair.
     use_tfds: ``multi30k`` through the TFDS builder (prepared in ``tfds_data_dir``).
@@ -93,7 +98,8 @@ def load_corpus(config: Union[CorpusConfig, str, None] = None,
     **overrides: ``CorpusConfig`` fields replacing those of ``config``.
 
   Returns:
-    ``{split: ParallelText | tf.data.Dataset}`` for the splits that exist ("train" always).
+    ``{split: ParallelText | ParallelShards | tf.data.Dataset}`` for the splits that exist
+    ("train" always).
 
   Raises:
     DataError: unknown source, or bad files (see ``text_files.py``).
@@ -116,7 +122,7 @@ def load_corpus(config: Union[CorpusConfig, str, None] = None,
                   f"'multi30k[/<src>-<tgt>]' or 'tfds:<dataset>/<config>'.")
 
 
-def _load_files(config: CorpusConfig) -> Dict[str, ParallelText]:
+def _load_files(config: CorpusConfig) -> Dict[str, Split]:
   explicit = {"train": (config.train_src, config.train_tgt),
               "valid": (config.valid_src, config.valid_tgt),
               "test": (config.test_src, config.test_tgt)}
@@ -145,8 +151,20 @@ def _load_files(config: CorpusConfig) -> Dict[str, ParallelText]:
   else:
     raise DataError("Corpus 'files' needs train_src and train_tgt, or data_dir with "
                     "source_lang and target_lang.")
-  return {split: read_parallel(src, tgt, name=f"files/{split}")
-          for split, (src, tgt) in paths.items()}
+  corpus = {}
+  for split, (src, tgt) in paths.items():
+    sources, targets = expand_paths(src, f"{split} source"), expand_paths(tgt, f"{split} target")
+    if split == "train":
+      corpus[split] = open_text_shards(sources, targets, name=f"files/{split}")
+    elif len(sources) != len(targets):
+      raise DataError(f"Received {len(sources)} {split} source and {len(targets)} target "
+                      f"files; pass the same number of each.")
+    else:
+      parts = [read_parallel(s, t, name=f"files/{split}") for s, t in zip(sources, targets)]
+      corpus[split] = ParallelText([x for p in parts for x in p.sources],
+                                   [x for p in parts for x in p.targets], name=f"files/{split}",
+                                   paths=tuple(f for p in parts for f in p.paths))
+  return corpus
 
 
 def _load_multi30k(config: CorpusConfig) -> Dict[str, Split]:
@@ -160,6 +178,10 @@ def _load_multi30k(config: CorpusConfig) -> Dict[str, Split]:
   builder = multi30k.Multi30k(config=config_name, data_dir=config.tfds_data_dir,
                               local_dir=config.data_dir)
   builder.download_and_prepare()
-  return {split: tfds_source.select_languages(
-      builder.as_dataset(split=tfds_split, shuffle_files=False), source_lang, target_lang)
-          for split, tfds_split in tfds_source.DEFAULT_SPLITS.items()}
+  corpus = {}
+  for split, tfds_split in tfds_source.DEFAULT_SPLITS.items():
+    ds = builder.as_dataset(split=tfds_split, shuffle_files=False)
+    corpus[split] = (tfds_source.train_shards(builder, tfds_split, ds, source_lang,
+                                              target_lang) if split == "train" else
+                     tfds_source.select_languages(ds, source_lang, target_lang))
+  return corpus

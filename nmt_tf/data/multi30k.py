@@ -13,12 +13,13 @@ caller, else ``<repo root>/../shared/data/multi30k`` when it exists.
 """
 
 import os
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional, Tuple, Union
 
 from etils import epath
 import tensorflow_datasets as tfds
 
 from nmt_tf.data.errors import DataError
+from nmt_tf.data.shards import open_text_shards, ParallelShards
 from nmt_tf.data.text_files import ParallelText, read_parallel, split_files
 
 ENV_VAR = "NMT_TF_MULTI30K_DIR"
@@ -54,7 +55,8 @@ def parse_pair(pair: str) -> Tuple[str, str]:
 
 
 def load_multi30k(pair: str = "de-en",
-                  data_dir: Optional[str] = None) -> Dict[str, ParallelText]:
+                  data_dir: Optional[str] = None
+                  ) -> Dict[str, Union[ParallelText, ParallelShards]]:
   """Reads Multi30k task 1 from a local directory.
 
   Args:
@@ -62,7 +64,8 @@ def load_multi30k(pair: str = "de-en",
     data_dir: directory with the ``.gz`` files; defaults to ``default_dir()``.
 
   Returns:
-    ``{"train", "valid", "test"}`` -> ``ParallelText``.
+    ``{"train": ParallelShards, "valid", "test": ParallelText}`` (the train split is
+    streamed, ``shards.py``).
 
   Raises:
     DataError: no local copy, or a missing or bad file.
@@ -77,7 +80,9 @@ def load_multi30k(pair: str = "de-en",
   corpus = {}
   for split, prefix in SPLIT_PREFIXES.items():
     src, tgt = split_files(data_dir, prefix, source_lang, target_lang)
-    corpus[split] = read_parallel(src, tgt, name=f"multi30k/{pair}/{split}")
+    name = f"multi30k/{pair}/{split}"
+    corpus[split] = (open_text_shards([src], [tgt], name=name) if split == "train" else
+                     read_parallel(src, tgt, name=name))
   return corpus
 
 

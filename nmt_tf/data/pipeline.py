@@ -18,10 +18,11 @@ import tensorflow as tf
 
 from nmt_tf import special_tokens
 from nmt_tf.data.errors import DataError
+from nmt_tf.data.shards import ParallelShards
 from nmt_tf.data.text_files import ParallelText
 from nmt_tf.data.tokenizer import Tokenizer
 
-Split = Union[ParallelText, tf.data.Dataset]
+Split = Union[ParallelText, ParallelShards, tf.data.Dataset]
 _AUTOTUNE = tf.data.AUTOTUNE
 
 
@@ -40,8 +41,10 @@ class PipelineConfig:
     bucket_width: length range of one bucket, in tokens. 2 pads the targets of Multi30k
       batches by 10% where 5 padded them by 18% (+14-17% target tokens/s of the reference
       model: `bench/bench_train.py --bucket_widths 5,2 --interleave`, docs/PERFORMANCE.md).
-    shuffle_buffer: 0 shuffles a whole in-memory corpus (100,000 pairs for a
-      tf.data corpus).
+    shuffle_buffer: pairs shuffled together. 0: a whole in-memory corpus; pieces of
+      200,000 pairs of a streamed corpus (ParallelShards, stream_order.py), whose pieces
+      are shuffled whole, one after the other, a larger corpus in several; 100,000 pairs
+      for a tf.data corpus.
     seed: shuffling seed; the order of every epoch is fixed by it.
     eval_batch_size: pairs per evaluation batch.
     tokenize_batch: strings tokenized per call inside the pipeline.
@@ -118,10 +121,13 @@ def _as_dataset(split: Split) -> tf.data.Dataset:
   if isinstance(split, ParallelText):
     return tf.data.Dataset.from_tensor_slices(
         (tf.constant(split.sources, tf.string), tf.constant(split.targets, tf.string)))
+  if isinstance(split, ParallelShards):
+    return split.dataset()
   if isinstance(split, tf.data.Dataset):
     return split
   raise DataError(f"Received a split of type {type(split).__name__}; expected a "
-                  f"ParallelText or a tf.data.Dataset of (source, target) strings.")
+                  f"ParallelText, ParallelShards or a tf.data.Dataset of (source, target) "
+                  f"strings.")
 
 
 def _encode_batches(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
@@ -206,12 +212,15 @@ def make_train_dataset(split: Split, source_tokenizer: Tokenizer,
   """Shuffled, length-filtered, bucketed training batches (one epoch per iteration).
 
   Args:
-    split: ``ParallelText`` or ``tf.data.Dataset`` of ``(source, target)`` strings.
+    split: ``ParallelText``, ``ParallelShards`` or ``tf.data.Dataset`` of ``(source,
+      target)`` strings. A ``ParallelShards`` split gives one epoch of ``stream_order.py``
+      (shuffled piece by piece).
     source_tokenizer: tokenizer of the source side.
     target_tokenizer: tokenizer of the target side.
     config: batching options.
     check: count what the filters remove (one extra tokenization pass) and raise when
-      nothing is left; default: for in-memory corpora.
+      nothing is left; default: for in-memory corpora, and for streamed ones without both
+      length limits (which then fix the longest pair).
     cache: keep the tokenized pairs in memory after the first epoch; default: for
       in-memory corpora.
 
@@ -219,16 +228,56 @@ def make_train_dataset(split: Split, source_tokenizer: Tokenizer,
     A dataset of dicts ``source``, ``target_in``, ``target_out`` (int32, padded with 0).
   """
   in_memory = isinstance(split, ParallelText)
+  if isinstance(split, ParallelShards):
+    # pylint: disable-next=g-import-not-at-top
+    from nmt_tf.data.stream_order import StreamOrder  # it builds on this module
+    order = StreamOrder(split, source_tokenizer, target_tokenizer, config, check=check)
+    return order.epoch(0)
   check = in_memory if check is None else check
   cache = in_memory if cache is None else cache
+  limits = train_limits(split, source_tokenizer, target_tokenizer, config, check)
+  buffer = config.shuffle_buffer or (len(split) if in_memory else 100_000)
+  ds = train_batches(_as_dataset(split), source_tokenizer, target_tokenizer, config, limits,
+                     buffer, config.seed, cache)
+  options = tf.data.Options()
+  options.deterministic = True
+  return ds.with_options(options).prefetch(_AUTOTUNE)
+
+
+def train_limits(split: Split, source_tokenizer: Tokenizer, target_tokenizer: Tokenizer,
+                 config: PipelineConfig, check: bool) -> Tuple[int, int]:
+  """(longest source, longest target) a training batch may hold, EOS not counted: the length
+  limits, or the longest pairs of the split when a limit is 0 and ``check`` counts them.
+
+  Raises:
+    DataError: nothing is left after filtering (``check``), or token batching without
+      limits and without ``check``.
+  """
   stats = filter_stats(split, source_tokenizer, target_tokenizer, config) if check else None
-  limits = [config.max_source_len, config.max_target_len]
   if stats is not None:
-    limits = [config.max_source_len or stats.longest_source,
-              config.max_target_len or stats.longest_target]
-  elif 0 in limits and not config.batch_size:
+    return (config.max_source_len or stats.longest_source,
+            config.max_target_len or stats.longest_target)
+  if 0 in (config.max_source_len, config.max_target_len) and not config.batch_size:
     raise DataError("Token-based batching of an unchecked corpus needs max_source_len "
                     "and max_target_len > 0 (or batch_size > 0, or check=True).")
+  return config.max_source_len, config.max_target_len
+
+
+def train_batches(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
+                  target_tokenizer: Tokenizer, config: PipelineConfig,
+                  limits: Tuple[int, int], buffer: int, seed, cache: bool = False
+                  ) -> tf.data.Dataset:
+  """String pairs -> tokenized, length-filtered, shuffled, bucketed batches.
+
+  Args:
+    pairs: ``(source, target)`` strings.
+    source_tokenizer, target_tokenizer: the tokenizers.
+    config: filter and batching options.
+    limits: ``train_limits``; the longest bucket holds ``max(limits) + 1`` tokens.
+    buffer: shuffle buffer (pairs); at least the number of pairs shuffles them all.
+    seed: shuffling seed, a Python int or an int64 scalar tensor.
+    cache: keep the filtered pairs in memory after the first iteration.
+  """
   max_src, max_tgt = config.max_source_len, config.max_target_len
 
   def keep(ex):
@@ -241,22 +290,18 @@ def make_train_dataset(split: Split, source_tokenizer: Tokenizer,
       ok = tf.logical_and(ok, tgt_len <= max_tgt)
     return ok
 
-  ds = _encode_batches(_as_dataset(split), source_tokenizer, target_tokenizer, config)
+  ds = _encode_batches(pairs, source_tokenizer, target_tokenizer, config)
   # Unbatched ragged rows have a RaggedTensorSpec of ragged_rank 0 that padded_batch
   # refuses; tf.identity turns them into plain tensors.
   ds = ds.unbatch().map(lambda ex: {k: tf.identity(v) for k, v in ex.items()})
   ds = ds.filter(keep)
   if cache:
     ds = ds.cache()
-  buffer = config.shuffle_buffer or (len(split) if in_memory else 100_000)
-  ds = ds.shuffle(buffer, seed=config.seed, reshuffle_each_iteration=True)
+  ds = ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
   boundaries, sizes = bucket_sizes(max(limits) + 1, config)
-  ds = ds.bucket_by_sequence_length(
+  return ds.bucket_by_sequence_length(
       lambda ex: tf.maximum(tf.size(ex["source"]), tf.size(ex["target_out"])),
       bucket_boundaries=boundaries, bucket_batch_sizes=sizes)
-  options = tf.data.Options()
-  options.deterministic = True
-  return ds.with_options(options).prefetch(_AUTOTUNE)
 
 
 def make_eval_dataset(split: Split, source_tokenizer: Tokenizer,

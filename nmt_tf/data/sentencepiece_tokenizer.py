@@ -52,7 +52,8 @@ def train_sentencepiece(texts: Iterable[str], vocab_size: int = 8000,
       corpora get a smaller vocabulary instead of an error.
     model_type: "unigram" (Kudo, 2018) or "bpe" (Sennrich et al., 2016).
     character_coverage: share of characters covered by the pieces (1.0 for small alphabets).
-    max_sentences: at most this many sentences are sampled for training.
+    max_sentences: at most this many sentences are sampled for training (by SentencePiece,
+      without a seed).
 
   Returns:
     The serialized model proto.

@@ -18,6 +18,7 @@ from absl import logging
 from nmt_tf.data.errors import DataError
 
 _GZIP_MAGIC = b"\x1f\x8b"
+_BLOCK = 1 << 24
 
 
 @dataclasses.dataclass
@@ -83,6 +84,12 @@ def decode_line(raw: bytes, name: str, line_number: int) -> str:
         f"UTF-8, e.g. `iconv -f latin1 -t utf-8`.") from None
 
 
+def is_gzip(path: str) -> bool:
+  """Whether the file starts with the gzip magic bytes."""
+  with open(path, "rb") as f:
+    return f.read(2) == _GZIP_MAGIC
+
+
 def read_lines(path: str, role: str = "corpus") -> List[str]:
   """Reads a UTF-8 text file (gzipped when it starts with the gzip magic bytes).
 
@@ -102,9 +109,7 @@ def read_lines(path: str, role: str = "corpus") -> List[str]:
     raise DataError(
         f"{role} file not found: {path!r}; check the path (or the corpus directory, "
         f"language pair and split prefix that built it).")
-  with open(path, "rb") as f:
-    gzipped = f.read(2) == _GZIP_MAGIC
-  opener = gzip.open if gzipped else open
+  opener = gzip.open if is_gzip(path) else open
   lines = []
   try:
     with opener(path, "rb") as f:
@@ -114,6 +119,53 @@ def read_lines(path: str, role: str = "corpus") -> List[str]:
     raise DataError(f"{path}: cannot read ({e}); re-create or re-download the "
                     f"file.") from None
   return lines
+
+
+def scan_lines(path: str, role: str = "corpus") -> Tuple[int, bool]:
+  """Checks a text file as ``read_lines`` would, without keeping its lines.
+
+  Reads the file in blocks of 16 MiB (gzip decompressed on the fly), counting lines and
+  checking UTF-8 and line endings block by block; a block with a problem is read again line
+  by line from the start of the file to raise ``read_lines``'s exact error.
+
+  Returns:
+    ``(number of lines, whether the file is gzipped)``; a last line without ``\\n`` counts.
+
+  Raises:
+    DataError: as ``read_lines``.
+  """
+  if not os.path.isfile(path):
+    read_lines(path, role)  # raises the missing-file error
+  gzipped = is_gzip(path)
+  opener = gzip.open if gzipped else open
+  lines, tail, suspect = 0, b"", False
+  try:
+    with opener(path, "rb") as f:
+      for block in iter(lambda: f.read(_BLOCK), b""):
+        block = tail + block
+        cut = block.rfind(b"\n") + 1
+        body, tail = block[:cut], block[cut:]
+        lines += body.count(b"\n")
+        if body.count(b"\r") != body.count(b"\r\n") or not _is_utf8(body):
+          suspect = True
+          break
+  except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError.
+    raise DataError(f"{path}: cannot read ({e}); re-create or re-download the "
+                    f"file.") from None
+  if tail and not suspect:  # a last line without a line break
+    lines += 1
+    suspect = tail.count(b"\r") > 0 or not _is_utf8(tail)
+  if suspect:
+    return len(read_lines(path, role)), gzipped  # the exact check, line by line
+  return lines, gzipped
+
+
+def _is_utf8(raw: bytes) -> bool:
+  try:
+    raw.decode("utf-8")
+    return True
+  except UnicodeDecodeError:
+    return False
 
 
 def read_parallel(source_path: str, target_path: str,

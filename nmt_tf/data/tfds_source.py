@@ -3,15 +3,22 @@
 TFDS translation datasets yield ``{lang_a: text, lang_b: text}``; the config name (``fr-en``)
 says which languages are there, the caller says which one is the source. Splits are mapped
 to ours: ``train`` -> train, ``validation`` -> valid, ``test`` -> test. Needs the network
-the first time (or a prepared ``data_dir``); the tests only check this plumbing.
+the first time (or a prepared ``data_dir``).
+
+The train split is a ``ParallelShards`` (``shards.py``), streamed like text files: one shard
+per TFDS record file of the prepared dataset (read with ``TFRecordDataset``, so skipping to a
+piece reads records without decoding them, and workers split the files), or, when the
+dataset has no such files, one shard over the ``tfds.load`` dataset.
 """
 
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional, Tuple, Union
 
+from absl import logging
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
 from nmt_tf.data.errors import DataError
+from nmt_tf.data.shards import ParallelShards, Shard
 
 # Our split name -> TFDS split name.
 DEFAULT_SPLITS = {"train": "train", "valid": "validation", "test": "test"}
@@ -67,15 +74,81 @@ def load_tfds_translation(name: str, source_lang: Optional[str] = None,
 
   Returns:
     ``{split: tf.data.Dataset}`` of scalar ``(source, target)`` tf.string pairs, in file
-    order, pairs with an empty side dropped.
+    order, pairs with an empty side dropped; ``train`` is a ``ParallelShards`` of the same
+    pairs.
   """
   name, source_lang, target_lang = parse_tfds_name(name, source_lang, target_lang)
   corpus = {}
   for split, tfds_split in (splits or DEFAULT_SPLITS).items():
     ds = tfds.load(name, split=tfds_split, data_dir=data_dir, download=download,
                    shuffle_files=False)
-    corpus[split] = select_languages(ds, source_lang, target_lang)
+    if split == "train":
+      corpus[split] = train_shards(name, tfds_split, ds, source_lang, target_lang, data_dir)
+    else:
+      corpus[split] = select_languages(ds, source_lang, target_lang)
   return corpus
+
+
+def train_shards(builder: Union[str, tfds.core.DatasetBuilder], tfds_split: str,
+                 loaded: tf.data.Dataset, source_lang: str, target_lang: str,
+                 data_dir: Optional[str] = None) -> ParallelShards:
+  """A TFDS split as a ``ParallelShards`` (see module docstring).
+
+  Args:
+    builder: the prepared builder, or its name (looked up in ``data_dir``).
+    tfds_split: the TFDS split name.
+    loaded: the split as ``tfds.load`` / ``as_dataset`` gives it (file order), for datasets
+      without TFRecord files.
+    source_lang, target_lang: the example keys of each side.
+    data_dir: TFDS data directory of a builder given by name.
+  """
+  label = f"tfds:{builder if isinstance(builder, str) else builder.name}/{tfds_split}"
+  files = _record_files(builder, tfds_split, data_dir)
+  if files:
+    features = files[0]
+    names = tf.constant([f.filename for f in files[1]])
+    skips = tf.constant([f.skip for f in files[1]], tf.int64)
+
+    def read(shard, start, count):
+      records = tf.data.TFRecordDataset(tf.gather(names, shard))
+      examples = records.skip(skips[shard] + start).take(count)
+      return examples.map(lambda r: _sides(features.deserialize_example(r), source_lang,
+                                           target_lang))
+    shards = tuple(Shard(f.filename, "", f.take) for f in files[1])
+    return ParallelShards(lambda: shards, read, name=label)
+  count = int(loaded.cardinality())
+  if count < 0:
+    count = int(loaded.batch(8192).reduce(tf.constant(0, tf.int64),
+                                          lambda n, b: n + tf.shape(b[source_lang],
+                                                                    tf.int64)[0]))
+
+  def read_loaded(shard, start, count):
+    del shard
+    return loaded.skip(start).take(count).map(
+        lambda ex: _sides(ex, source_lang, target_lang))
+  return ParallelShards(lambda: (Shard(label, "", count),), read_loaded, name=label)
+
+
+def _record_files(builder, tfds_split, data_dir):
+  """(features, file instructions) of a prepared TFRecord split, or None."""
+  try:
+    if isinstance(builder, str):
+      builder = tfds.builder(builder, data_dir=data_dir)
+    info = builder.info
+    if tfds_split not in info.splits or (info.file_format and
+                                         info.file_format.value != "tfrecord"):
+      return None
+    files = info.splits[tfds_split].file_instructions
+    if not files or not all(tf.io.gfile.exists(f.filename) for f in files):
+      return None
+    return info.features, files
+  except (ValueError, OSError) as error:  # not found, not prepared
+    logging.info("TFDS %s: reading through tfds.load (%s).", builder, error)
+    return None
+
+
+def _sides(example, source_lang, target_lang):
+  return example[source_lang], example[target_lang]
 
 
 def select_languages(ds: tf.data.Dataset, source_lang: str,

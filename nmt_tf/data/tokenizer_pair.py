@@ -5,18 +5,18 @@ A run directory holds ``tokenizers.json`` (which prefix each side uses) and the 
 share one vocabulary (Sennrich et al., 2016 "joint BPE").
 """
 
+import collections
 import dataclasses
-import itertools
 import json
 import os
-from typing import Any, Iterable, Mapping, Optional, Tuple
-
+from typing import Any, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 from nmt_tf.data.errors import DataError
 from nmt_tf.data.sentencepiece_tokenizer import MODEL_TYPES, SentencePieceTokenizer
+from nmt_tf.data.shards import ParallelShards, sample_indices, sample_pairs
 from nmt_tf.data.text_files import ParallelText
 from nmt_tf.data.tokenizer import read_json_file, Tokenizer
-from nmt_tf.data.word_tokenizer import WordTokenizer
+from nmt_tf.data.word_tokenizer import count_words, WordTokenizer
 
 MANIFEST = "tokenizers.json"
 KINDS = ("sentencepiece", "word")
@@ -35,7 +35,9 @@ class TokenizerConfig:
     split_punctuation: word tokenizer: split punctuation marks off words.
     min_count: word tokenizer: minimum frequency of a kept word.
     character_coverage: SentencePiece character coverage.
-    max_sentences: at most this many sentences per side are used for training.
+    max_sentences: at most this many pairs are used for training: a larger training split
+      gives a uniform sample of that many pairs (the same for both sides), read in one pass.
+    sample_seed: seed of that sample.
   """
   kind: str = "sentencepiece"
   vocab_size: int = 8000
@@ -45,6 +47,7 @@ class TokenizerConfig:
   min_count: int = 1
   character_coverage: float = 1.0
   max_sentences: int = 1_000_000
+  sample_seed: int = 0
 
   def __post_init__(self):
     if self.kind not in KINDS:
@@ -66,45 +69,72 @@ class TokenizerConfig:
     return cls(**values)
 
 
-def split_texts(split, side: str, limit: Optional[int] = None) -> Iterable[str]:
-  """The ``side`` ("source" or "target") sentences of a ``ParallelText`` or of a
-  ``tf.data.Dataset`` of ``(source, target)`` pairs, at most ``limit`` of them."""
-  index = {"source": 0, "target": 1}[side]
+def sample_texts(split, limit: Optional[int] = None,
+                 seed: int = 0) -> Iterator[Tuple[str, str]]:
+  """``(source, target)`` pairs of a split to build vocabularies from: every pair, or, when
+  the split has more than ``limit``, a seeded uniform sample of ``limit`` of them (in corpus
+  order; for a streamed split, of ``limit`` lines, read in one pass without holding the
+  corpus). A ``tf.data.Dataset`` gives its first ``limit`` pairs."""
   if isinstance(split, ParallelText):
-    texts = split.sources if index == 0 else split.targets
-    return texts[:limit] if limit else texts
+    chosen = sample_indices(len(split), limit, seed)
+    indices = range(len(split)) if chosen is None else chosen
+    return ((split.sources[i], split.targets[i]) for i in indices)
+  if isinstance(split, ParallelShards):
+    return sample_pairs(split, limit, seed)
   ds = split.take(limit) if limit else split
-  return (pair[index].decode("utf-8") for pair in ds.as_numpy_iterator())
+  return ((s.decode("utf-8"), t.decode("utf-8")) for s, t in ds.as_numpy_iterator())
 
 
-def _train_one(config: TokenizerConfig, texts: Iterable[str]) -> Tokenizer:
-  if config.kind == "word":
-    return WordTokenizer.build(texts, config.vocab_size, config.min_count,
-                               config.split_punctuation)
-  return SentencePieceTokenizer.train(texts, config.vocab_size, config.model_type,
-                                      character_coverage=config.character_coverage,
-                                      max_sentences=config.max_sentences)
+def split_texts(split, side: str, limit: Optional[int] = None,
+                seed: int = 0) -> List[str]:
+  """The ``side`` ("source" or "target") sentences of ``sample_texts(split, limit, seed)``."""
+  index = {"source": 0, "target": 1}[side]
+  return [pair[index] for pair in sample_texts(split, limit, seed)]
 
 
 def train_tokenizers(config: TokenizerConfig,
                      train_split) -> Tuple[Tokenizer, Tokenizer]:
-  """Trains the source and target tokenizers on the training split.
+  """Trains the source and target tokenizers on the training split (at most
+  ``config.max_sentences`` pairs of it, ``sample_texts``, read once).
+
+  Word vocabularies are counted while the pairs stream by; SentencePiece gets the sentences
+  as lists (it keeps its input in memory anyway).
 
   Args:
     config: what to train.
-    train_split: ``ParallelText`` or ``tf.data.Dataset`` of ``(source, target)``.
+    train_split: ``ParallelText``, ``ParallelShards`` or ``tf.data.Dataset`` of ``(source,
+      target)``.
 
   Returns:
     ``(source_tokenizer, target_tokenizer)``; the same object twice when shared.
   """
-  limit = config.max_sentences
+  pairs = sample_texts(train_split, config.max_sentences, config.sample_seed)
+  if config.kind == "word":
+    source_counts = collections.Counter()
+    target_counts = source_counts if config.shared else collections.Counter()
+    for source, target in pairs:
+      count_words(source_counts, (source,), config.split_punctuation)
+      count_words(target_counts, (target,), config.split_punctuation)
+    build = lambda counts: WordTokenizer.from_counts(  # pylint: disable=g-long-lambda
+        counts, config.vocab_size, config.min_count, config.split_punctuation)
+    if config.shared:
+      shared = build(source_counts)
+      return shared, shared
+    return build(source_counts), build(target_counts)
+  sources, targets = [], []
+  for source, target in pairs:
+    sources.append(source)
+    targets.append(target)
+  # SentencePiece reads at most max_sentences of its input and samples a larger input without
+  # a seed: it gets at least as many as the sample holds, so it trains on all of them.
+  train = lambda texts: SentencePieceTokenizer.train(  # pylint: disable=g-long-lambda
+      texts, config.vocab_size, config.model_type,
+      character_coverage=config.character_coverage,
+      max_sentences=max(config.max_sentences, len(texts)))
   if config.shared:
-    texts = itertools.chain(split_texts(train_split, "source", limit),
-                            split_texts(train_split, "target", limit))
-    shared = _train_one(config, list(texts))
+    shared = train(sources + targets)
     return shared, shared
-  return (_train_one(config, split_texts(train_split, "source", limit)),
-          _train_one(config, split_texts(train_split, "target", limit)))
+  return train(sources), train(targets)
 
 
 def save_tokenizers(directory: str, source: Tokenizer, target: Tokenizer) -> None:

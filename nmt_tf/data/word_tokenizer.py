@@ -4,7 +4,7 @@
 import collections
 import os
 import re
-from typing import Iterable, List, Optional, Sequence
+from typing import Iterable, List, Mapping, Optional, Sequence
 
 import tensorflow as tf
 
@@ -40,6 +40,14 @@ def split_words(text: str, split_punctuation: bool = True) -> List[str]:
   if split_punctuation:
     text = _PUNCT_PY.sub(r" \1 ", text)
   return [w for w in text.split(" ") if w]
+
+
+def count_words(counts: collections.Counter, texts: Iterable[str],
+                split_punctuation: bool = True) -> collections.Counter:
+  """Adds the words of ``texts`` (split as ``WordTokenizer`` splits them) to ``counts``."""
+  for text in texts:
+    counts.update(split_words(text, split_punctuation))
+  return counts
 
 
 class WordTokenizer(Tokenizer):
@@ -84,14 +92,19 @@ class WordTokenizer(Tokenizer):
       min_count: words seen fewer times are left out (become UNK).
       split_punctuation: see the class.
     """
+    counts = collections.Counter()
+    count_words(counts, texts, split_punctuation)
+    return cls.from_counts(counts, max_size, min_count, split_punctuation)
+
+  @classmethod
+  def from_counts(cls, counts: Mapping[str, int], max_size: int = 30000, min_count: int = 1,
+                  split_punctuation: bool = True) -> "WordTokenizer":
+    """``build`` from word counts made by ``count_words`` (e.g. in one pass over a corpus
+    for both sides)."""
     if max_size <= NUM_SPECIAL:
       raise DataError(f"Received max_size={max_size}; expected more than the "
                       f"{NUM_SPECIAL} reserved tokens.")
-    counts = collections.Counter()
-    for text in texts:
-      counts.update(split_words(text, split_punctuation))
-    for token in special_tokens.SPECIAL_TOKENS:
-      counts.pop(token, None)
+    counts = {w: c for w, c in counts.items() if w not in special_tokens.SPECIAL_TOKENS}
     words = sorted((w for w, c in counts.items() if c >= min_count),
                    key=lambda w: (-counts[w], w))
     vocab = list(special_tokens.SPECIAL_TOKENS) + words[:max_size - NUM_SPECIAL]

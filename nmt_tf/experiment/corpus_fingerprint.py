@@ -1,12 +1,15 @@
 """What the run was trained on: a fingerprint of each corpus split, kept in `RUN/corpus.json`.
 
-A split read from files is recorded per file (path, size, modification time and the SHA-256
-of its bytes); a split made in memory (the generated pair) by the SHA-256 of its sentences;
-a tf.data split (TFDS) by its name only, since hashing it would mean reading it all. A resumed
+A split read from files (in memory or streamed) is recorded per file (path, size, modification
+time and the SHA-256 of its bytes); a split made in memory (the generated pair) by the SHA-256
+of its sentences; a TFDS split by its name only, since hashing it would mean reading it all
+(so two such records never count as a change). A resumed
 run compares the corpus it loads with the record: its vocabulary and its best BLEU belong to
 the recorded corpus, so a change is refused (`accept_changed=True` goes on knowingly and
 records the new fingerprint). Size and time alone never count as a change: a file copied or
-touched with the same bytes is the same corpus.
+touched with the same bytes is the same corpus. The files of a streamed split
+(`data.ParallelShards`) are recorded with their line counts, which a resumed run whose files
+have the recorded SHA-256 takes instead of reading the files again (`assume_lines`).
 """
 
 import hashlib
@@ -14,6 +17,7 @@ import json
 import os
 
 from nmt_tf.atomic_write import write_json
+from nmt_tf.data.shards import ParallelShards
 from nmt_tf.data.text_files import ParallelText
 from nmt_tf.experiment.run_dir import RunDirError
 
@@ -38,16 +42,30 @@ def _text_digest(split):
   return digest.hexdigest()
 
 
-def fingerprint(corpus):
-  """{split: {"files": [file records]} | {"pairs", "sha256"} | {"dataset"}} of a corpus."""
+def fingerprint(corpus, lines=True):
+  """{split: {"files": [file records]} | {"pairs", "sha256"} | {"dataset"}} of a corpus; the
+  file records of a streamed split also hold "lines" (counted if need be) unless `lines` is
+  False."""
   record = {}
   for split, data in sorted(corpus.items()):
-    if isinstance(data, ParallelText) and data.paths:
+    if isinstance(data, (ParallelText, ParallelShards)) and data.paths:
       record[split] = {"files": [_file_record(p) for p in data.paths]}
     elif isinstance(data, ParallelText):
       record[split] = {"pairs": len(data), "sha256": _text_digest(data)}
+    elif isinstance(data, ParallelShards):
+      record[split] = {"dataset": data.name}
     else:
       record[split] = {"dataset": type(data).__name__}
+  return _add_lines(record, corpus) if lines else record
+
+
+def _add_lines(record, corpus):
+  """Adds each file's line count to the file records of the streamed splits."""
+  for split, data in corpus.items():
+    if isinstance(data, ParallelShards) and data.paths:
+      for i, shard in enumerate(data.shards):
+        for file_record in record[split]["files"][2 * i:2 * i + 2]:
+          file_record["lines"] = shard.lines
   return record
 
 
@@ -68,6 +86,8 @@ def _changes(saved, current):
       if old["sha256"] != new["sha256"]:
         changes.append(f"the {split} split changed ({old['pairs']:,} -> {new['pairs']:,} "
                        "pairs)")
+    elif "dataset" in old and "dataset" in new:
+      continue  # recorded by name only: nothing to compare
     elif old != new:
       changes.append(f"the {split} split comes from another kind of source")
   return changes
@@ -78,7 +98,7 @@ def check(run_path, corpus, accept_changed=False, report=print):
 
   Args:
     run_path: the run directory.
-    corpus: {split: ParallelText | tf.data.Dataset} as loaded for this run.
+    corpus: {split: ParallelText | ParallelShards | tf.data.Dataset} as loaded for this run.
     accept_changed: go on with a changed corpus (recording it) instead of refusing.
     report: called with a one-line warning when a change is accepted.
 
@@ -86,7 +106,7 @@ def check(run_path, corpus, accept_changed=False, report=print):
     RunDirError: the corpus differs from the recorded one and accept_changed is False.
   """
   path = os.path.join(run_path, FILE_NAME)
-  current = fingerprint(corpus)
+  current, saved = fingerprint(corpus, lines=False), None
   if os.path.exists(path):
     try:
       with open(path, encoding="utf-8") as f:
@@ -103,6 +123,18 @@ def check(run_path, corpus, accept_changed=False, report=print):
     if changes:
       report(f"WARNING: going on with a changed corpus (--accept_changed_corpus): "
              f"{'; '.join(changes[:3])}; the vocabulary is the run's own.")
-    if not changes and saved == current:
-      return
+    else:
+      _assume_recorded_lines(corpus, saved)
+  current = _add_lines(current, corpus)
+  if saved == current:
+    return
   write_json(path, current)
+
+
+def _assume_recorded_lines(corpus, saved):
+  """Gives the streamed splits of an unchanged corpus their recorded line counts."""
+  for split, data in corpus.items():
+    files = saved.get(split, {}).get("files", [])
+    if (isinstance(data, ParallelShards) and not data.counted and len(files) == len(data.paths)
+        and all("lines" in f for f in files)):
+      data.assume_lines([f["lines"] for f in files[0::2]])

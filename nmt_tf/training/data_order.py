@@ -1,14 +1,26 @@
 """Reproducible training batch order that a restarted run can resume exactly.
 
-Epoch e is `make_train_dataset` shuffled under seed `pipeline.seed + e`, so the order of every
-epoch follows from the seed alone; a run restored at (epoch, batch) rebuilds that epoch and
-skips the batches it had already consumed. With several workers each keeps every
-num_workers-th batch of the epoch (cut to a multiple of num_workers, so that every worker runs
-the same number of steps).
+In-memory splits: epoch e is `make_train_dataset` shuffled under seed `pipeline.seed + e`, so
+the order of every epoch follows from the seed alone; a run restored at (epoch, batch) rebuilds
+that epoch and skips the batches it had already consumed. With several workers each keeps
+every num_workers-th batch of the epoch (cut to a multiple of num_workers, so that every
+worker runs the same number of steps).
+
+Streamed splits (`data.ParallelShards`): each worker reads its own part as an endless stream
+(`data.StreamOrder`: pieces shuffled one at a time, epoch after epoch). The checkpoint keeps
+every worker's position in its stream (epoch, batch of the epoch, piece, batch of the piece),
+gathered from the workers at each save, as JSON in the `data_position` state; a restored run
+starts each worker's stream at its piece, reading the lines of that piece only. Without a
+saved position (a checkpoint written by an in-memory run of the same files, or with another
+number of workers, pieces or piece size) the run starts at the saved (epoch, batch) and skips
+the batches before it.
 """
 
 import dataclasses
+import json
 
+from absl import logging
+import numpy as np
 import tensorflow as tf
 
 from nmt_tf import data
@@ -18,7 +30,7 @@ class BatchOrder:
   """Training batches by epoch (see module docstring).
 
   Args:
-    split: the training ParallelText (or tf.data.Dataset of string pairs).
+    split: the training ParallelText, ParallelShards or tf.data.Dataset of string pairs.
     source_tokenizer, target_tokenizer: the run's tokenizers.
     pipeline_config: nmt_tf.data.PipelineConfig.
     num_shards, shard_index: this worker's share of every epoch.
@@ -33,9 +45,22 @@ class BatchOrder:
     self.num_shards = num_shards
     self.shard_index = shard_index
     self._checked = False
+    self.stream = None
+    if isinstance(split, data.ParallelShards):
+      self.stream = data.StreamOrder(split, source_tokenizer, target_tokenizer,
+                                     pipeline_config, num_shards, shard_index)
+    self._base = 0  # the trainer's batch count when the stream began
 
-  def epoch(self, epoch, skip=0):
-    """The batches of epoch `epoch` for this worker, without its first `skip` batches."""
+  def epoch(self, epoch, skip=0, saved=""):
+    """The batches of epoch `epoch` for this worker, without its first `skip` batches; for a
+    streamed split, the endless stream from `saved` (`position`'s JSON) when it fits, else
+    from there."""
+    self._base = skip
+    if self.stream is not None:
+      start = self._saved_position(saved)
+      if start is not None:
+        return self.stream.stream(start)
+      return self.stream.stream(data.StreamPosition(epoch=epoch), skip=skip)
     config = dataclasses.replace(self.pipeline_config, seed=self.pipeline_config.seed + epoch)
     # The filter counts are checked once; later epochs skip that pass when the length limits
     # are explicit (they then fix the bucket boundaries on their own).
@@ -52,3 +77,50 @@ class BatchOrder:
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
     return ds.with_options(options)
+
+  def _describe(self):
+    return {"workers": self.num_shards, "pieces": self.stream.num_pieces,
+            "pairs_per_piece": self.stream.buffer}
+
+  def _saved_position(self, saved):
+    """This worker's StreamPosition in `saved`, or None when there is none that fits."""
+    if not saved:
+      return None
+    try:
+      record = json.loads(saved)
+      row = record["positions"][self.shard_index]
+    except (ValueError, KeyError, IndexError, TypeError):
+      row, record = None, {}
+    if row is None or {k: record.get(k) for k in self._describe()} != self._describe():
+      logging.warning("The saved data position (%s) does not fit this corpus and workers "
+                      "(%s); starting from the saved epoch and batch instead.", saved[:200],
+                      self._describe())
+      return None
+    return data.StreamPosition(*row)
+
+  def position(self, consumed, strategy=None):
+    """For a streamed split, what to save after `consumed` batches (the trainer's count, that
+    of `epoch`'s `skip` included): (JSON of every worker's position, epoch, batch of the
+    epoch) of this worker; None for other splits or before the first batch of a stream that
+    began with a skip. Every worker must call it at the same time (it gathers the rows)."""
+    if self.stream is None:
+      return None
+    own = self.stream.position(consumed - self._base)
+    if own is None:
+      return None
+    rows = gather_rows(strategy, own.as_list(), self.num_shards, self.shard_index)
+    text = json.dumps({**self._describe(), "positions": rows})
+    return text, own.epoch, own.batch
+
+
+def gather_rows(strategy, row, num_workers, index):
+  """Every worker's `row` (a list of ints), from each worker's own: rows of zeros but one,
+  summed over the replicas (each worker's local replicas counted once)."""
+  if num_workers <= 1:
+    return [list(row)]
+  matrix = np.zeros([num_workers, len(row)], np.float64)
+  matrix[index] = row
+  replicas = strategy.num_replicas_in_sync
+  per_replica = strategy.run(lambda: tf.constant(matrix) * (num_workers / replicas))
+  total = strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None).numpy()
+  return [[int(round(v)) for v in r] for r in total]

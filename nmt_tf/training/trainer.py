@@ -64,7 +64,7 @@ def bf16_warning(precision, cpu_info=None, gpus=None):
 
 
 # Training state added after the first checkpoints were written: older checkpoints lack it.
-NEWER_STATE = ("train_seconds", "rng", "cpu_seconds")
+NEWER_STATE = ("train_seconds", "rng", "cpu_seconds", "data_position")
 
 
 def seed_generator_states(model):
@@ -136,6 +136,9 @@ class Trainer:
     warning = bf16_warning(train_cfg.precision)
     if warning and self.worker.is_chief:
       logging.warning(warning)
+    # Every worker's position in its stream of a streamed corpus (JSON, data_order.py); made
+    # outside the strategy's scope, as collectives cannot broadcast a string.
+    data_position = tf.Variable("", dtype=tf.string, trainable=False, name="data_position")
     with self.strategy.scope():
       self.model = build_model(self.config.model, train_cfg.precision)
       optimizer = FusedAdam(learning_rate=learning_rate_schedule(train_cfg))
@@ -153,6 +156,7 @@ class Trainer:
       # other guests (steal time), a wall-clock budget buys less compute, and this shows it.
       self.state["cpu_seconds"] = tf.Variable(0.0, dtype=tf.float64, trainable=False,
                                               name="cpu_seconds")
+      self.state["data_position"] = data_position
       self.baseline = tf.Variable(0.0, trainable=False, name="reinforce_baseline")
       self.baseline_steps = tf.Variable(0.0, trainable=False, name="reinforce_baseline_steps")
       objects = dict(model=self.model, optimizer=optimizer, reinforce_baseline=self.baseline,
@@ -221,15 +225,19 @@ class Trainer:
     if validator is not None and self.keeper.unscored_best():
       self._score_best(validator, progress)
     divergence = DivergenceWatch(initial_loss=math.log(self.config.model.tgt_vocab_size))
-    order = BatchOrder(self.corpus["train"], self.src_tok, self.tgt_tok, self.config.pipeline,
-                       self.worker.num_workers, self.worker.index)
+    order = self._order = BatchOrder(self.corpus["train"], self.src_tok, self.tgt_tok,
+                                     self.config.pipeline, self.worker.num_workers,
+                                     self.worker.index)
     epoch, consumed = int(_read(self.state["epoch"])), int(_read(self.state["batch_in_epoch"]))
+    saved_position = _read(self.state["data_position"]).decode("utf-8")
     reason, last_result, loss = "completed", None, None
     window_tokens, window_start = 0.0, time.time()
     recent = collections.deque(maxlen=20)  # (target tokens, seconds) of the last steps
     try:
       while step < cfg.steps and reason == "completed":
-        dataset = self.strategy.experimental_distribute_dataset(order.epoch(epoch, consumed))
+        dataset = self.strategy.experimental_distribute_dataset(
+            order.epoch(epoch, consumed, saved_position))
+        saved_position = ""  # a later epoch starts at its beginning
         seen = 0
         for batch in dataset:
           step_start = time.time()
@@ -345,6 +353,10 @@ class Trainer:
     self.state["train_seconds"].assign(self._clock())
     self.state["cpu_seconds"].assign(self._cpu_clock())
     self.state["step"].assign(step)
+    position = self._order.position(consumed, self.strategy)  # None unless streamed
+    if position is not None:
+      text, epoch, consumed = position
+      self.state["data_position"].assign(text)
     self.state["epoch"].assign(epoch)
     self.state["batch_in_epoch"].assign(consumed)
     self.keeper.save(step)
