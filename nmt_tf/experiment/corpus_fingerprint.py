@@ -42,10 +42,9 @@ def _text_digest(split):
   return digest.hexdigest()
 
 
-def fingerprint(corpus, lines=True):
-  """{split: {"files": [file records]} | {"pairs", "sha256"} | {"dataset"}} of a corpus; the
-  file records of a streamed split also hold "lines" (counted if need be) unless `lines` is
-  False."""
+def fingerprint(corpus):
+  """{split: {"files": [file records]} | {"pairs", "sha256"} | {"dataset"}} of a corpus
+  (`check` adds the line counts of a streamed split's files, `_add_lines`)."""
   record = {}
   for split, data in sorted(corpus.items()):
     if isinstance(data, (ParallelText, ParallelShards)) and data.paths:
@@ -56,7 +55,7 @@ def fingerprint(corpus, lines=True):
       record[split] = {"dataset": data.name}
     else:
       record[split] = {"dataset": type(data).__name__}
-  return _add_lines(record, corpus) if lines else record
+  return record
 
 
 def _add_lines(record, corpus):
@@ -106,7 +105,7 @@ def check(run_path, corpus, accept_changed=False, report=print):
     RunDirError: the corpus differs from the recorded one and accept_changed is False.
   """
   path = os.path.join(run_path, FILE_NAME)
-  current, saved = fingerprint(corpus, lines=False), None
+  current, saved = fingerprint(corpus), None
   if os.path.exists(path):
     try:
       with open(path, encoding="utf-8") as f:

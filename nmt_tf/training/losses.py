@@ -16,6 +16,13 @@ from nmt_tf import special_tokens
 SMOOTHING_LABELS = ("sparse", "dense")
 
 
+def check_smoothing_labels(value):
+  """Raises ValueError unless `value` is one of SMOOTHING_LABELS."""
+  if value not in SMOOTHING_LABELS:
+    raise ValueError(f"Received smoothing_labels={value!r}; expected one of "
+                     f"{SMOOTHING_LABELS}.")
+
+
 def target_mask(targets):
   """[batch, tgt_len] float32, 1 at real target positions (not PAD)."""
   return tf.cast(tf.not_equal(targets, special_tokens.PAD_ID), tf.float32)
@@ -74,9 +81,7 @@ def token_loss_sum(logits, targets, label_smoothing=0.0, smoothing_labels="spars
   """
   if not 0.0 <= label_smoothing < 1.0:
     raise ValueError(f"Received label_smoothing={label_smoothing!r}; expected a value in [0, 1).")
-  if smoothing_labels not in SMOOTHING_LABELS:
-    raise ValueError(f"Received smoothing_labels={smoothing_labels!r}; expected one of "
-                     f"{SMOOTHING_LABELS}.")
+  check_smoothing_labels(smoothing_labels)
   mask = target_mask(targets)  # [batch, tgt_len]
   logits = tf.cast(logits, tf.float32)
   if label_smoothing and smoothing_labels == "dense":

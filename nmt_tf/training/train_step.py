@@ -36,9 +36,7 @@ class TrainStep:
 
   def __init__(self, model, optimizer, strategy, train_config, baseline, baseline_steps,
                hard_attention=False, nan_at_step=None, smoothing_labels="sparse"):
-    if smoothing_labels not in losses.SMOOTHING_LABELS:
-      raise ValueError(f"Received smoothing_labels={smoothing_labels!r}; expected one of "
-                       f"{losses.SMOOTHING_LABELS}.")
+    losses.check_smoothing_labels(smoothing_labels)
     self.model = model
     self.optimizer = optimizer
     self.strategy = strategy

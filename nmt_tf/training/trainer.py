@@ -225,9 +225,8 @@ class Trainer:
     if validator is not None and self.keeper.unscored_best():
       self._score_best(validator, progress)
     divergence = DivergenceWatch(initial_loss=math.log(self.config.model.tgt_vocab_size))
-    order = self._order = BatchOrder(self.corpus["train"], self.src_tok, self.tgt_tok,
-                                     self.config.pipeline, self.worker.num_workers,
-                                     self.worker.index)
+    order = BatchOrder(self.corpus["train"], self.src_tok, self.tgt_tok, self.config.pipeline,
+                       self.worker.num_workers, self.worker.index)
     epoch, consumed = int(_read(self.state["epoch"])), int(_read(self.state["batch_in_epoch"]))
     saved_position = _read(self.state["data_position"]).decode("utf-8")
     reason, last_result, loss = "completed", None, None
@@ -284,7 +283,7 @@ class Trainer:
             return self._summary("stop_after", step, start, last_result, loss)
           if (step % cfg.checkpoint_every == 0 or step == cfg.steps
               or reason != "completed"):
-            self._save(step, epoch, consumed)
+            self._save(step, epoch, consumed, order)
           if step >= cfg.steps or reason != "completed":
             break
         else:
@@ -349,11 +348,13 @@ class Trainer:
     self.keeper.record_best(bleu, best)
     progress.message(f"{best}: validation BLEU {bleu:.2f}, recorded in best/score.json.")
 
-  def _save(self, step, epoch, consumed):
+  def _save(self, step, epoch, consumed, order):
+    """Saves a checkpoint after `consumed` batches of epoch `epoch` of `order` (a BatchOrder;
+    a streamed split's position replaces epoch and batch)."""
     self.state["train_seconds"].assign(self._clock())
     self.state["cpu_seconds"].assign(self._cpu_clock())
     self.state["step"].assign(step)
-    position = self._order.position(consumed, self.strategy)  # None unless streamed
+    position = order.position(consumed, self.strategy)  # None unless streamed
     if position is not None:
       text, epoch, consumed = position
       self.state["data_position"].assign(text)
