@@ -396,6 +396,22 @@ class CompilationTest(tf.test.TestCase):
       self.assertAllClose(result.scores, expected.scores)
     self.assertLen(traces, 1)
 
+  def test_batch_size_tensor_of_a_static_batch(self):
+    # A tf.function traced for one batch shape, the batch size given as tf.shape(x)[0] (as
+    # the Translator does): the loop body cannot see that size, and the searches must still
+    # keep their loop variables' static shapes.
+    fake = random_fake(HistoryFake, seed=3, max_len=5)
+    for beam_size in (1, 3):
+      @tf.function
+      def search(state, context, beam_size=beam_size):
+        return decode(fake.step, state, context, beam_size=beam_size, nbest=1, max_length=5,
+                      batch_size=tf.shape(context["emb"])[0])
+
+      expected = run_search(fake, beam_size=None if beam_size == 1 else beam_size)
+      result = search(fake.state(), fake.context())
+      self.assertAllEqual(result.ids, expected.ids[:, :1])
+      self.assertAllClose(result.scores, expected.scores[:, :1])
+
   def test_batch_rows_are_independent(self):
     fake = random_fake(MarkovFake, seed=11, batch=3, max_len=5)
     batched = run_search(fake, beam_size=3, nbest=2, length_penalty=0.6)

@@ -160,7 +160,7 @@ def beam_search(step_fn, state, context, batch_size, beam_size, max_length, *,
   def body(loop):
     logits, attention, new_state = step_fn(loop["tokens"], loop["state"], context,
                                            loop["time"])
-    return (advance(loop["time"], logits, attention, new_state, loop),)
+    return (utils.keep_shapes(advance(loop["time"], logits, attention, new_state, loop), loop),)
 
   (loop,) = tf.while_loop(cond, body, (loop,), maximum_iterations=max_length - 1)
   ids, attn, log_probs, lengths, scores = (x[:, :nbest] for x in loop["finished"])

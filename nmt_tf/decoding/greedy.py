@@ -83,7 +83,7 @@ def greedy_search(step_fn, state, context, batch_size, max_length, src_length=No
   def body(loop):
     logits, attention, new_state = step_fn(loop["tokens"], loop["state"], context,
                                            loop["time"])
-    return (advance(loop["time"], logits, attention, new_state, loop),)
+    return (utils.keep_shapes(advance(loop["time"], logits, attention, new_state, loop), loop),)
 
   (loop,) = tf.while_loop(cond, body, (loop,), maximum_iterations=max_length - 1)
   ids, attn_buffer, log_probs, lengths, _ = loop["outputs"]

@@ -31,6 +31,24 @@ def gather_rows(structure, indices):
   return tf.nest.map_structure(lambda x: tf.gather(x, indices, axis=0), structure)
 
 
+def keep_shapes(new, old):
+  """`new` with the static shapes of `old`, a nested structure of the same tensors one step
+  earlier: the loop variables of a search keep their shapes, but shapes inferred from a value
+  captured by the loop body (such as a batch size) are lost inside it, and tf.while_loop
+  refuses a variable whose static shape becomes less specific.
+
+  Args:
+    new: nested structure of tensors, the body's outputs.
+    old: the same structure, the loop variables (static shapes compatible with `new`).
+
+  Returns:
+    `new`, each tensor's static shape merged with that of its loop variable.
+  """
+  for x, y in zip(tf.nest.flatten(new), tf.nest.flatten(old)):
+    x.set_shape(y.shape)  # merges; raises if incompatible
+  return new
+
+
 def write_at(buffer, time, values):
   """Writes `values` at index `time` of axis 1 of a preallocated buffer (static shape).
 
