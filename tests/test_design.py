@@ -26,13 +26,14 @@ MAY_IMPORT = {
     "data": set(),
     "models": {"layers"},
     "experiment": {"models", "data"},
+    "configs": {"experiment"},
     "inference": {"layers", "models", "data", "decoding", "experiment"},
     "evaluation": {"data", "experiment", "inference"},
     "export": {"layers", "models", "data", "decoding", "experiment", "inference"},
     "training": {"layers", "models", "data", "decoding", "experiment", "inference",
                  "evaluation"},
     "cli": {"layers", "models", "data", "decoding", "experiment", "inference", "evaluation",
-            "export", "training"},
+            "export", "training", "configs"},
 }
 
 

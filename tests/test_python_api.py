@@ -121,13 +121,13 @@ class PackageTest(tf.test.TestCase):
 
   def test_recipes_are_found_by_name(self):
     self.assertIn("cgru_multi30k", recipes.names())
-    self.assertEqual(recipes.recipe_path("default"), os.path.join(ROOT, "configs", "default.py"))
+    self.assertEqual(recipes.recipe_path("default"), os.path.join(ROOT, "nmt_tf", "configs", "default.py"))
     self.assertIsNone(recipes.recipe_path("no_such_recipe"))
     argv = ["nmt-tf", "train", "--config=cgru_multi30k", "--config.train.steps=3",
             "--config=configs/x.py", "--run_dir=r"]
     self.assertEqual(app._recipe_names(argv),  # pylint: disable=protected-access
                      ["nmt-tf", "train",
-                      f"--config={os.path.join(ROOT, 'configs', 'cgru_multi30k.py')}",
+                      f"--config={os.path.join(ROOT, 'nmt_tf', 'configs', 'cgru_multi30k.py')}",
                       "--config.train.steps=3", "--config=configs/x.py", "--run_dir=r"])
 
 

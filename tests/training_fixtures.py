@@ -8,7 +8,8 @@ from nmt_tf.experiment import ExperimentConfig, base_config
 from nmt_tf.training.presets import apply
 
 
-CONFIGS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
+CONFIGS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "nmt_tf",
+                           "configs")
 
 
 def recipe(name):

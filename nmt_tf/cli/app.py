@@ -86,8 +86,9 @@ def parse_flags(argv):
   see = (f"see {_prog()} {command} --helpfull" if command in COMMANDS else
          f"see {_prog()} help")
   config = next((a.split("=", 1)[1] for a in argv if a.startswith("--config=")), None)
-  if command in COMMANDS and any(a in ("--help", "-h", "--helpshort") for a in argv[1:]):
-    print(help_text.command_help(_prog(), command, COMMANDS[command]))
+  if any(a in ("--help", "-h", "--helpshort") for a in argv[1:]):
+    print(help_text.command_help(_prog(), command, COMMANDS[command]) if command in COMMANDS
+          else _usage())
     sys.exit(0)
   try:
     remaining = flags.FLAGS(argv)

@@ -11,14 +11,11 @@ from nmt_tf.data.errors import DataError
 from nmt_tf.experiment import ExperimentConfig, RunDirError
 from nmt_tf.models.config import ConfigError
 
-PROJECT_ROOT = recipes.PROJECT_ROOT
-
 flags.DEFINE_string("run_dir", os.path.join("runs", "quickstart"),
                     "Run directory: config, vocabularies, checkpoints, TensorBoard, exports "
                     "(default: the quick-start run that `main` trains).")
 config_flags.DEFINE_config_file(
-    "config", recipes.recipe_path("default") or os.path.join(PROJECT_ROOT, "configs",
-                                                             "default.py"),
+    "config", recipes.recipe_path("default"),
     "Experiment config file (configs/*.py), or a recipe's name (cgru_multi30k); override "
     "fields with --config.SECTION.KEY=VALUE. "
     "Used by `train`; other commands read the run's config.json.", lock_config=True)
