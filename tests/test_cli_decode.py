@@ -255,6 +255,19 @@ class DecodeCommandsTest(tf.test.TestCase):
     self.assertEqual((code, out), (2, ""))
     self.assertRegex(err, r"^error: stdin line 1: not valid UTF-8 \(byte 0xc3 at column 1\)")
 
+  def test_a_beam_too_wide_for_the_memory_is_refused(self):
+    common = dict(self.common, beam_size=10**9)
+    for module, flags_ in ((translate_cli, dict(input_file=self.src_file)),
+                           (evaluate_cli, dict(source_file=self.src_file,
+                                               reference_file=self.src_file)),
+                           (export_cli, dict(export_dir=os.path.join(self.tmp, "wide")))):
+      code, out, err = run_command(module, **common, **flags_)
+      self.assertEqual((code, out), (2, ""), err)
+      self.assertLen(err.strip().splitlines(), 1, err)
+      self.assertRegex(err, r"^error: Received beam_size=1000000000: its search of one "
+                       r"\d+-token sentence would need about [\d,.]+ GiB, more than half of "
+                       r"the [\d.]+ GiB of memory available; use a smaller beam")
+
   def test_carriage_return_line_endings_of_the_input(self):
     mac = "".join(line + "\r" for line in self.sources[:3]).encode()
     path = os.path.join(self.tmp, "mac.txt")

@@ -163,8 +163,19 @@ class ExportTest(tf.test.TestCase):
     other = os.path.join(self.tmp, "ensemble_member")
     make_tiny_run(other, seed=1, decoder="rnnsearch")  # same vocabularies, another model
     members = [self.run_dir.path, other]
+    # Exports interrupted before: one of the version about to be written, one of another.
+    model_dir = os.path.join(self.tmp, "ensemble", "nmt")
+    for name in (".tmp-1", ".tmp-7"):
+      os.makedirs(os.path.join(model_dir, name, "variables"))
+    notes = []
     path = export_run(self.run_dir.path, export_dir=os.path.join(self.tmp, "ensemble"),
-                      checkpoints=members, warmup=False)
+                      checkpoints=members, warmup=False, report=notes.append)
+    self.assertEqual(sorted(os.listdir(model_dir)), [".tmp-7", "1"])
+    self.assertEqual(notes, [
+        f"Removed {model_dir}/.tmp-1: left by an export of version 1 that was interrupted "
+        "(never a complete version).",
+        f"{model_dir}/.tmp-7 was left by an export that was interrupted or is still running "
+        "(TF Serving ignores it); delete it once no export of this model runs."])
     with open(os.path.join(path, "assets.extra", METADATA_FILE), encoding="utf-8") as f:
       meta = json.load(f)
     self.assertEqual(meta["checkpoints"], [RunDir(p).checkpoint_path("best") for p in members])
@@ -191,6 +202,14 @@ class ExportTest(tf.test.TestCase):
     self.assertAllClose(scored["log_prob"], greedy["log_prob"], rtol=1e-4, atol=1e-4)
     self.assertAllClose(scored["token_log_prob"].sum(axis=1), scored["log_prob"], atol=1e-4)
     self.assertFalse(scored["truncated"].any())
+
+  def test_score_needs_one_target_per_source(self):
+    for sources, targets in ((1, 2), (2, 1), (0, 1)):
+      with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "score: the request has a "
+                                  "different number of sources and targets; send one target "
+                                  "per source"):
+        self.sig("score", source=tf.constant(self.sentences[:sources], tf.string),
+                 target=tf.constant(self.sentences[:targets], tf.string))
 
   def test_tokens_and_alignment_are_consistent(self):
     got = self.sig("serving_default", text=texts(self.sentences))

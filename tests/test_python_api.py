@@ -78,6 +78,39 @@ class PythonApiTest(tf.test.TestCase):
     self.assertAllClose([s.log_prob for s in scores], [t.log_prob for t in best], atol=1e-4)
     self.assertEqual([s.num_tokens for s in scores], [len(t.target_tokens) for t in best])
 
+  def test_one_string_gives_one_result(self):
+    sentence = self.corpus["test"].sources[0]
+    single = self.model.translate(sentence, beam_size=1)
+    self.assertIsInstance(single, nmt_tf.Translation)
+    self.assertEqual(single.text, self.model.translate([sentence], beam_size=1)[0].text)
+    score = self.model.score(sentence, single.text)
+    self.assertAllClose(score.log_prob, single.log_prob, atol=1e-4)
+    self.assertEqual(score.num_tokens, len(single.target_tokens))
+
+  def test_wrong_arguments_name_what_is_wrong(self):
+    sentence = self.corpus["test"].sources[0]
+    for sentences, message in (([None], r"sentences\[0\]=None \(NoneType\); expected a str"),
+                               ([sentence, 5], r"sentences\[1\]=5 \(int\); expected a str"),
+                               (b"ein Hund", "as bytes"), (7, "sentences=7; expected a str")):
+      with self.assertRaisesRegex(TypeError, message):
+        self.model.translate(sentences)
+    for kwargs, message in ((dict(beam_size=2.5), "beam_size=2.5; expected a positive integer"),
+                            (dict(beam_size=-3), "beam_size=-3; expected a positive integer"),
+                            (dict(beam_size=0), "beam_size=0; expected a positive integer"),
+                            (dict(nbest=0), "nbest=0; expected a positive integer"),
+                            (dict(batch_size=-1), "batch_size=-1; expected a positive"),
+                            (dict(beam_size=10**9), "Received beam_size=1000000000: its search "
+                             "of one .* would need about .* GiB, more than half of the .* GiB "
+                             "of memory available; use a smaller beam")):
+      with self.assertRaisesRegex(ValueError, message):
+        self.model.translate([sentence], **kwargs)
+    with self.assertRaisesRegex(TypeError, "one of sources and targets as a str"):
+      self.model.score(sentence, [sentence])
+    with self.assertRaisesRegex(TypeError, r"targets\[0\]=None"):
+      self.model.score([sentence], [None])
+    with self.assertRaisesRegex(ValueError, "1 sources and 2 translations"):
+      self.model.score([sentence], [sentence, sentence])
+
   def test_train_from_a_config_object(self):
     run_dir = os.path.join(self.root, "trained")
     summary = nmt_tf.train(tiny_train_config(steps=3, eval_every=3, checkpoint_every=3),

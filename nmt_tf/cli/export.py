@@ -44,7 +44,8 @@ def run(argv):
                       model_name=FLAGS.export_model_name, version=FLAGS.export_version,
                       beam_size=decode.beam_size, nbest=FLAGS.export_nbest,
                       max_source_length=FLAGS.export_max_source_length, decode_config=decode,
-                      warmup=FLAGS.export_warmup, checkpoints=FLAGS.checkpoints)
+                      warmup=FLAGS.export_warmup, checkpoints=FLAGS.checkpoints,
+                      report=lambda text: print(text, file=sys.stderr))
   except common.USER_ERRORS as error:  # ExportError is a ValueError
     print(f"error: {error}", file=sys.stderr)
     return 2

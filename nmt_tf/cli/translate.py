@@ -161,15 +161,15 @@ def run(argv):
     if input_error is not None and not lines:
       raise input_error
     translator, _, decode, _ = build_translator()
+    replace_unk = FLAGS.replace_unk
+    if replace_unk and not isinstance(translator.source_tokenizer, data.WordTokenizer):
+      print("warning: --replace_unk needs word vocabularies (tokenizer.kind='word'); ignored.",
+            file=sys.stderr)
+      replace_unk = False
+    results = decode_lines(translator, decode, lines)
   except common.USER_ERRORS as error:
     print(f"error: {error}", file=sys.stderr)
     return 2
-  replace_unk = FLAGS.replace_unk
-  if replace_unk and not isinstance(translator.source_tokenizer, data.WordTokenizer):
-    print("warning: --replace_unk needs word vocabularies (tokenizer.kind='word'); ignored.",
-          file=sys.stderr)
-    replace_unk = False
-  results = decode_lines(translator, decode, lines)
   out = sys.stdout if FLAGS.output_file == "-" else open(FLAGS.output_file, "w",
                                                          encoding="utf-8")
   try:

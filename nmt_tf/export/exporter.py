@@ -16,6 +16,7 @@ from nmt_tf.experiment import RunDir
 from nmt_tf.export.ops import check_forbidden_ops
 from nmt_tf.export.serving import ServingModule
 from nmt_tf.export.warmup import write_warmup_file
+from nmt_tf.inference import search_memory
 from nmt_tf.inference.loading import load_models
 from nmt_tf.inference.translator import Translator
 
@@ -33,6 +34,15 @@ def next_version(model_dir):
     return 1
   versions = [int(n) for n in os.listdir(model_dir) if n.isdigit()]
   return max(versions, default=0) + 1
+
+
+def unfinished_versions(model_dir):
+  """The hidden staging directories (.tmp-<version>) of exports of model_dir that never
+  completed, or that are being written now."""
+  if not os.path.isdir(model_dir):
+    return []
+  return sorted(os.path.join(model_dir, name) for name in os.listdir(model_dir)
+                if name.startswith(".tmp-"))
 
 
 def saved_root(module, functions):
@@ -57,7 +67,7 @@ def saved_root(module, functions):
 
 def export_run(run_dir, checkpoint="best", export_dir=None, model_name="nmt", version=None,
                beam_size=None, nbest=None, max_source_length=DEFAULT_MAX_SOURCE_LENGTH,
-               decode_config=None, warmup=True, checkpoints=None):
+               decode_config=None, warmup=True, checkpoints=None, report=print):
   """Exports checkpoint `checkpoint` of `run_dir`, or an ensemble, for TF Serving.
 
   Args:
@@ -75,6 +85,8 @@ def export_run(run_dir, checkpoint="best", export_dir=None, model_name="nmt", ve
     decode_config: DecodeConfig (penalties, max_length...); default the run's config.decode.
     warmup: write assets.extra/tf_serving_warmup_requests (export/warmup.py), which TF
       Serving replays before the version serves.
+    report: called with a one-line note about unfinished exports found in the model's
+      directory (the one of this version is removed, others are named).
 
   Returns:
     The path of the written version directory.
@@ -102,11 +114,21 @@ def export_run(run_dir, checkpoint="best", export_dir=None, model_name="nmt", ve
     raise ExportError(f"{path} already exists; pass another version or leave it unset to "
                       "use the next free one.")
 
+  # A beam whose search of one longest sentence cannot fit would fail every request.
+  search_memory.batch_limit(beam_size, decode_config.max_length, max_source_length + 1,
+                            tgt_tok.vocab_size)
   translator = Translator(model, src_tok, tgt_tok, decode_config, max_source_length,
                           reverse_source=config.pipeline.reverse_source)
   module = ServingModule(translator, beam_size, nbest)
   tmp = os.path.join(model_dir, f".tmp-{version}")
-  shutil.rmtree(tmp, ignore_errors=True)
+  for leftover in unfinished_versions(model_dir):
+    if leftover == tmp:
+      shutil.rmtree(tmp)
+      report(f"Removed {tmp}: left by an export of version {version} that was interrupted "
+             "(never a complete version).")
+    else:
+      report(f"{leftover} was left by an export that was interrupted or is still running "
+             "(TF Serving ignores it); delete it once no export of this model runs.")
   signatures = {name: fn.get_concrete_function() for name, fn in module.signatures().items()}
   tf.saved_model.save(saved_root(module, signatures.values()), tmp, signatures=signatures)
   check_forbidden_ops(tmp)

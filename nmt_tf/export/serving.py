@@ -7,7 +7,8 @@ Three signatures, all string-in and tokenized inside the graph (docs/EXPORT.md):
                    (docs/EQUATIONS.md "Training objective": sum_t log p(y_t | y_<t, x), EOS
                    included).
 
-Guarding the server: every input is transcoded UTF-8 -> UTF-8 with invalid bytes replaced by
+Guarding the server: a `score` request with a different number of sources and targets fails
+with an InvalidArgumentError that says so; every input is transcoded UTF-8 -> UTF-8 with invalid bytes replaced by
 U+FFFD before tokenizing; sources longer than `max_source_length` tokens are cut (flag
 `truncated`); an input with no token (empty or blank) gets an empty translation with
 log_prob 0 and length 0. An empty batch (`[0]` strings) skips the model: every output key
@@ -58,8 +59,7 @@ def unless_empty(inputs, signature, nbest, outputs_fn):
   outputs of `signature`.
 
   One tf.cond around the whole computation: a non-empty batch runs the graph it ran without
-  it (no per-step work is added) and an empty one never reaches ops that need a row. Inputs
-  of different sizes (a `score` request with targets but no sources) still fail as before.
+  it (no per-step work is added) and an empty one never reaches ops that need a row.
   """
   size = tf.add_n([tf.size(x) for x in inputs])
   return tf.cond(size > 0, outputs_fn, lambda: empty_outputs(signature, nbest))
@@ -134,7 +134,12 @@ class ServingModule(tf.Module):
       return unless_empty([text], "beam_search", self.nbest, lambda: self.beam(text))
 
     def score(source, target):
-      return unless_empty([source, target], "score", 1, lambda: self.score(source, target))
+      check = tf.debugging.assert_equal(
+          tf.size(source), tf.size(target), message="score: the request has a different "
+          "number of sources and targets; send one target per source")
+      with tf.control_dependencies([check]):
+        return unless_empty([source, target], "score", 1,
+                            lambda: self.score(source, target))
 
     return {
         "serving_default": tf.function(serving_default, input_signature=[_TEXT]),

@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from nmt_tf import special_tokens
+from nmt_tf.inference import search_memory
 
 _TOKENIZE_CHUNK = 4096
 
@@ -111,11 +112,15 @@ def translate_lines(compiled, lines, batch_size, progress: Optional[callable] = 
   Args:
     compiled: CompiledTranslator.
     lines: list of python strings.
-    batch_size: sentences per search call.
+    batch_size: sentences per search call (fewer when that many would not fit in memory,
+      search_memory.py).
     progress: optional callback(num_done, num_total).
 
   Returns:
     list of SentenceResult in the order of `lines`.
+
+  Raises:
+    ValueError: the search of one sentence with this beam would not fit in memory.
   """
   translator = compiled.translator
   lines = [line.strip() for line in lines]
@@ -123,6 +128,11 @@ def translate_lines(compiled, lines, batch_size, progress: Optional[callable] = 
   results = [SentenceResult(i, line, [special_tokens.EOS_ID], 0, False, [])
              for i, line in enumerate(lines)]
   order = sorted((i for i, line in enumerate(lines) if line), key=lambda i: counts[i])
+  if order:  # the longest source, EOS included, sets the memory each sentence may need
+    longest = min(counts[order[-1]], translator.max_source_length) + 1
+    limit = search_memory.batch_limit(compiled.beam_size, translator.decode_config.max_length,
+                                      longest, translator.target_tokenizer.vocab_size)
+    batch_size = min(batch_size, limit or batch_size)
   for start in range(0, len(order), batch_size):
     rows = order[start:start + batch_size]
     out = compiled(tf.constant([lines[i] for i in rows], tf.string))

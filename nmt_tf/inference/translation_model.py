@@ -6,12 +6,15 @@
   best.text, best.score, best.alignment          # alignment: [target tokens, source tokens]
   model.score(["a sentence"], [best.text])[0].log_prob
 
-It runs what `run.py translate` and `run.py score` run (the same Translator, search and
-tokenizers), on python lists instead of files.
+It runs what `nmt-tf translate` and `nmt-tf score` run (the same Translator, search and
+tokenizers), on python lists instead of files. One string instead of a list gives one result
+instead of a list. What a caller can get wrong (a sentence that is not a str, a beam size that
+is not a positive int) raises TypeError or ValueError naming the argument.
 """
 
 import dataclasses
-from typing import List, Optional, Sequence
+import numbers
+from typing import List, Optional, Sequence, Union
 
 import numpy as np
 
@@ -66,35 +69,57 @@ class TranslationModel:
     self._compiled = {}
     self._scorer = None
 
-  def translate(self, sentences: Sequence[str], beam_size: Optional[int] = None,
-                nbest: int = 1, batch_size: Optional[int] = None) -> List[Translation]:
+  def translate(self, sentences: Union[str, Sequence[str]], beam_size: Optional[int] = None,
+                nbest: int = 1, batch_size: Optional[int] = None
+                ) -> Union[Translation, List[Translation]]:
     """Translates each sentence; returns one Translation per sentence, in order.
 
     Args:
-      sentences: python strings.
+      sentences: python strings; or one string, which gives one Translation (not a list).
       beam_size: 1 = greedy; default: the run's decode.beam_size.
       nbest: translations per sentence (<= beam_size): the best, and nbest - 1 alternatives.
-      batch_size: sentences per search call; default: the run's decode.batch_size.
+      batch_size: sentences per search call; default: the run's decode.batch_size (fewer when
+        the search of that many would not fit in memory).
+
+    Raises:
+      TypeError: a sentence is not a str.
+      ValueError: beam_size, nbest or batch_size is not a positive int, nbest > beam_size, or
+        the search of one sentence with this beam would not fit in memory.
     """
+    lines, single = _sentences(sentences, "sentences")
     decode = self.config.decode
-    beam_size = beam_size or decode.beam_size
-    if not 1 <= nbest <= beam_size:
+    beam_size = _positive_int("beam_size", decode.beam_size if beam_size is None else beam_size)
+    nbest = _positive_int("nbest", nbest)
+    batch_size = _positive_int("batch_size", batch_size or decode.batch_size)
+    if nbest > beam_size:
       raise ValueError(f"Received nbest={nbest}; expected 1 <= nbest <= beam_size={beam_size}.")
     key = (beam_size, nbest)
     if key not in self._compiled:
       self._compiled[key] = CompiledTranslator(self.translator, beam_size, nbest)
-    results = translate_lines(self._compiled[key], list(sentences),
-                              batch_size or decode.batch_size)
-    return [self._translation(r) for r in results]
+    results = [self._translation(r) for r in translate_lines(self._compiled[key], lines,
+                                                             batch_size)]
+    return results[0] if single else results
 
-  def score(self, sources: Sequence[str], targets: Sequence[str],
-            batch_size: Optional[int] = None) -> List[ForcedScore]:
+  def score(self, sources: Union[str, Sequence[str]], targets: Union[str, Sequence[str]],
+            batch_size: Optional[int] = None) -> Union[ForcedScore, List[ForcedScore]]:
     """log P(target | source) of each pair (forced decoding): ForcedScore per pair, with
-    log_prob, num_tokens (EOS included), token_log_probs and per_token."""
+    log_prob, num_tokens (EOS included), token_log_probs and per_token. Two strings give one
+    ForcedScore (not a list).
+
+    Raises:
+      TypeError: a sentence is not a str, or one argument is a str and the other a list.
+      ValueError: the lists differ in length, or batch_size is not a positive int.
+    """
+    source_lines, single = _sentences(sources, "sources")
+    target_lines, single_target = _sentences(targets, "targets")
+    if single != single_target:
+      raise TypeError("Received one of sources and targets as a str and the other as a list; "
+                      "pass both as str (one pair) or both as lists of str.")
+    batch_size = _positive_int("batch_size", batch_size or self.config.decode.batch_size)
     if self._scorer is None:
       self._scorer = ForcedScorer(self.translator)
-    return self._scorer.score(list(sources), list(targets),
-                              batch_size or self.config.decode.batch_size)
+    scores = self._scorer.score(source_lines, target_lines, batch_size)
+    return scores[0] if single else scores
 
   def _translation(self, result):
     src_tok, tgt_tok = self.translator.source_tokenizer, self.translator.target_tokenizer
@@ -108,6 +133,31 @@ class TranslationModel:
       return Translation("", 0.0, 0.0, [], [], np.zeros([0, 0], np.float32))
     hyps[0].alternatives = hyps[1:]
     return hyps[0]
+
+
+def _sentences(value, name):
+  """(list of python str, whether `value` was one str) of a translate/score argument."""
+  if isinstance(value, str):
+    return [value], True
+  if isinstance(value, (bytes, bytearray)):
+    raise TypeError(f"Received {name} as bytes; expected a str or a list of str (decode the "
+                    "bytes first, e.g. value.decode('utf-8')).")
+  try:
+    lines = list(value)
+  except TypeError:
+    raise TypeError(f"Received {name}={value!r}; expected a str or a list of str.") from None
+  for i, line in enumerate(lines):
+    if not isinstance(line, str):
+      raise TypeError(f"Received {name}[{i}]={line!r} ({type(line).__name__}); expected a "
+                      "str (decode bytes first; give an empty string for no sentence).")
+  return lines, False
+
+
+def _positive_int(name, value):
+  """`value` as an int; ValueError naming `name` unless it is a positive integer."""
+  if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+    raise ValueError(f"Received {name}={value!r}; expected a positive integer.")
+  return int(value)
 
 
 def load(run_dir, checkpoint="best", checkpoints=None, max_input_tokens=200):
