@@ -160,8 +160,10 @@ class TfdsPlumbingTest(tf.test.TestCase):
       return tf.data.Dataset.from_tensor_slices(
           {"fr": [f"{split} fr", "", "x"], "en": [f"{split} en", "y", "z "]})
     load.side_effect = fake_load
-    corpus = data.load_corpus("tfds:wmt14_translate/fr-en", source_lang="en",
-                              data_dir="/tmp/tfds")
+    with mock.patch.object(tfds_source, "prepare") as prepare:
+      corpus = data.load_corpus("tfds:wmt14_translate/fr-en", source_lang="en",
+                                data_dir="/tmp/tfds")
+    prepare.assert_called_once_with("wmt14_translate/fr-en", "/tmp/tfds", True)
     self.assertEqual(
         [c.kwargs.get("split", c.args[1] if len(c.args) > 1 else None)
          for c in load.call_args_list], ["train", "validation", "test"])
@@ -169,6 +171,47 @@ class TfdsPlumbingTest(tf.test.TestCase):
     self.assertEqual(load.call_args.kwargs["data_dir"], "/tmp/tfds")
     self.assertEqual(list(corpus["valid"].as_numpy_iterator()),
                      [(b"validation en", b"validation fr"), (b"z", b"x")])
+
+
+class UnreachableTranslate(tfds_source.tfds.core.GeneratorBasedBuilder):
+  """A TFDS translation dataset whose only file is on a port where nothing listens: what a
+  machine without network sees of every download."""
+
+  VERSION = tfds_source.tfds.core.Version("1.0.0")
+  BUILDER_CONFIGS = [tfds_source.tfds.core.BuilderConfig(name="de-en")]
+
+  def _info(self):
+    return self.dataset_info_from_configs(
+        features=tfds_source.tfds.features.Translation(languages=["de", "en"]))
+
+  def _split_generators(self, dl_manager):
+    dl_manager.download("http://127.0.0.1:9/corpus.tgz")
+    return {"train": iter(())}
+
+  def _generate_examples(self):
+    yield from ()
+
+
+class TfdsErrorsTest(tf.test.TestCase):
+
+  def test_unknown_dataset_or_config(self):
+    for name, found in (("no_such_dataset/xx-yy", "Dataset no_such_dataset not found"),
+                        ("unreachable_translate/xx-yy", "BuilderConfig xx-yy not found")):
+      with self.assertRaisesRegex(data.DataError, f"^TFDS has no dataset '{name}' \\(.*"
+                                  f"{found}.*\\); pass a TFDS translation dataset with its "
+                                  "config, such as 'tfds:wmt14_translate/de-en'"):
+        data.load_corpus(f"tfds:{name}", data_dir=self.get_temp_dir())
+
+  def test_download_without_network_fails_in_seconds_naming_the_fix(self):
+    data_dir = self.get_temp_dir()
+    with self.assertRaisesRegex(data.DataError, f"^Could not download TFDS dataset "
+                                f"'unreachable_translate/de-en' into {data_dir} \\("
+                                ".*Max retries exceeded.*; check the network, or prepare it "
+                                "where there is network .*--config.data.data_dir=DIR"):
+      data.load_corpus("tfds:unreachable_translate/de-en", data_dir=data_dir)
+    self.assertEqual(tfds_source.tfds_downloader.MAX_RETRIES, 10)  # TFDS's own, restored
+    with self.assertRaisesRegex(data.DataError, "is not prepared in"):
+      tfds_source.prepare("unreachable_translate/de-en", data_dir, download=False)
 
 
 class Multi30kTest(tf.test.TestCase):

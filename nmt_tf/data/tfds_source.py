@@ -11,17 +11,21 @@ piece reads records without decoding them, and workers split the files), or, whe
 dataset has no such files, one shard over the ``tfds.load`` dataset.
 """
 
+import contextlib
 from typing import Dict, Optional, Tuple, Union
 
 from absl import logging
 import tensorflow as tf
 import tensorflow_datasets as tfds
+from tensorflow_datasets.core.download import downloader as tfds_downloader
 
 from nmt_tf.data.errors import DataError
 from nmt_tf.data.shards import ParallelShards, Shard
 
 # Our split name -> TFDS split name.
 DEFAULT_SPLITS = {"train": "train", "valid": "validation", "test": "test"}
+# HTTP retries of a TFDS download (TFDS's own default is 10, with exponential backoff).
+DOWNLOAD_RETRIES = 3
 
 
 def parse_tfds_name(name: str, source_lang: Optional[str] = None,
@@ -78,15 +82,66 @@ def load_tfds_translation(name: str, source_lang: Optional[str] = None,
     pairs.
   """
   name, source_lang, target_lang = parse_tfds_name(name, source_lang, target_lang)
+  prepare(name, data_dir, download)
   corpus = {}
   for split, tfds_split in (splits or DEFAULT_SPLITS).items():
-    ds = tfds.load(name, split=tfds_split, data_dir=data_dir, download=download,
+    ds = tfds.load(name, split=tfds_split, data_dir=data_dir, download=False,
                    shuffle_files=False)
     if split == "train":
       corpus[split] = train_shards(name, tfds_split, ds, source_lang, target_lang, data_dir)
     else:
       corpus[split] = select_languages(ds, source_lang, target_lang)
   return corpus
+
+
+def prepare(name: str, data_dir: Optional[str] = None, download: bool = True) -> None:
+  """Makes sure TFDS dataset `name` is prepared in `data_dir`, downloading it if allowed.
+
+  Raises:
+    DataError: one line naming the fix: TFDS has no such dataset or config; it is not prepared
+      and may not be downloaded; or the download failed (no network, a server down). The
+      download is tried with few retries, so that a machine without network gets the error in
+      seconds rather than after TFDS's ten retries per file with exponential backoff.
+  """
+  try:
+    builder = tfds.builder(name, data_dir=data_dir)
+  except ValueError as error:  # DatasetNotFoundError, an unknown config or version
+    raise DataError(f"TFDS has no dataset {name!r} ({_first_line(error)}); pass a TFDS "
+                    "translation dataset with its config, such as 'tfds:wmt14_translate/de-en' "
+                    "(tfds.list_builders() names them all).") from None
+  if builder.is_prepared():
+    return
+  where = data_dir or "~/tensorflow_datasets"
+  prepare_elsewhere = (f"prepare it where there is network (`tfds build {name} "
+                       f"--data_dir=DIR`) and pass --config.data.data_dir=DIR")
+  if not download:
+    raise DataError(f"TFDS dataset {name!r} is not prepared in {where}; {prepare_elsewhere}.")
+  try:
+    with _few_download_retries():
+      builder.download_and_prepare()
+  except Exception as error:  # pylint: disable=broad-except  (network, server, checksum)
+    raise DataError(f"Could not download TFDS dataset {name!r} into {where} "
+                    f"({type(error).__name__}: {_first_line(error)}); check the network, or "
+                    f"{prepare_elsewhere}.") from None
+
+
+def _first_line(error):
+  lines = str(error).strip().splitlines()
+  return " ".join(lines[0].split())[:200] if lines else type(error).__name__
+
+
+@contextlib.contextmanager
+def _few_download_retries(retries=DOWNLOAD_RETRIES):
+  """TFDS's HTTP downloads retry MAX_RETRIES (10) times with exponential backoff, minutes
+  per file where there is no network; this lowers it while the dataset downloads."""
+  saved = getattr(tfds_downloader, "MAX_RETRIES", None)
+  if saved is not None:
+    tfds_downloader.MAX_RETRIES = retries
+  try:
+    yield
+  finally:
+    if saved is not None:
+      tfds_downloader.MAX_RETRIES = saved
 
 
 def train_shards(builder: Union[str, tfds.core.DatasetBuilder], tfds_split: str,
