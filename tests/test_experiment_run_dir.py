@@ -2,17 +2,48 @@
 data and tokenizer sections must match, except the settings that only initialise fresh weights."""
 
 import dataclasses
+import os
 import tempfile
 
 import tensorflow as tf
 
-from nmt_tf.experiment import RunDir
+from nmt_tf.experiment import RunDir, RunDirError
 from nmt_tf.models import ConfigError
-from tests.run_fixtures import tiny_experiment
+from tests.run_fixtures import make_tiny_run, tiny_experiment
 
 
 def _with_model(config, **changes):
   return config.replace(model=config.model.replace(**changes))
+
+
+class DamagedRunTest(tf.test.TestCase):
+
+  def test_damaged_config_names_the_file_and_the_fix(self):
+    run = RunDir(tempfile.mkdtemp())
+    run.prepare(tiny_experiment())
+    for content in ('{\n  "model": {', '[1, 2]', '{"model": {"decoder": "cgru", "typo": 1}}'):
+      with open(run.config_path, "w", encoding="utf-8") as f:
+        f.write(content)
+      for load in (run.load_config, lambda: run.prepare(tiny_experiment())):
+        with self.assertRaisesRegex(RunDirError, f"^{run.config_path} is damaged .*; restore "
+                                    "it from a backup, or write it again with the run's "
+                                    "recipe: delete it and rerun `nmt-tf train"):
+          load()
+
+  def test_vocabulary_cut_short_is_refused(self):
+    run, config, _ = make_tiny_run(tempfile.mkdtemp())
+    path = os.path.join(run.vocab_dir, "source.vocab")
+    with open(path, encoding="utf-8") as f:
+      words = f.readlines()
+    with open(path, "w", encoding="utf-8") as f:
+      f.writelines(words[:len(words) // 2])
+    message = (f"The source vocabulary in {run.vocab_dir} has {len(words) // 2} entries, but "
+               f"the run's model was trained with {config.model.src_vocab_size} .*restore "
+               f"{run.vocab_dir} from a backup")
+    with self.assertRaisesRegex(RunDirError, message):
+      run.load_model()
+    with self.assertRaisesRegex(RunDirError, message):
+      run.prepare(tiny_experiment())
 
 
 class ReopenTest(tf.test.TestCase):

@@ -58,12 +58,21 @@ class RunDir:
     return os.path.isfile(self.config_path)
 
   def load_config(self):
-    """The run's ExperimentConfig; RunDirError if the run was never prepared."""
+    """The run's ExperimentConfig; RunDirError if the run was never prepared or its
+    config.json is damaged."""
     if not self.exists():
       raise RunDirError(f"No config.json in {self.path}; train first with "
                         f"`nmt-tf train --run_dir={self.path}`.")
-    with open(self.config_path, encoding="utf-8") as f:
-      return ExperimentConfig.from_json(f.read())
+    try:
+      with open(self.config_path, encoding="utf-8") as f:
+        return ExperimentConfig.from_json(f.read())
+    except (ValueError, TypeError, AttributeError) as error:  # JSON, or not a config
+      reason = " ".join(str(error).split())[:160]
+      raise RunDirError(
+          f"{self.config_path} is damaged ({type(error).__name__}: {reason}); restore it from "
+          "a backup, or write it again with the run's recipe: delete it and rerun `nmt-tf "
+          f"train --run_dir={self.path}` with the --config the run was trained with (its "
+          "TensorBoard logs keep a copy under the text tab, 'config').") from None
 
   def save_config(self, config):
     os.makedirs(self.path, exist_ok=True)
@@ -90,6 +99,7 @@ class RunDir:
     config = config.replace(model=model_cfg)
     if self.exists():
       saved = self.load_config()
+      check_vocab_sizes(saved, src_tok, tgt_tok, self.vocab_dir)
       config = config.replace(model=config.model.replace(
           **{name: getattr(saved.model, name) for name in INIT_ONLY_MODEL_FIELDS}))
       for section in FIXED_SECTIONS:
@@ -126,10 +136,24 @@ class RunDir:
     """
     config = self.load_config()
     src_tok, tgt_tok = self.load_tokenizers()
+    check_vocab_sizes(config, src_tok, tgt_tok, self.vocab_dir)
     model = build_model(config.model)
     restore_model(model, self.checkpoint_path(which),
                   "pass --checkpoint=last or another checkpoint prefix")
     return model, config, src_tok, tgt_tok
+
+
+def check_vocab_sizes(config, src_tok, tgt_tok, vocab_dir):
+  """RunDirError unless the tokenizers have the vocabulary sizes the run's model was built
+  with (a vocabulary file cut short or replaced would otherwise translate wrongly)."""
+  for side, tokenizer, key in (("source", src_tok, "src_vocab_size"),
+                               ("target", tgt_tok, "tgt_vocab_size")):
+    expected = getattr(config.model, key)
+    if expected is not None and tokenizer.vocab_size != expected:
+      raise RunDirError(
+          f"The {side} vocabulary in {vocab_dir} has {tokenizer.vocab_size} entries, but the "
+          f"run's model was trained with {expected} (config.json, model.{key}): a vocabulary "
+          f"file was cut short or replaced; restore {vocab_dir} from a backup of the run.")
 
 
 def restore_model(model, path, fix):
