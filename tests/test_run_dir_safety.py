@@ -8,15 +8,19 @@ import io
 import json
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
+from unittest import mock
 
+import numpy as np
 import tensorflow as tf
 
 from nmt_tf.data import generated
-from nmt_tf.experiment import RunDirError
+from nmt_tf.experiment import run_lock, RunDirError
+from nmt_tf.experiment.run_lock import RunLock
 from nmt_tf.models.config import ConfigError
-from nmt_tf.training import Trainer
+from nmt_tf.training import Trainer, TrainingError
 from nmt_tf.training.divergence import DivergenceWatch
 from tests.training_fixtures import tiny_train_config
 
@@ -109,6 +113,55 @@ class TrainedRunTest(tf.test.TestCase):
     self.assertEqual(summary["steps"], 20)
     self.assertEqual(_digest(os.path.join(run_dir, "best")), best_before)
     self.assertLen(os.listdir(os.path.join(run_dir, "checkpoints", "corrupt")), 7)  # 3 + state
+    # From scratch again, best/ recorded at exactly the BLEU these 20 steps reach: kept, and
+    # the log does not call the equal model a new best.
+    shutil.rmtree(os.path.join(run_dir, "checkpoints"))
+    record["bleu"] = float(np.float32(summary["last_validation"]["bleu"]))
+    with open(os.path.join(run_dir, "best", "score.json"), "w", encoding="utf-8") as f:
+      json.dump(record, f)
+    best_before = _digest(os.path.join(run_dir, "best"))
+    again, log = self._train(run_dir, _with_steps(self.config, 20), restart_from_scratch=True)
+    self.assertEqual(again["last_validation"]["bleu"], summary["last_validation"]["bleu"])
+    self.assertNotIn("(new best)", log)
+    self.assertIn("best of this run; best/ keeps", log)
+    self.assertEqual(_digest(os.path.join(run_dir, "best")), best_before)
+
+  def test_rerunning_a_finished_run_keeps_its_summary(self):
+    run_dir = self._copy()
+    path = os.path.join(run_dir, "train_summary.json")
+    with open(path, "rb") as f:
+      before = f.read()
+    summary, _ = self._train(run_dir, self.config)
+    with open(path, "rb") as f:
+      self.assertEqual(f.read(), before)
+    self.assertEqual(summary, json.loads(before))
+    self.assertIsNotNone(summary["loss"])
+    self.assertIsNotNone(summary["last_validation"])
+
+  def test_full_disk_while_saving_is_one_error_and_resumes(self):
+    run_dir = self._copy()
+    checkpoints = os.path.join(run_dir, "checkpoints")
+    real_save = tf.train.CheckpointManager.save
+
+    def full_disk(manager, *args, **kwargs):
+      del args, kwargs
+      os.makedirs(os.path.join(manager.directory, "ckpt-42_temp"))  # what a failed save leaves
+      raise tf.errors.ResourceExhaustedError(
+          None, None, f"{manager.directory}/ckpt-42_temp/part-00000-of-00001.data-00000-of-"
+          "00001.tempstate1; No space left on device [Op:SaveV2]")
+
+    with mock.patch.object(tf.train.CheckpointManager, "save", full_disk):
+      with self.assertRaisesRegex(TrainingError, f"^No space left on device while saving "
+                                  f"checkpoint ckpt-42 in {run_dir}/best; free disk space and "
+                                  f"rerun the same command: training resumes from "
+                                  f"{checkpoints}/ckpt-40.$"):
+        self._train(run_dir, _with_steps(self.config, 42))
+    self.assertFalse(os.path.exists(os.path.join(run_dir, "best", "ckpt-42_temp")))
+    self.assertFalse(os.path.exists(os.path.join(run_dir, "train.lock")))
+    self.assertIs(tf.train.CheckpointManager.save, real_save)
+    summary, log = self._train(run_dir, _with_steps(self.config, 42))
+    self.assertIn("Resumed from", log)
+    self.assertEqual(summary["steps"], 42)
 
   def test_best_without_checkpoints_is_refused(self):
     run_dir = self._copy()
@@ -144,6 +197,36 @@ class TrainedRunTest(tf.test.TestCase):
       self._train(run_dir, self.config)
 
 
+class LockTest(tf.test.TestCase):
+
+  def test_lock_of_a_pid_now_held_by_another_process_is_stale(self):
+    run_dir = tempfile.mkdtemp()
+    lock = os.path.join(run_dir, "train.lock")
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+      started = run_lock.start_time(other.pid)
+      self.assertIsNotNone(started)
+      record = {"pid": other.pid, "host": socket.gethostname(), "started": "then"}
+      # The owner had that pid and is gone; the pid now belongs to `sleep`, started later.
+      with open(lock, "w", encoding="utf-8") as f:
+        json.dump(dict(record, pid_start=started - 1), f)
+      messages = []
+      RunLock(run_dir, report=messages.append).acquire().release()
+      self.assertLen(messages, 1)
+      self.assertIn(f"of process {other.pid} (since then), which no longer runs (pid "
+                    f"{other.pid} is now another process).", messages[0])
+      self.assertFalse(os.path.exists(lock))
+      # The owner itself still runs: refused.
+      with open(lock, "w", encoding="utf-8") as f:
+        json.dump(dict(record, pid_start=started), f)
+      with self.assertRaisesRegex(RunDirError, f"being trained by process {other.pid} on this "
+                                  "host"):
+        RunLock(run_dir).acquire()
+    finally:
+      other.kill()
+      other.wait()
+
+
 class CorpusTest(tf.test.TestCase):
   """Runs on corpus files written by the test."""
 
@@ -177,6 +260,21 @@ class CorpusTest(tf.test.TestCase):
     # Accepted once, the new corpus is the run's: the next run goes on without the flag.
     summary = Trainer(self._config(data_dir, steps=7), run_dir, stream=io.StringIO()).train()
     self.assertEqual(summary["steps"], 7)
+
+  def test_every_pair_over_the_length_limits_names_the_limits(self):
+    data_dir, run_dir = tempfile.mkdtemp(), tempfile.mkdtemp()
+    for side in ("src", "tgt"):
+      with open(os.path.join(data_dir, f"train.{side}"), "w", encoding="utf-8") as f:
+        f.writelines(f"w{i} x y z v w u t s r\n" for i in range(40))
+    config = self._config(None, steps=3, train_src=os.path.join(data_dir, "train.src"),
+                          train_tgt=os.path.join(data_dir, "train.tgt"))
+    config = config.replace(pipeline=dataclasses.replace(config.pipeline, max_source_len=5,
+                                                         max_target_len=5))
+    with self.assertRaisesRegex(TrainingError, r"^No training batch: every pair of the "
+                                r"training split is longer than pipeline.max_source_len=5 or "
+                                r"pipeline.max_target_len=5 tokens, or has an empty side; "
+                                r"raise the limits .* or check the corpus\.$"):
+      Trainer(config, run_dir, stream=io.StringIO()).train()
 
   def test_train_files_only_trains_without_validation(self):
     data_dir, run_dir = tempfile.mkdtemp(), tempfile.mkdtemp()
@@ -223,7 +321,8 @@ class DivergenceTest(tf.test.TestCase):
   def test_trainer_warns_of_a_diverging_run(self):
     config = tiny_train_config(steps=30, learning_rate=1e6, eval_every=30, checkpoint_every=30)
     stream = io.StringIO()
-    summary = Trainer(config, tempfile.mkdtemp(), stream=stream).train()
+    with self.assertNoLogs("absl", level="WARNING"):  # on the console once, not again as a log
+      summary = Trainer(config, tempfile.mkdtemp(), stream=stream).train()
     self.assertEqual(summary["steps"], 30)
     self.assertEqual(stream.getvalue().count("WARNING: the training loss is diverging"), 1)
 

@@ -51,7 +51,8 @@ def run(argv):
     return _error(str(error), 2)
   # Imported here so that `run.py help` stays fast and config errors come before TF starts.
   from nmt_tf.training import distribution, train, TrainingError  # pylint: disable=g-import-not-at-top
-  from nmt_tf.training.errors import NonFiniteLossError  # pylint: disable=g-import-not-at-top
+  from nmt_tf.training.errors import disk_full, NonFiniteLossError  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   if FLAGS.train_logical_cpus > 1:
     distribution.use_logical_cpus(FLAGS.train_logical_cpus)
   try:
@@ -61,6 +62,12 @@ def run(argv):
     return _error(str(error), 1)
   except (RunDirError, ConfigError, DataError, TrainingError) as error:
     return _error(str(error), 2)
+  except (OSError, tf.errors.OpError) as error:
+    if not disk_full(error):
+      raise
+    return _error(f"No space left on device ({' '.join(str(error).split())[:200]}); free disk "
+                  "space and rerun the same command: training resumes from the last "
+                  "checkpoint.", 2)
   except KeyboardInterrupt:
     return _error("Interrupted; rerun the same command to resume from the last checkpoint.", 130)
   print(json.dumps(summary, indent=2, sort_keys=True))

@@ -1,10 +1,13 @@
-"""One training process per run directory: `RUN/train.lock` holds the owner's pid and host.
+"""One training process per run directory: `RUN/train.lock` holds the owner's pid, its start
+time and host.
 
 The lock file is created atomically (written aside, then hard-linked into place, which fails
 if it exists). A second process finds it and stops with a one-line error naming the owner. A
 lock left by a process that no longer runs on this host (killed with SIGKILL, a crash) is
-stale: it is taken over with a warning. A lock of another host cannot be checked from here;
-the error says to delete the file once that process is known to be gone.
+stale: it is taken over with a warning. So is a lock whose pid now belongs to another process
+(pids are reused): the process start time (Linux: /proc/PID/stat) tells them apart. A lock of
+another host cannot be checked from here; the error says to delete the file once that process
+is known to be gone.
 """
 
 import json
@@ -19,6 +22,17 @@ from nmt_tf.experiment.run_dir import RunDirError
 LOCK_FILE = "train.lock"
 
 
+def start_time(pid):
+  """When process `pid` started (clock ticks after boot, field 22 of /proc/PID/stat), or
+  None where that cannot be read (another system, no such process)."""
+  try:
+    with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as f:
+      stat = f.read()
+    return int(stat.rsplit(")", 1)[1].split()[19])  # the fields after the command's name
+  except (OSError, ValueError, IndexError):
+    return None
+
+
 def _alive(pid):
   """Whether process `pid` exists on this host."""
   try:
@@ -28,6 +42,13 @@ def _alive(pid):
   except PermissionError:
     return True  # it exists, under another user
   return True
+
+
+def _reused(owner):
+  """Whether the pid of a lock's record now belongs to a process that started after the
+  owner did (False when either start time is unknown)."""
+  recorded, now = owner.get("pid_start"), start_time(owner.get("pid"))
+  return isinstance(recorded, int) and now is not None and now != recorded
 
 
 class RunLock:
@@ -44,7 +65,8 @@ class RunLock:
     self.held = False
 
   def owner(self):
-    """The lock's record ({"pid", "host", "started"}), {} if unreadable, None if absent."""
+    """The lock's record ({"pid", "host", "started", "pid_start"}), {} if unreadable, None if
+    absent."""
     try:
       with open(self.path, encoding="utf-8") as f:
         record = json.load(f)
@@ -58,7 +80,7 @@ class RunLock:
     """Takes the lock; RunDirError when another live process holds it."""
     os.makedirs(os.path.dirname(self.path), exist_ok=True)
     me = {"pid": os.getpid(), "host": socket.gethostname(),
-          "started": time.strftime("%Y-%m-%d %H:%M:%S")}
+          "started": time.strftime("%Y-%m-%d %H:%M:%S"), "pid_start": start_time(os.getpid())}
     for _ in range(3):
       if self._create(me):
         self.held = True
@@ -75,7 +97,7 @@ class RunLock:
             f"{os.path.dirname(self.path)} is being trained by process {pid} on host {host} "
             f"(since {owner.get('started')}, {self.path}); wait for it to finish, or delete "
             "the lock file if that process is gone.")
-      if owner and isinstance(pid, int) and _alive(pid):
+      if owner and isinstance(pid, int) and _alive(pid) and not _reused(owner):
         raise RunDirError(
             f"{os.path.dirname(self.path)} is being trained by process {pid} on this host "
             f"(since {owner.get('started')}); wait for it to finish or stop it, and use "
@@ -84,7 +106,8 @@ class RunLock:
         time.sleep(1)  # just created by another process, being written
         continue
       self.report(f"Taking over the lock {self.path} of process {pid} (since "
-                  f"{owner.get('started')}), which no longer runs.")
+                  f"{owner.get('started')}), which no longer runs"
+                  + (f" (pid {pid} is now another process)." if _reused(owner) else "."))
       try:
         os.remove(self.path)
       except FileNotFoundError:

@@ -30,6 +30,7 @@ from nmt_tf.experiment import checkpoint_files
 from nmt_tf.experiment.run_dir import (CHECKPOINT_ERRORS, error_summary, RunDirError,
                                        verify_checkpoint)
 from nmt_tf.training import faults
+from nmt_tf.training.errors import disk_full, TrainingError
 
 
 
@@ -138,8 +139,9 @@ class CheckpointKeeper:
       try:
         self._restore(path, report)
       except CHECKPOINT_ERRORS as error:
-        logging.warning("Checkpoint %s is corrupt or partial (%s); trying the previous one.",
-                        path, error_summary(error, limit=200))
+        # The report says it on the console; the log keeps the error (INFO: shown once).
+        logging.info("Checkpoint %s is corrupt or partial (%s); trying the previous one.",
+                     path, error_summary(error, limit=200))
         if self.chief:
           aside = checkpoint_files.set_aside(path)
           report(f"WARNING: checkpoint {path} is corrupt or partial ({type(error).__name__}); "
@@ -196,11 +198,25 @@ class CheckpointKeeper:
     """Saves the training state as ckpt-<step>; returns the path written by the chief."""
     options = tf.train.CheckpointOptions(
         experimental_write_callbacks=[lambda _: faults.point("save", step)])
-    path = self._managers()[0].save(checkpoint_number=step, options=options)
+    path = self._save(self._managers()[0], step, options)
     if not self.chief:
       shutil.rmtree(os.path.join(self.scratch_dir, "checkpoints"), ignore_errors=True)
       return None
     return path
+
+  def _save(self, manager, step, options=None):
+    """manager.save(step); a full disk is a TrainingError naming the fix (the staging
+    directory of the failed save, never a usable checkpoint, is removed to free space)."""
+    try:
+      return manager.save(checkpoint_number=step, options=options)
+    except (OSError, tf.errors.OpError) as error:
+      if not disk_full(error):
+        raise
+      checkpoint_files.remove_partial_saves(manager.directory)
+      raise TrainingError(
+          f"No space left on device while saving checkpoint ckpt-{step} in "
+          f"{manager.directory}; free disk space and rerun the same command: training resumes "
+          f"from {self.latest or 'step 0'}.") from None
 
   def best_score(self):
     """The BLEU recorded with best/'s model; None when best/ is empty (any model may take
@@ -237,7 +253,7 @@ class CheckpointKeeper:
     recorded = self.best_score()
     if recorded is not None and not bleu > recorded:
       return None
-    path = self._managers()[1].save(checkpoint_number=step)
+    path = self._save(self._managers()[1], step)
     if not self.chief:
       shutil.rmtree(os.path.join(self.scratch_dir, "best"), ignore_errors=True)
       return None

@@ -17,6 +17,7 @@ split the run trains without validation: the last checkpoint is the model.
 
 import atexit
 import collections
+import json
 import math
 import os
 import time
@@ -199,7 +200,7 @@ class Trainer:
     progress = ProgressPrinter(cfg.steps, cfg.log_every, self.stream)
     self.keeper.tidy(progress.message)
     restored = self.keeper.restore_latest(progress.message, self.restart_from_scratch)
-    step = int(_read(self.state["step"]))
+    step = self._first_step = int(_read(self.state["step"]))
     if restored:
       progress.message(f"Resumed from {restored} at step {step}.")
     spent_before = float(_read(self.state["train_seconds"]))  # by earlier invocations
@@ -251,7 +252,7 @@ class Trainer:
                 "train.precision='float32'.")
           warning = divergence.update(step, loss)
           if warning:
-            logging.warning("%s", warning)
+            logging.info("%s", warning)  # once on the console, as _warn does
             progress.message(warning)
           tokens = float(out["tokens"])
           window_tokens += tokens
@@ -288,8 +289,7 @@ class Trainer:
             break
         else:
           if seen == 0 and consumed == 0:
-            raise TrainingError("The training split gives no batch for this worker; give "
-                                "the corpus more sentences or use fewer workers.")
+            raise TrainingError(self._no_batch_message())
           epoch, consumed = epoch + 1, 0
     finally:
       progress.close()
@@ -301,6 +301,21 @@ class Trainer:
       progress.message(f"Stopped at step {step}: the time budget of train.max_minutes="
                        f"{cfg.max_minutes:g} is spent.")
     return self._summary(reason, step, start, last_result, loss)
+
+  def _no_batch_message(self):
+    """Why a pass over the training split gave no batch: a streamed split is filtered as it
+    is read, so every pair it holds may be over the length limits (or, with several workers,
+    this worker's part may be empty)."""
+    pipeline = self.config.pipeline
+    workers = self.worker.num_workers
+    where = (f"worker {self.worker.index} of {workers}'s part of the training split" if
+             workers > 1 else "the training split")
+    return (f"No training batch: every pair of {where} is longer than "
+            f"pipeline.max_source_len={pipeline.max_source_len} or "
+            f"pipeline.max_target_len={pipeline.max_target_len} tokens, or has an empty side; "
+            "raise the limits (--config.pipeline.max_source_len=... and max_target_len=...) "
+            "or check the corpus" + (", or use fewer workers." if workers > 1 else
+                                               "."))
 
   def _validate(self, validator, summaries, progress, step):
     result = validator.run()
@@ -317,8 +332,8 @@ class Trainer:
       self.state["best_bleu"].assign(bleu)
       self.state["bad_evals"].assign(0)
       mark = " (new best)"
-      if (self.keeper.save_best(step, bleu) is None and self.worker.is_chief
-          and self.keeper.best_score() > bleu):
+      if self.keeper.save_best(step, bleu) is None and self.worker.is_chief:
+        # best/ keeps a model scored as high or higher (or unscored).
         kept = self.keeper.best_score()
         mark = (f" (best of this run; best/ keeps {self.keeper.best}, " +
                 (f"BLEU {kept:.2f})" if math.isfinite(kept) else "whose score is unknown)"))
@@ -363,6 +378,15 @@ class Trainer:
     self.keeper.save(step)
 
   def _summary(self, reason, step, start, result, loss=None):
+    """The run's summary, written to train_summary.json; an invocation that took no step
+    (the run was done) returns the record of the last one that did and keeps it."""
+    path = os.path.join(self.run_dir.path, "train_summary.json")
+    if step == self._first_step and os.path.exists(path):
+      try:
+        with open(path, encoding="utf-8") as f:
+          return json.load(f)
+      except (OSError, ValueError):
+        pass  # unreadable: this invocation's summary replaces it
     summary = {
         "steps": step,
         "loss": loss,
@@ -377,7 +401,7 @@ class Trainer:
             "loss": result.loss, "perplexity": result.perplexity, "bleu": result.bleu},
     }
     if self.worker.is_chief and reason != "stop_after":
-      write_json(os.path.join(self.run_dir.path, "train_summary.json"), summary)
+      write_json(path, summary)
     return summary
 
 
