@@ -59,6 +59,10 @@ class ConfigErrorTest(tf.test.TestCase):
 
   def test_unknown_key_and_bad_value(self):
     self.assertIn("unknown key foo", self._error("--config.train.foo=1"))
+    # The override that names the unknown key is the one quoted, wherever it stands.
+    self.assertIn("invalid config override --config.train.stepz=3 (unknown key stepz; did you "
+                  "mean steps?)",
+                  self._error("--config.data.name=files", "--config.train.stepz=3"))
     self.assertIn("Received train.steps=-1; expected a positive integer",
                   self._error("--config.train.steps=-1"))
 

@@ -56,14 +56,19 @@ def _exit_with_error(message):
 
 
 def _override_error(error, argv):
-  """The message for an unknown --config.KEY (ml_collections raises AttributeError/KeyError)."""
-  override = next((a for a in argv if a.startswith("--config.")), "--config.*")
+  """The message for an unknown --config.KEY (ml_collections raises AttributeError/KeyError
+  whose message starts with the unknown key), quoting the override that names that key."""
   reason = error
   while isinstance(reason, BaseException) and reason.args:
     reason = reason.args[0]
   reason = " ".join(str(reason).replace("'", "").replace('"', "").split())
+  key = reason.split(" ", 1)[0]
+  overrides = [a for a in argv if a.startswith("--config.")]
+  override = next((a for a in overrides if key in a.split("=", 1)[0].split(".")[1:]),
+                  overrides[0] if overrides else "--config.*")
+  reason = re.sub(r" Did you mean (\S+) instead of \S+\?$", r"; did you mean \1?", reason)
   return (f"invalid config override {override} (unknown key {reason}); check the section and "
-          "key names in nmt_tf/experiment/config.py.")
+          f"key names with `{_prog()} train --help`.")
 
 
 def _config_file_error(path, error, see):
