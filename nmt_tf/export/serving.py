@@ -142,9 +142,9 @@ class ServingModule(tf.Module):
                             lambda: self.score(source, target))
 
     return {
-        "serving_default": tf.function(serving_default, input_signature=[_TEXT]),
-        "beam_search": tf.function(beam_search, input_signature=[_TEXT]),
-        "score": tf.function(score, input_signature=[_SOURCE, _TARGET]),
+        "serving_default": tf.function(serving_default, input_signature=[_TEXT], autograph=False),
+        "beam_search": tf.function(beam_search, input_signature=[_TEXT], autograph=False),
+        "score": tf.function(score, input_signature=[_SOURCE, _TARGET], autograph=False),
     }
 
   def _outputs(self, result):

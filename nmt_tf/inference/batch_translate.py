@@ -37,10 +37,11 @@ class CompiledTranslator:
     strings = tf.TensorSpec([None], tf.string)
     ids = tf.TensorSpec([None, None], tf.int32)
     self.source_ids = tf.function(lambda text: translator.source_ids(text),
-                                  input_signature=[strings])
-    self.search = tf.function(self._search, input_signature=[ids], jit_compile=jit_compile)
+                                  input_signature=[strings], autograph=False)
+    self.search = tf.function(self._search, input_signature=[ids], jit_compile=jit_compile,
+                              autograph=False)
     self.detokenize = tf.function(lambda i: translator.target_tokenizer.detokenize(i),
-                                  input_signature=[ids])
+                                  input_signature=[ids], autograph=False)
 
   def _search(self, source):
     return self.translator.translate_ids(source, self.beam_size, self.nbest)._asdict()

@@ -43,7 +43,8 @@ class ForcedScorer:
   def __init__(self, translator):
     self.translator = translator
     strings = tf.TensorSpec([None], tf.string)
-    self._score = tf.function(self._score_graph, input_signature=[strings, strings])
+    self._score = tf.function(self._score_graph, input_signature=[strings, strings],
+                                autograph=False)
 
   def _score_graph(self, sources, targets):
     scores = self.translator.score(sources, targets)

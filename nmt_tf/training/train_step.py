@@ -48,9 +48,9 @@ class TrainStep:
     self.smoothing_labels = smoothing_labels
     self.loss_scaled = hasattr(optimizer, "scale_loss") and hasattr(optimizer, "dynamic_scale")
     self._compute = tf.function(self._compute_gradients, jit_compile=train_config.jit_compile,
-                                reduce_retracing=True) if train_config.jit_compile else \
+                                reduce_retracing=True, autograph=False) if train_config.jit_compile else \
         self._compute_gradients
-    self.function = tf.function(self._step, reduce_retracing=True)
+    self.function = tf.function(self._step, reduce_retracing=True, autograph=False)
 
   def __call__(self, batch):
     return self.function(batch)
@@ -123,7 +123,7 @@ class TrainStep:
 
 def make_eval_loss_fn(model):
   """tf.function(batch) -> (sum of token NLL, tokens) with training=False."""
-  @tf.function(reduce_retracing=True)
+  @tf.function(reduce_retracing=True, autograph=False)
   def eval_loss(source, target_in, target_out):
     outputs = model({"source": source, "target_in": target_in}, training=False)
     return losses.token_loss_sum(outputs["logits"], target_out)

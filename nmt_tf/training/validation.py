@@ -80,13 +80,13 @@ class Validator:
     self.translator = Translator(model, source_tokenizer, target_tokenizer, decode_config,
                                  max_source_length=max(max_len, 200))
     self.translate_fn = tf.function(lambda text: self.translator.translate(text, 1, 1),
-                                    reduce_retracing=True)
+                                    reduce_retracing=True, autograph=False)
     # The attention of beam search too, for the same few sentences (decode.beam_size).
     self.beam_size = config.decode.beam_size
     self.beam_fn = None
     if self.beam_size > 1 and self.num_alignments:
       self.beam_fn = tf.function(
-          lambda text: self.translator.translate(text, self.beam_size, 1))
+          lambda text: self.translator.translate(text, self.beam_size, 1), autograph=False)
 
   def run(self):
     """Returns a ValidationResult."""
