@@ -4,4 +4,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_env.sh
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
-exec .venv/bin/python -m pytest -q -n 2 tests experiments "$@"
+exec .venv/bin/python -m pytest -q -n 2 --dist loadgroup tests experiments "$@"

@@ -1,0 +1,52 @@
+"""Loads exported SavedModels as TF Serving does, with only tensorflow and tensorflow_text.
+
+Run as a program (never imported by the tests' own process): each line of stdin is a JSON
+request {"path": SAVED_MODEL_DIR, "text": [sentences]}; for each, the model is loaded and
+every signature is called once on the sentences and once on an empty batch, and one JSON line
+answers: {"greedy": [translations], "beam": [[translations] per sentence], "score":
+[log P(greedy translation | sentence)], "greedy_log_prob": [...], "empty": {signature:
+{output: [dtype, shape...]}}} or {"error": "..."}. A process can serve many requests, so that
+the tests pay TensorFlow's start-up once.
+"""
+
+import json
+import sys
+
+import tensorflow as tf
+import tensorflow_text  # pylint: disable=unused-import  (registers the SentencePiece ops)
+
+
+def answer(request):
+  model = tf.saved_model.load(request["path"])
+  text = tf.constant(request["text"], tf.string)
+  greedy = model.signatures["serving_default"](text=text)
+  beam = model.signatures["beam_search"](text=text)
+  score = model.signatures["score"](source=text, target=greedy["translation"])
+  empty = tf.constant([], tf.string)
+  empties = {"serving_default": model.signatures["serving_default"](text=empty),
+             "beam_search": model.signatures["beam_search"](text=empty),
+             "score": model.signatures["score"](source=empty, target=empty)}
+  return {
+      "greedy": [t.decode("utf-8") for t in greedy["translation"].numpy()],
+      "greedy_log_prob": greedy["log_prob"].numpy().tolist(),
+      "beam": [[t.decode("utf-8") for t in row] for row in beam["translation"].numpy()],
+      "score": score["log_prob"].numpy().tolist(),
+      "empty": {name: {key: [value.dtype.name] + value.shape.as_list()
+                       for key, value in outputs.items()}
+                for name, outputs in empties.items()},
+      "modules": sorted({name.split(".")[0] for name in sys.modules
+                         if name.startswith(("nmt_tf", "tests"))}),
+  }
+
+
+def main():
+  for line in sys.stdin:
+    try:
+      result = answer(json.loads(line))
+    except Exception as error:  # pylint: disable=broad-except  (reported to the test)
+      result = {"error": f"{type(error).__name__}: {error}"[:3000]}
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,105 @@
+"""Release tier: every recipe of nmt_tf/configs (configs/ in a checkout) runs as users run it.
+
+Each recipe trains 3 steps on a slice of its own data (MODEL_SIZES shrunk; the tokenizer,
+decoder, attention, precision, strategy and decode settings exactly as shipped) through its
+first validation (loss, greedy BLEU, the alignment images of greedy and beam search), then
+`nmt-tf evaluate`, `nmt-tf translate` and `nmt-tf export` run on the run directory, and the
+export is loaded in a process with only tensorflow and tensorflow_text, where each signature
+is called. One test per recipe, so that the recipes spread over the test workers.
+"""
+
+import io
+import os
+import tempfile
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import nmt_tf
+from nmt_tf.cli import evaluate as evaluate_cli
+from nmt_tf.cli import export as export_cli
+from nmt_tf.cli import recipes
+from nmt_tf.cli import translate as translate_cli
+from tests.release_fixtures import ExportLoader, shrunk_recipe, write_multi30k_slice
+from tests.test_cli_decode import run_command
+from tests.test_training_loop import _events
+
+SENTENCES = ["Ein Mann fährt Fahrrad .", "", "Zwei Hunde spielen im Schnee am Fluss ."]
+
+
+@pytest.mark.slow
+class RecipeTest(tf.test.TestCase):
+  """The test methods, test_<recipe>, are added below, one per recipe."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.tmp = tempfile.mkdtemp()
+    cls.multi30k_dir = os.path.join(cls.tmp, "multi30k")
+    cls.multi30k_data = write_multi30k_slice(cls.multi30k_dir)
+
+  def check_recipe(self, name):
+    config = shrunk_recipe(name, self.multi30k_dir)
+    run_dir = os.path.join(self.tmp, name)
+    stream = io.StringIO()
+    summary = nmt_tf.train(config, run_dir, stream=stream)
+    log = stream.getvalue()
+    self.assertEqual(summary["steps"], 3, log)
+    self.assertIn("validation at step 3:", log)
+    self.assertTrue(np.isfinite(summary["last_validation"]["loss"]), log)
+    self.assertEndsWith(summary["best_checkpoint"], "ckpt-3")
+    tags = _events(run_dir)
+    images = config.train.alignment_images
+    for i in range(images):
+      self.assertIn(f"valid/alignment/{i}", tags)
+      if config.decode.beam_size > 1:
+        self.assertIn(f"valid/alignment_beam/{i}", tags)
+
+    code, out, err = run_command(evaluate_cli, run_dir=run_dir)
+    self.assertEqual(code, 0, err)
+    self.assertRegex(out, r"BLEU  = \d+\.\d\d")
+    self.assertTrue(os.path.exists(os.path.join(run_dir, "eval", "test", "report.json")))
+
+    source_file = os.path.join(run_dir, "input.txt")
+    with open(source_file, "w", encoding="utf-8") as f:
+      f.writelines(line + "\n" for line in SENTENCES)
+    code, out, err = run_command(translate_cli, run_dir=run_dir, input_file=source_file)
+    self.assertEqual(code, 0, err)
+    translations = out.splitlines()
+    self.assertLen(translations, len(SENTENCES))
+    self.assertEqual(translations[1], "")  # an empty line gives an empty translation
+
+    code, out, err = run_command(export_cli, run_dir=run_dir)
+    self.assertEqual(code, 0, err)
+    path = out.strip()
+    self.assertEqual(path, os.path.join(run_dir, "export", "nmt", "1"))
+    served = ExportLoader.answer(path, SENTENCES)
+    self.assertNotIn("error", served, served.get("error"))
+    self.assertEqual(served["modules"], [])  # neither nmt_tf nor the tests were imported
+    self.assertLen(served["greedy"], len(SENTENCES))
+    self.assertEqual(served["greedy"][1], "")
+    self.assertEqual([len(row) for row in served["beam"]],
+                     [config.decode.beam_size] * len(SENTENCES))
+    # The score of a translation's text (retokenized, so not always the search's tokens).
+    self.assertLen(served["score"], len(SENTENCES))
+    self.assertTrue(all(np.isfinite(x) and x <= 0 for x in served["score"]), served["score"])
+    for signature, outputs in served["empty"].items():
+      self.assertTrue(outputs, signature)
+      self.assertEqual({shape[1] for shape in outputs.values()}, {0}, signature)
+
+
+def _add_recipe_tests():
+  for name in recipes.names():
+    def test(self, name=name):
+      self.check_recipe(name)
+    test.__name__ = f"test_{name}"
+    test.__doc__ = f"Recipe {name}: trains, validates, evaluates, translates and exports."
+    setattr(RecipeTest, test.__name__, test)
+
+
+_add_recipe_tests()
+
+
+if __name__ == "__main__":
+  tf.test.main()
