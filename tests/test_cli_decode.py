@@ -55,7 +55,6 @@ def run_command(module, stdin=None, **flag_values):
 
 
 @pytest.mark.slow  # ~3 min on 2 busy cores: every command loads the run and traces anew
-@pytest.mark.xdist_group("decode_commands")
 class DecodeCommandsTest(tf.test.TestCase):
 
   @classmethod

@@ -50,7 +50,6 @@ def decoded(tensor):
   return [v.decode("utf-8") for v in np.asarray(tensor).ravel()]
 
 
-@pytest.mark.xdist_group("export")  # one worker builds the shared fixture
 class ExportTest(tf.test.TestCase):
   """One word-tokenizer cgru run, exported once and shared by every test."""
 

@@ -11,7 +11,6 @@ import sys
 import tempfile
 
 import numpy as np
-import pytest
 import tensorflow as tf
 
 import nmt_tf
@@ -32,7 +31,6 @@ def readme_example():
   return match.group(1)
 
 
-@pytest.mark.xdist_group("python_api")  # one worker builds the shared fixture
 class PythonApiTest(tf.test.TestCase):
   """A tiny run at <tmp>/runs/quickstart, the path the README's example loads."""
 

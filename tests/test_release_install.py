@@ -149,7 +149,6 @@ def _is_benchmark(command):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("installed_wheel")  # one worker builds the shared fixture
 class InstalledWheelTest(tf.test.TestCase):
   """One virtualenv with the wheel, one user directory with a short main job in it."""
 

@@ -28,20 +28,24 @@ from tests.test_training_loop import _events
 SENTENCES = ["Ein Mann fährt Fahrrad .", "", "Zwei Hunde spielen im Schnee am Fluss ."]
 
 
-@pytest.mark.slow
-class RecipeTest(tf.test.TestCase):
-  """The test methods, test_<recipe>, are added below, one per recipe."""
+_MULTI30K = {}
 
-  @classmethod
-  def setUpClass(cls):
-    super().setUpClass()
-    cls.tmp = tempfile.mkdtemp()
-    cls.multi30k_dir = os.path.join(cls.tmp, "multi30k")
-    cls.multi30k_data = write_multi30k_slice(cls.multi30k_dir)
+
+def multi30k_slice():
+  """The Multi30k slice of this test process, written on first use."""
+  if not _MULTI30K:
+    _MULTI30K["dir"] = os.path.join(tempfile.mkdtemp(), "multi30k")
+    _MULTI30K["data"] = write_multi30k_slice(_MULTI30K["dir"])
+  return _MULTI30K["dir"]
+
+
+class RecipeCase(tf.test.TestCase):
+  """Runs one recipe (`check_recipe`); a class per recipe below, so that the recipes spread
+  over the test workers (which receive whole classes)."""
 
   def check_recipe(self, name):
-    config = shrunk_recipe(name, self.multi30k_dir)
-    run_dir = os.path.join(self.tmp, name)
+    config = shrunk_recipe(name, multi30k_slice())
+    run_dir = os.path.join(tempfile.mkdtemp(), name)
     stream = io.StringIO()
     summary = nmt_tf.train(config, run_dir, stream=stream)
     log = stream.getvalue()
@@ -89,16 +93,21 @@ class RecipeTest(tf.test.TestCase):
       self.assertEqual({shape[1] for shape in outputs.values()}, {0}, signature)
 
 
-def _add_recipe_tests():
+def _recipe_classes():
+  """{class name: TestCase} with one test per recipe of nmt_tf/configs."""
+  classes = {}
   for name in recipes.names():
     def test(self, name=name):
       self.check_recipe(name)
     test.__name__ = f"test_{name}"
     test.__doc__ = f"Recipe {name}: trains, validates, evaluates, translates and exports."
-    setattr(RecipeTest, test.__name__, test)
+    class_name = "Recipe" + "".join(part.capitalize() for part in name.split("_")) + "Test"
+    classes[class_name] = pytest.mark.slow(type(class_name, (RecipeCase,), {
+        test.__name__: test, "__module__": __name__}))
+  return classes
 
 
-_add_recipe_tests()
+globals().update(_recipe_classes())
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ import tempfile
 from unittest import mock
 
 import numpy as np
-import pytest
 import tensorflow as tf
 
 from nmt_tf.data import generated
@@ -48,7 +47,6 @@ def _with_steps(config, steps, **train):
                                                   **train))
 
 
-@pytest.mark.xdist_group("trained_run")  # one worker builds the shared fixture
 class TrainedRunTest(tf.test.TestCase):
   """One 40-step run (validation every 20 steps, checkpoints every 10), copied per test."""
 

@@ -9,7 +9,6 @@ import tempfile
 import types
 
 import numpy as np
-import pytest
 import tensorflow as tf
 
 from nmt_tf.evaluation.alignment_plot import alignment_png
@@ -34,7 +33,6 @@ def _scalar(value):
   return float(tf.make_ndarray(value.tensor)) if value.HasField("tensor") else value.simple_value
 
 
-@pytest.mark.xdist_group("training_reference")  # one worker builds the shared fixture
 class TrainingTest(tf.test.TestCase):
   """One 200-step reference run shared by the tests below."""
 

@@ -37,7 +37,6 @@ def study(*args):
 
 
 @pytest.mark.slow  # trains a tiny model and decodes its test split twice (~1 min)
-@pytest.mark.xdist_group("study")  # one worker builds the shared fixture
 class StudyTest(tf.test.TestCase):
 
   @classmethod

@@ -147,9 +147,7 @@ class Translator(tf.Module):
 
 
 def _cut(ragged, max_tokens):
-  """Keeps at most max_tokens tokens and the final EOS of each row of ragged [batch, (len)]."""
-  lengths = ragged.row_lengths()
-  keep = tf.minimum(lengths - 1, max_tokens)  # real tokens kept
-  head = tf.ragged.boolean_mask(
-      ragged, tf.ragged.range(lengths) < tf.expand_dims(keep, 1))  # [batch, (keep)]
+  """Keeps at most max_tokens tokens and the final EOS of each row of ragged [batch, (len)]
+  (every row ends with EOS)."""
+  head = ragged[:, :-1][:, :max_tokens]  # [batch, (keep)]
   return tf.concat([head, ragged[:, -1:]], axis=1)  # [batch, (keep + 1)]
