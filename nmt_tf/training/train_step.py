@@ -55,6 +55,12 @@ class TrainStep:
   def __call__(self, batch):
     return self.function(batch)
 
+  def trace(self, batch_spec):
+    """Traces the step for `batch_spec` (the training dataset's element_spec, whose batch and
+    length dimensions are unknown), which every later batch then reuses: without it, the
+    first batch's shapes are traced, and the second batch of another shape traces again."""
+    self.function.get_concrete_function(batch_spec)
+
   def _compute_gradients(self, batch, global_tokens, global_sentences, baseline):
     """Forward and backward pass of one replica (no collective: can be XLA-compiled)."""
     variables = self.model.trainable_variables

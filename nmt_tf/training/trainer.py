@@ -237,6 +237,8 @@ class Trainer:
       while step < cfg.steps and reason == "completed":
         dataset = self.strategy.experimental_distribute_dataset(
             order.epoch(epoch, consumed, saved_position))
+        if step == self._first_step:
+          self.train_step.trace(dataset.element_spec)  # once, for every batch shape
         saved_position = ""  # a later epoch starts at its beginning
         seen = 0
         for batch in dataset:
