@@ -128,8 +128,11 @@ class TrainStep:
 
 
 def make_eval_loss_fn(model):
-  """tf.function(batch) -> (sum of token NLL, tokens) with training=False."""
-  @tf.function(reduce_retracing=True, autograph=False)
+  """tf.function(batch) -> (sum of token NLL, tokens) with training=False, traced once for
+  batches of every shape."""
+  ids = tf.TensorSpec([None, None], tf.int32)
+
+  @tf.function(input_signature=[ids, ids, ids], autograph=False)
   def eval_loss(source, target_in, target_out):
     outputs = model({"source": source, "target_in": target_in}, training=False)
     return losses.token_loss_sum(outputs["logits"], target_out)

@@ -79,8 +79,9 @@ class Validator:
     max_len = config.pipeline.max_source_len or 200
     self.translator = Translator(model, source_tokenizer, target_tokenizer, decode_config,
                                  max_source_length=max(max_len, 200))
+    texts = [tf.TensorSpec([None], tf.string)]  # one trace for every chunk size
     self.translate_fn = tf.function(lambda text: self.translator.translate(text, 1, 1),
-                                    reduce_retracing=True, autograph=False)
+                                    input_signature=texts, autograph=False)
     # The attention of beam search too, for the same few sentences (decode.beam_size).
     self.beam_size = config.decode.beam_size
     self.beam_fn = None
