@@ -116,8 +116,6 @@ RUN = {
     ".venv/bin/saved_model_cli show --all --dir runs/quickstart/export/nmt/1": [],
     ".venv/bin/saved_model_cli run --dir runs/quickstart/export/nmt/1 --tag_set serve "
     "--signature_def serving_default --input_exprs 'text=[\"the boy helps the king\"]'": [],
-    ".venv/bin/python run.py train --run_dir=/tmp/default_run":
-        [("=/tmp/default_run", "=runs/default_run --config.train.steps=3")],
     ".venv/bin/python run.py train --run_dir=runs/x --config.train.steps=3000 "
     "--config.model.dropout=0.2": [("steps=3000", "steps=3")],
 }
