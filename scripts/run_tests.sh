@@ -5,5 +5,6 @@ cd "$(dirname "$0")/.."
 bash scripts/setup_env.sh
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 # Two workers; each test class goes whole to one of them, so that a class's shared fixture
-# (setUpClass: a trained run, an installed wheel) is built once.
+# (setUpClass: a trained run, an installed wheel) is built once (tests/conftest.py puts the
+# longest classes first).
 exec .venv/bin/python -m pytest -q -n 2 --dist loadscope tests experiments "$@"

@@ -10,10 +10,18 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+# Test files whose classes take minutes: they run first, so that with several workers
+# (pytest-xdist) the many short classes fill the end of the run instead of waiting for them.
+LONG_FIRST = ("tests/test_release_install.py", "experiments/multi30k/test_study.py",
+              "tests/test_training_processes.py")
+
+
 def pytest_collection_modifyitems(config, items):
   """Drops tf.test.TestCase's deprecated `test_session` context manager, which pytest would
-  otherwise collect and report as a skipped test in every class."""
+  otherwise collect and report as a skipped test in every class; puts LONG_FIRST first."""
+  del config
   items[:] = [item for item in items if item.name != "test_session"]
+  items.sort(key=lambda item: not item.nodeid.startswith(LONG_FIRST))  # stable
 
 
 @pytest.fixture(autouse=True, scope="class")
