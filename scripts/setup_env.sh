@@ -11,11 +11,29 @@ command -v "$PY" >/dev/null 2>&1 || PY=python3
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
+# pip install ARGS, tried up to three times: a registry that fails for a moment (no versions
+# found, a connection reset) is asked again after a pause.
+pip_install() {
+  local attempt
+  for attempt in 1 2 3; do
+    if .venv/bin/python -m pip install -q "$@"; then
+      return 0
+    fi
+    if [ "$attempt" -lt 3 ]; then
+      echo "setup_env.sh: pip install $* failed (attempt $attempt of 3); retrying in" \
+        "$((attempt * 30)) s" >&2
+      sleep $((attempt * 30))
+    fi
+  done
+  echo "error: pip install $* failed three times: check the network or the package index" \
+    "(pip config list), then rerun" >&2
+  return 1
+}
 stamp=.venv/.requirements.sha256
 want=$(cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || [ ! -x .venv/bin/nmt-tf ]; then
-  .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -r requirements.txt
+  pip_install --upgrade pip
+  pip_install -r requirements.txt
   if ! .venv/bin/python -m pip install -q --no-deps --no-build-isolation -e . \
       > .venv/install.log 2>&1; then
     cat .venv/install.log >&2

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import zipfile
 
 import pytest
@@ -161,8 +162,15 @@ class InstalledWheelTest(tf.test.TestCase):
     cls.process([sys.executable, "-m", "venv", venv])
     cls.bin = os.path.join(venv, "bin")
     cls.python = os.path.join(cls.bin, "python")
-    cls.process([cls.python, "-m", "pip", "install", "-q", "-r",
-             os.path.join(ROOT, "requirements.txt"), cls.wheel])
+    for attempt in range(3):  # a registry that fails for a moment is asked again
+      try:
+        cls.process([cls.python, "-m", "pip", "install", "-q", "-r",
+                     os.path.join(ROOT, "requirements.txt"), cls.wheel])
+        break
+      except AssertionError:
+        if attempt == 2:
+          raise
+        time.sleep(30 * (attempt + 1))
     cls.home = os.path.join(cls.tmp, "user")  # outside the checkout
     os.makedirs(cls.home)
     cls.env = {k: v for k, v in os.environ.items()
