@@ -1,22 +1,27 @@
 """Release tier: what `pip install .` gives, used as the README and docs say.
 
-The wheel is built as `pip install .` builds it, installed with the pinned requirements into a
-new virtualenv (no editable install), and used from a directory outside the checkout:
-`nmt-tf --help`, a short `nmt-tf main`, the README's Python example, the export loaded in a
-process with only tensorflow and tensorflow_text. Then every command of the shell blocks of
-README.md and docs/*.md runs as written in that directory, set up as a checkout whose .venv
-holds the wheel (scripts/, run.py, configs/ and export/ copied), with the step counts made
-small; the commands it does not run are listed in NOT_RUN with the reason.
-"""
+The wheel is built as `pip install .` builds it and installed into a new virtualenv (no
+editable install) whose dependencies are the suite's own pinned ones (requirements.txt),
+which `pip check` finds complete; DependencyTest checks that pyproject.toml declares every
+package nmt_tf imports. From a directory outside the checkout: `nmt-tf --help`, a short
+`nmt-tf main`, the README's Python example, the export loaded in a process with only
+tensorflow and tensorflow_text. Then every command of the shell blocks of README.md and
+docs/*.md runs as written in that directory, set up as a checkout whose .venv holds the wheel
+(scripts/, run.py, configs/ and export/ copied), with the step counts made small; the
+commands it does not run are listed in NOT_RUN with the reason."""
 
+import ast
 import glob
+import importlib.metadata
 import os
 import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
+import tomllib
 import zipfile
 
 import pytest
@@ -147,6 +152,57 @@ def _is_benchmark(command):
           or command.startswith("nice -n 19"))
 
 
+def _copy_console_scripts(source_bin, target_bin, python):
+  """Copies the console scripts of the dependencies (saved_model_cli, tensorboard, ...) from
+  `source_bin` into `target_bin`, run by `python`, as installing them there would."""
+  for name in sorted(os.listdir(source_bin)):
+    path = os.path.join(source_bin, name)
+    if name == "nmt-tf" or name.startswith(("pip", "python", "activate", "Activate")):
+      continue
+    with open(path, "rb") as f:
+      first, rest = f.readline(), f.read()
+    if first.startswith(b"#!") and b"python" in first:
+      target = os.path.join(target_bin, name)
+      with open(target, "wb") as f:
+        f.write(b"#!" + python.encode() + b"\n" + rest)
+      os.chmod(target, 0o755)
+
+
+def third_party_imports():
+  """{top-level module} that nmt_tf/ imports from outside itself and the standard library."""
+  modules = set()
+  for path in glob.glob(os.path.join(ROOT, "nmt_tf", "**", "*.py"), recursive=True):
+    with open(path, encoding="utf-8") as f:
+      tree = ast.parse(f.read())
+    for node in ast.walk(tree):
+      if isinstance(node, ast.Import):
+        modules.update(alias.name.split(".")[0] for alias in node.names)
+      elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+        modules.add(node.module.split(".")[0])
+  return {m for m in modules if m not in sys.stdlib_module_names and m != "nmt_tf"}
+
+
+def _normalized(name):
+  return re.sub(r"[-_.]+", "-", name).lower()
+
+
+class DependencyTest(tf.test.TestCase):
+  """What the wheel declares is what nmt_tf imports, and requirements.txt pins it."""
+
+  def test_every_imported_package_is_a_declared_dependency(self):
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+      declared = {_normalized(re.match(r"[A-Za-z0-9_.-]+", d).group(0))
+                  for d in tomllib.load(f)["project"]["dependencies"]}
+    providers = importlib.metadata.packages_distributions()
+    undeclared = {module: providers.get(module) for module in third_party_imports()
+                  if not declared & {_normalized(d) for d in providers.get(module, [])}}
+    self.assertEqual(undeclared, {}, "imported by nmt_tf but not in pyproject.toml's "
+                     "dependencies (only installed because another package needs it)")
+    with open(os.path.join(ROOT, "requirements.txt"), encoding="utf-8") as f:
+      pinned = {_normalized(line.split("==")[0]) for line in f if "==" in line}
+    self.assertEqual(sorted(declared - pinned), [])
+
+
 @pytest.mark.slow
 class InstalledWheelTest(tf.test.TestCase):
   """One virtualenv with the wheel, one user directory with a short main job in it."""
@@ -156,21 +212,22 @@ class InstalledWheelTest(tf.test.TestCase):
     super().setUpClass()
     cls.tmp = tempfile.mkdtemp()
     wheels = os.path.join(cls.tmp, "wheel")
-    cls.process([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", ROOT, "-w", wheels])
+    cls.pip([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", ROOT, "-w", wheels])
     cls.wheel = glob.glob(os.path.join(wheels, "*.whl"))[0]
     venv = os.path.join(cls.tmp, "venv")
     cls.process([sys.executable, "-m", "venv", venv])
     cls.bin = os.path.join(venv, "bin")
     cls.python = os.path.join(cls.bin, "python")
-    for attempt in range(3):  # a registry that fails for a moment is asked again
-      try:
-        cls.process([cls.python, "-m", "pip", "install", "-q", "-r",
-                     os.path.join(ROOT, "requirements.txt"), cls.wheel])
-        break
-      except AssertionError:
-        if attempt == 2:
-          raise
-        time.sleep(30 * (attempt + 1))
+    # The dependencies: those of the suite's environment (the pinned requirements.txt), seen
+    # through a .pth line, which puts their directory on sys.path after the venv's own
+    # site-packages without running its .pth files (so not the editable nmt_tf).
+    site = cls.process([cls.python, "-c", "import sysconfig; print(sysconfig.get_paths()"
+                        "['purelib'])"]).stdout.strip()
+    with open(os.path.join(site, "dependencies.pth"), "w", encoding="utf-8") as f:
+      f.write(sysconfig.get_paths()["purelib"] + "\n")
+    cls.pip([cls.python, "-m", "pip", "install", "-q", "--no-deps", cls.wheel])
+    cls.pip_check = cls.process([cls.python, "-m", "pip", "check"])
+    _copy_console_scripts(os.path.dirname(sys.executable), cls.bin, cls.python)
     cls.home = os.path.join(cls.tmp, "user")  # outside the checkout
     os.makedirs(cls.home)
     cls.env = {k: v for k, v in os.environ.items()
@@ -178,6 +235,17 @@ class InstalledWheelTest(tf.test.TestCase):
     cls.env["PATH"] = cls.bin + os.pathsep + os.environ.get("PATH", "")
     cls.main = cls.process(["nmt-tf", "main", f"--config.train.steps={MAIN_STEPS}"],
                        cwd=cls.home, env=cls.env)
+
+  @classmethod
+  def pip(cls, args):
+    """Runs pip: a package index that fails for a moment is asked again."""
+    for attempt in range(3):
+      try:
+        return cls.process(args)
+      except AssertionError:
+        if attempt == 2:
+          raise
+        time.sleep(30 * (attempt + 1))
 
   @classmethod
   def process(cls, args, **kwargs):
