@@ -5,7 +5,13 @@ import tensorflow as tf
 
 from nmt_tf.experiment import ExperimentConfig, RunDir, base_config
 from nmt_tf.models import Seq2Seq
-from nmt_tf.training.presets import apply
+
+
+def apply(config, sections):
+  """Sets config.<section>.<field> = value for {section: {field: value}}; returns config."""
+  for section, values in sections.items():
+    config[section].update(values)
+  return config
 
 
 def tiny_experiment(decoder="cgru", tokenizer="word", **model_overrides):

@@ -5,7 +5,7 @@ import importlib.util
 import os
 
 from nmt_tf.experiment import ExperimentConfig, base_config
-from nmt_tf.training.presets import apply
+from tests.run_fixtures import apply
 
 
 CONFIGS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "nmt_tf",

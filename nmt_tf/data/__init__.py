@@ -25,6 +25,6 @@ from nmt_tf.data.text_files import (decode_line, ParallelText, read_lines, read_
 from nmt_tf.data.tfds_source import load_tfds_translation, parse_tfds_name
 from nmt_tf.data.tokenizer import strip_special, Tokenizer
 from nmt_tf.data.tokenizer_pair import (load_or_train_tokenizers, load_tokenizers,
-                                        sample_texts, save_tokenizers, split_texts,
+                                        sample_texts, save_tokenizers,
                                         TokenizerConfig, train_tokenizers)
 from nmt_tf.data.word_tokenizer import WordTokenizer

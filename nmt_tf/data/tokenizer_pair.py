@@ -9,7 +9,7 @@ import collections
 import dataclasses
 import json
 import os
-from typing import Any, Iterable, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Iterable, Iterator, Mapping, Optional, Tuple
 
 from nmt_tf.data.errors import DataError
 from nmt_tf.data.sentencepiece_tokenizer import MODEL_TYPES, SentencePieceTokenizer
@@ -83,13 +83,6 @@ def sample_texts(split, limit: Optional[int] = None,
     return sample_pairs(split, limit, seed)
   ds = split.take(limit) if limit else split
   return ((s.decode("utf-8"), t.decode("utf-8")) for s, t in ds.as_numpy_iterator())
-
-
-def split_texts(split, side: str, limit: Optional[int] = None,
-                seed: int = 0) -> List[str]:
-  """The ``side`` ("source" or "target") sentences of ``sample_texts(split, limit, seed)``."""
-  index = {"source": 0, "target": 1}[side]
-  return [pair[index] for pair in sample_texts(split, limit, seed)]
 
 
 def train_tokenizers(config: TokenizerConfig,

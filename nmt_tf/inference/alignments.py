@@ -11,7 +11,6 @@
   by the source word it attends to most (argmax over the real source words, EOS excluded).
 """
 
-import json
 
 import numpy as np
 
@@ -66,10 +65,6 @@ def soft_alignment(attention, src_tokens, tgt_tokens, decimals=4):
   matrix = np.round(np.asarray(attention, np.float64), decimals)
   return {"source_tokens": list(src_tokens), "target_tokens": list(tgt_tokens),
           "attention": matrix.tolist()}
-
-
-def soft_alignment_json(attention, src_tokens, tgt_tokens):
-  return json.dumps(soft_alignment(attention, src_tokens, tgt_tokens), ensure_ascii=False)
 
 
 def replace_unknowns(tgt_tokens, tgt_ids, attention, src_tokens):

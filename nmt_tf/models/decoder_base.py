@@ -107,8 +107,3 @@ class Decoder(keras.layers.Layer):
     outputs, state = self.cell(self.precompute(emb_t), state, context, time, False)
     logits = self.output_layer(self.output_inputs(outputs, emb_t), training=False)
     return logits, outputs["attention"], state
-
-
-def zeros_like_batch(x, *dims, dtype=tf.float32):
-  """Zeros [batch_of(x), *dims]."""
-  return tf.zeros(tf.concat([tf.shape(x)[:1], dims], 0), dtype)

@@ -20,11 +20,3 @@ MODELS = {
     "memory_rnn": dict(decoder="memory_rnn"),
     "self_attentive_rnn": dict(decoder="self_attentive_rnn"),
 }
-
-
-def apply(config, sections):
-  """Sets config.<section>.<field> = value for {section: {field: value}}; returns config."""
-  for section, values in sections.items():
-    for key, value in values.items():
-      config[section][key] = value
-  return config
