@@ -114,7 +114,7 @@ class PipelineTest(tf.test.TestCase):
       self._train(batch_tokens=20)
 
   def test_bucket_sizes(self):
-    boundaries, sizes = data.pipeline.bucket_sizes(
+    boundaries, sizes = data.batching.bucket_sizes(
         31, data.PipelineConfig(batch_tokens=300, bucket_width=10))
     self.assertEqual(boundaries, [11, 21, 31, 32])
     self.assertEqual(sizes, [30, 15, 10, 9, 1])

@@ -13,9 +13,9 @@ from nmt_tf.data.corpus import CorpusConfig, load_corpus, SPLITS
 from nmt_tf.data.errors import DataError
 from nmt_tf.data.generated import generate_corpus, generate_pairs, write_corpus
 from nmt_tf.data.multi30k import load_multi30k, Multi30k
-from nmt_tf.data.pipeline import (add_bos_eos, encode_source, encode_target, filter_stats,
-                                  FilterStats, make_eval_dataset, make_train_dataset,
-                                  PipelineConfig)
+from nmt_tf.data.batching import (add_bos_eos, encode_source, encode_target, filter_stats,
+                                  FilterStats, PipelineConfig)
+from nmt_tf.data.pipeline import make_eval_dataset, make_train_dataset
 from nmt_tf.data.sentencepiece_tokenizer import SentencePieceTokenizer, train_sentencepiece
 from nmt_tf.data.shards import (expand_paths, open_text_shards, ParallelShards, sample_pairs,
                                 Shard)

@@ -1,208 +1,22 @@
-"""tf.data pipelines from raw sentence pairs to the batches of docs/DESIGN.md.
-
-Every batch is a dict of int32 tensors padded with PAD=0:
-``source`` [batch, src_len] (ids, EOS), ``target_in`` [batch, tgt_len] (BOS, ids) and
-``target_out`` [batch, tgt_len] (ids, EOS). Training batches are filtered by length
-(RNNsearch-30/-50, Bahdanau et al., 2015, Sec. 4.2), shuffled under a seed and bucketed by
-length under a budget of padded tokens; evaluation batches keep every pair, in order.
-``encode_source``/``encode_target`` are the one place that turns strings into model ids,
-for training, evaluation and export alike.
+"""tf.data pipelines from raw sentence pairs to the batches of docs/DESIGN.md
+(``batching.py``): training batches filtered by length, shuffled under a seed and bucketed,
+an in-memory or tf.data corpus as a whole, a streamed one piece by piece
+(``stream_order.py``); evaluation batches keep every pair, in order.
 """
 
 import dataclasses
-from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, Optional
 
-from absl import logging
-import numpy as np
 import tensorflow as tf
 
-from nmt_tf import special_tokens
-from nmt_tf.data.errors import DataError
+from nmt_tf.data.batching import (as_dataset, encode_batches, PipelineConfig, Split,
+                                  train_batches, train_limits)
 from nmt_tf.data.shards import ParallelShards
+from nmt_tf.data.stream_order import StreamOrder
 from nmt_tf.data.text_files import ParallelText
 from nmt_tf.data.tokenizer import Tokenizer
 
-Split = Union[ParallelText, ParallelShards, tf.data.Dataset]
 _AUTOTUNE = tf.data.AUTOTUNE
-
-
-@dataclasses.dataclass
-class PipelineConfig:
-  """Batching options.
-
-  Attributes:
-    max_source_len: training pairs with more source tokens (EOS not counted) are
-      skipped; 0 keeps all.
-    max_target_len: the same for the target side.
-    reverse_source: reverse the real source tokens, EOS stays last (Sutskever et al., 2014).
-    batch_tokens: budget of padded tokens per training batch: batch_size * max(length)
-      stays <= batch_tokens, length counting EOS/BOS.
-    batch_size: when > 0, training batches of this many pairs instead (still bucketed).
-    bucket_width: length range of one bucket, in tokens. 2 pads the targets of Multi30k
-      batches by 10% where 5 padded them by 18% (+14-17% target tokens/s of the reference
-      model: `bench/bench_train.py --bucket_widths 5,2 --interleave`, docs/PERFORMANCE.md).
-    shuffle_buffer: pairs shuffled together. 0: a whole in-memory corpus; pieces of
-      200,000 pairs of a streamed corpus (ParallelShards, stream_order.py), whose pieces
-      are shuffled whole, one after the other, a larger corpus in several; 100,000 pairs
-      for a tf.data corpus.
-    seed: shuffling seed; the order of every epoch is fixed by it.
-    eval_batch_size: pairs per evaluation batch.
-    tokenize_batch: strings tokenized per call inside the pipeline.
-  """
-  max_source_len: int = 50
-  max_target_len: int = 50
-  reverse_source: bool = False
-  batch_tokens: int = 4096
-  batch_size: int = 0
-  bucket_width: int = 2
-  shuffle_buffer: int = 0
-  seed: int = 0
-  eval_batch_size: int = 64
-  tokenize_batch: int = 1024
-
-  def __post_init__(self):
-    for name in ("max_source_len", "max_target_len", "batch_size", "shuffle_buffer"):
-      if getattr(self, name) < 0:
-        raise DataError(f"Received {name}={getattr(self, name)}; expected an integer >= 0.")
-    for name in ("batch_tokens", "bucket_width", "eval_batch_size", "tokenize_batch"):
-      if getattr(self, name) < 1:
-        raise DataError(f"Received {name}={getattr(self, name)}; expected an integer >= 1.")
-
-  @classmethod
-  def from_dict(cls, values: Mapping[str, Any]) -> "PipelineConfig":
-    """Builds a config, rejecting unknown keys."""
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-      raise DataError(f"Unknown pipeline config keys {unknown}; expected some of "
-                      f"{sorted(known)}.")
-    return cls(**values)
-
-
-@dataclasses.dataclass
-class FilterStats:
-  """What the training filters removed from one split."""
-  total: int
-  empty: int
-  source_too_long: int
-  target_too_long: int
-  kept: int
-  longest_source: int
-  longest_target: int
-
-
-def encode_source(tokenizer: Tokenizer, strings: tf.Tensor,
-                  reverse: bool = False) -> tf.RaggedTensor:
-  """tf.string [batch] -> int32 ragged [batch, (len + 1)]: ids (reversed if asked), EOS."""
-  ids = tokenizer.tokenize(strings)  # [batch, (len)]
-  if reverse:
-    ids = tf.reverse(ids, axis=[1])
-  eos = tf.fill([ids.nrows(), 1], tf.constant(special_tokens.EOS_ID, tf.int32))
-  return tf.concat([ids, eos], axis=1)  # [batch, (len + 1)]
-
-
-def encode_target(tokenizer: Tokenizer,
-                  strings: tf.Tensor) -> Tuple[tf.RaggedTensor, tf.RaggedTensor]:
-  """tf.string [batch] -> (target_in: BOS ids, target_out: ids EOS), [batch, (len + 1)]."""
-  return add_bos_eos(tokenizer.tokenize(strings))  # [batch, (len)] ids
-
-
-def add_bos_eos(ids: tf.RaggedTensor) -> Tuple[tf.RaggedTensor, tf.RaggedTensor]:
-  """Target ids [batch, (len)] -> (target_in: BOS ids, target_out: ids EOS), [batch, (len + 1)].
-  """
-  ids = tf.cast(ids, tf.int32)
-  column = tf.ones([ids.nrows(), 1], tf.int32)  # [batch, 1]
-  target_in = tf.concat([column * special_tokens.BOS_ID, ids], axis=1)
-  target_out = tf.concat([ids, column * special_tokens.EOS_ID], axis=1)
-  return target_in, target_out
-
-
-def _as_dataset(split: Split) -> tf.data.Dataset:
-  if isinstance(split, ParallelText):
-    return tf.data.Dataset.from_tensor_slices(
-        (tf.constant(split.sources, tf.string), tf.constant(split.targets, tf.string)))
-  if isinstance(split, ParallelShards):
-    return split.dataset()
-  if isinstance(split, tf.data.Dataset):
-    return split
-  raise DataError(f"Received a split of type {type(split).__name__}; expected a "
-                  f"ParallelText, ParallelShards or a tf.data.Dataset of (source, target) "
-                  f"strings.")
-
-
-def _encode_batches(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
-                    target_tokenizer: Tokenizer, config: PipelineConfig,
-                    include_text: bool = False) -> tf.data.Dataset:
-  """String pairs -> batches (of ``tokenize_batch``) of ragged model inputs."""
-  def encode(sources, targets):
-    target_in, target_out = encode_target(target_tokenizer, targets)
-    features = {"source": encode_source(source_tokenizer, sources, config.reverse_source),
-                "target_in": target_in, "target_out": target_out}
-    if include_text:
-      features.update(source_text=sources, target_text=targets)
-    return features
-  return pairs.batch(config.tokenize_batch).map(encode, num_parallel_calls=_AUTOTUNE,
-                                                deterministic=True)
-
-
-def filter_stats(split: Split, source_tokenizer: Tokenizer, target_tokenizer: Tokenizer,
-                 config: PipelineConfig, name: str = "train") -> FilterStats:
-  """Counts what the training filters remove (one tokenization pass), logs it, and
-  raises ``DataError`` when nothing is left."""
-  source_lengths, target_lengths = [], []
-  for batch in _encode_batches(_as_dataset(split), source_tokenizer, target_tokenizer,
-                               config):
-    source_lengths.append(batch["source"].row_lengths().numpy() - 1)
-    target_lengths.append(batch["target_out"].row_lengths().numpy() - 1)
-  src = np.concatenate(source_lengths) if source_lengths else np.zeros([0], np.int64)
-  tgt = np.concatenate(target_lengths) if target_lengths else np.zeros([0], np.int64)
-  empty = (src == 0) | (tgt == 0)
-  no_limit = np.zeros_like(empty)
-  src_long = (~empty & (src > config.max_source_len)) if config.max_source_len else no_limit
-  tgt_long = ((~empty & ~src_long & (tgt > config.max_target_len))
-              if config.max_target_len else no_limit)  # counted once, under source first
-  stats = FilterStats(total=len(src), empty=int(empty.sum()),
-                      source_too_long=int(src_long.sum()),
-                      target_too_long=int(tgt_long.sum()),
-                      kept=int((~empty & ~src_long & ~tgt_long).sum()),
-                      longest_source=int(src.max(initial=0)),
-                      longest_target=int(tgt.max(initial=0)))
-  logging.info("%s: kept %d of %d pairs; skipped %d with an empty side, %d with source "
-               "> %d tokens, %d with target > %d tokens.", name, stats.kept, stats.total,
-               stats.empty, stats.source_too_long, config.max_source_len,
-               stats.target_too_long, config.max_target_len)
-  if stats.kept == 0:
-    if stats.total == stats.empty:
-      raise DataError(f"Empty corpus: all {stats.total} pairs of split {name!r} have an "
-                      f"empty side after tokenization; check the corpus files.")
-    raise DataError(
-        f"Empty corpus after filtering: the length filter (max_source_len="
-        f"{config.max_source_len}, max_target_len={config.max_target_len}) removed all "
-        f"{stats.total - stats.empty} non-empty pairs of split {name!r} (longest source "
-        f"{stats.longest_source}, target {stats.longest_target} tokens); raise "
-        f"max_source_len/max_target_len or set them to 0 to disable the filter.")
-  return stats
-
-
-def bucket_sizes(max_length: int, config: PipelineConfig) -> Tuple[List[int], List[int]]:
-  """Bucket boundaries and batch sizes for ``bucket_by_sequence_length``.
-
-  Bucket ``i`` holds lengths in ``[boundaries[i-1], boundaries[i])``, so its batches are
-  at most ``boundaries[i] - 1`` long and ``batch_tokens // (boundaries[i] - 1)`` pairs
-  keep them under the budget. ``max_length`` (EOS included) is the longest element.
-  """
-  boundaries = list(range(config.bucket_width + 1, max_length + 1, config.bucket_width))
-  boundaries.append(max_length + 1)
-  if config.batch_size:
-    sizes = [config.batch_size] * len(boundaries)
-  else:
-    if config.batch_tokens < max_length:
-      raise DataError(
-          f"Received batch_tokens={config.batch_tokens}, less than the longest training "
-          f"pair ({max_length} tokens with EOS); raise batch_tokens or lower "
-          f"max_source_len/max_target_len.")
-    sizes = [config.batch_tokens // (b - 1) for b in boundaries]
-  return boundaries, sizes + [1]  # the last bucket, >= max_length + 1, stays empty
 
 
 def make_train_dataset(split: Split, source_tokenizer: Tokenizer,
@@ -229,79 +43,17 @@ def make_train_dataset(split: Split, source_tokenizer: Tokenizer,
   """
   in_memory = isinstance(split, ParallelText)
   if isinstance(split, ParallelShards):
-    # pylint: disable-next=g-import-not-at-top
-    from nmt_tf.data.stream_order import StreamOrder  # it builds on this module
     order = StreamOrder(split, source_tokenizer, target_tokenizer, config, check=check)
     return order.epoch(0)
   check = in_memory if check is None else check
   cache = in_memory if cache is None else cache
   limits = train_limits(split, source_tokenizer, target_tokenizer, config, check)
   buffer = config.shuffle_buffer or (len(split) if in_memory else 100_000)
-  ds = train_batches(_as_dataset(split), source_tokenizer, target_tokenizer, config, limits,
+  ds = train_batches(as_dataset(split), source_tokenizer, target_tokenizer, config, limits,
                      buffer, config.seed, cache)
   options = tf.data.Options()
   options.deterministic = True
   return ds.with_options(options).prefetch(_AUTOTUNE)
-
-
-def train_limits(split: Split, source_tokenizer: Tokenizer, target_tokenizer: Tokenizer,
-                 config: PipelineConfig, check: bool) -> Tuple[int, int]:
-  """(longest source, longest target) a training batch may hold, EOS not counted: the length
-  limits, or the longest pairs of the split when a limit is 0 and ``check`` counts them.
-
-  Raises:
-    DataError: nothing is left after filtering (``check``), or token batching without
-      limits and without ``check``.
-  """
-  stats = filter_stats(split, source_tokenizer, target_tokenizer, config) if check else None
-  if stats is not None:
-    return (config.max_source_len or stats.longest_source,
-            config.max_target_len or stats.longest_target)
-  if 0 in (config.max_source_len, config.max_target_len) and not config.batch_size:
-    raise DataError("Token-based batching of an unchecked corpus needs max_source_len "
-                    "and max_target_len > 0 (or batch_size > 0, or check=True).")
-  return config.max_source_len, config.max_target_len
-
-
-def train_batches(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
-                  target_tokenizer: Tokenizer, config: PipelineConfig,
-                  limits: Tuple[int, int], buffer: int, seed, cache: bool = False
-                  ) -> tf.data.Dataset:
-  """String pairs -> tokenized, length-filtered, shuffled, bucketed batches.
-
-  Args:
-    pairs: ``(source, target)`` strings.
-    source_tokenizer, target_tokenizer: the tokenizers.
-    config: filter and batching options.
-    limits: ``train_limits``; the longest bucket holds ``max(limits) + 1`` tokens.
-    buffer: shuffle buffer (pairs); at least the number of pairs shuffles them all.
-    seed: shuffling seed, a Python int or an int64 scalar tensor.
-    cache: keep the filtered pairs in memory after the first iteration.
-  """
-  max_src, max_tgt = config.max_source_len, config.max_target_len
-
-  def keep(ex):
-    src_len = tf.size(ex["source"]) - 1
-    tgt_len = tf.size(ex["target_out"]) - 1
-    ok = tf.logical_and(src_len > 0, tgt_len > 0)
-    if max_src:
-      ok = tf.logical_and(ok, src_len <= max_src)
-    if max_tgt:
-      ok = tf.logical_and(ok, tgt_len <= max_tgt)
-    return ok
-
-  ds = _encode_batches(pairs, source_tokenizer, target_tokenizer, config)
-  # Unbatched ragged rows have a RaggedTensorSpec of ragged_rank 0 that padded_batch
-  # refuses; tf.identity turns them into plain tensors.
-  ds = ds.unbatch().map(lambda ex: {k: tf.identity(v) for k, v in ex.items()})
-  ds = ds.filter(keep)
-  if cache:
-    ds = ds.cache()
-  ds = ds.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
-  boundaries, sizes = bucket_sizes(max(limits) + 1, config)
-  return ds.bucket_by_sequence_length(
-      lambda ex: tf.maximum(tf.size(ex["source"]), tf.size(ex["target_out"])),
-      bucket_boundaries=boundaries, bucket_batch_sizes=sizes)
 
 
 def make_eval_dataset(split: Split, source_tokenizer: Tokenizer,
@@ -321,7 +73,7 @@ def make_eval_dataset(split: Split, source_tokenizer: Tokenizer,
     A dataset of dicts like ``make_train_dataset``'s (plus the texts when asked).
   """
   eval_config = dataclasses.replace(config, tokenize_batch=config.eval_batch_size)
-  ds = _encode_batches(_as_dataset(split), source_tokenizer, target_tokenizer,
+  ds = encode_batches(as_dataset(split), source_tokenizer, target_tokenizer,
                        eval_config, include_text)
 
   def to_dense(ex: Dict[str, Any]) -> Dict[str, tf.Tensor]:

@@ -6,7 +6,7 @@ pairs as the shuffle buffer holds (``PipelineConfig.shuffle_buffer``, default
 from ``(pipeline.seed, e)`` (stateless, so it follows from the seed alone); each piece is read
 (``skip(start).take(lines)``, no tokenization of the lines skipped), stripped, tokenized,
 length-filtered, shuffled whole under seed ``pipeline.seed + e + PIECE_SEED_STRIDE * piece``
-and bucketed (``pipeline.train_batches``). A piece's batches never mix with another's, so a
+and bucketed (``batching.train_batches``). A piece's batches never mix with another's, so a
 position in the stream is (epoch, batch of the epoch, piece in the epoch's order, batch of the
 piece), and a run resumed there reads the lines of that one piece again, nothing before it.
 A corpus that fits in one piece is shuffled whole: its batches are those of
@@ -26,7 +26,7 @@ from typing import Optional
 import numpy as np
 import tensorflow as tf
 
-from nmt_tf.data import pipeline
+from nmt_tf.data import batching
 from nmt_tf.data.errors import DataError
 from nmt_tf.data.shards import clean_pairs, ParallelShards
 from nmt_tf.data.tokenizer import Tokenizer
@@ -72,7 +72,7 @@ class StreamOrder:
   """
 
   def __init__(self, split: ParallelShards, source_tokenizer: Tokenizer,
-               target_tokenizer: Tokenizer, config: pipeline.PipelineConfig,
+               target_tokenizer: Tokenizer, config: batching.PipelineConfig,
                num_workers: int = 1, worker: int = 0, check: Optional[bool] = None):
     self.split = split
     self.source_tokenizer = source_tokenizer
@@ -96,7 +96,7 @@ class StreamOrder:
                       f"give the corpus more lines or use fewer workers.")
     if check is None:
       check = 0 in (config.max_source_len, config.max_target_len)
-    self.limits = pipeline.train_limits(split, source_tokenizer, target_tokenizer, config,
+    self.limits = batching.train_limits(split, source_tokenizer, target_tokenizer, config,
                                         check)
     self._seen = collections.deque()  # the meta of every batch given, from _first
     self._first = 0
@@ -124,7 +124,7 @@ class StreamOrder:
     if self.by_data:
       raw = raw.shard(self.num_workers, self.worker)
     seed = self.config.seed + epoch + PIECE_SEED_STRIDE * piece
-    return pipeline.train_batches(clean_pairs(raw), self.source_tokenizer,
+    return batching.train_batches(clean_pairs(raw), self.source_tokenizer,
                                   self.target_tokenizer, self.config, self.limits,
                                   self.buffer, seed)
 
