@@ -3,7 +3,7 @@
 Usage (with the anchor venv's python): python bench/anchor/prepare.py [--anchor_dir DIR]
 Reads {train,val,test_2016_flickr}.{de,en}.gz from $NMT_TF_MULTI30K_DIR (default
 <project>/../shared/data/multi30k) and writes into DIR/data (default $ANCHOR_DIR, else
-/work/anchor): the plain text files, spm.model (one unigram model on train de + en,
+<project>/../anchor): the plain text files, spm.model (one unigram model on train de + en,
 character coverage 1.0, ids <unk>=0 <pad>=1 <s>=2 </s>=3 as Joey's default special
 symbols) and vocab.txt (one piece per line, in id order: Joey's `voc_file`).
 Skips the work already done unless --force.
@@ -48,7 +48,8 @@ def train_spm(out_dir, vocab_size):
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--anchor_dir", default=os.environ.get("ANCHOR_DIR", "/work/anchor"))
+  parser.add_argument("--anchor_dir", default=os.environ.get(
+      "ANCHOR_DIR", os.path.normpath(os.path.join(ROOT, "..", "anchor"))))
   parser.add_argument("--multi30k_dir", default=os.environ.get(
       "NMT_TF_MULTI30K_DIR", os.path.join(ROOT, "..", "shared", "data", "multi30k")))
   parser.add_argument("--vocab_size", type=int, default=8000)

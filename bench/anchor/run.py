@@ -163,7 +163,8 @@ def decode(args, config, run_dir):
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--anchor_dir", default=os.environ.get("ANCHOR_DIR", "/work/anchor"))
+  parser.add_argument("--anchor_dir", default=os.environ.get(
+      "ANCHOR_DIR", os.path.normpath(os.path.join(HERE, "..", "..", "..", "anchor"))))
   parser.add_argument("--steps", type=int, default=150, help="Training steps.")
   parser.add_argument("--warmup", type=float, default=0.3,
                       help="Share of the steps whose tokens/s are dropped.")

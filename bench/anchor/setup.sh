@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Creates the Joey NMT 2.3.0 anchor virtualenv outside the project (idempotent).
-# Usage: bash bench/anchor/setup.sh [ANCHOR_DIR]   (default: $ANCHOR_DIR, else /work/anchor)
+# Usage: bash bench/anchor/setup.sh [ANCHOR_DIR]   (default: $ANCHOR_DIR, else ../anchor beside
+# the project)
 set -euo pipefail
-ANCHOR_DIR="${1:-${ANCHOR_DIR:-/work/anchor}}"
+ANCHOR_DIR="${1:-${ANCHOR_DIR:-$(cd "$(dirname "$0")/../../.." && pwd)/anchor}}"
 PYTHON="${PYTHON:-$(command -v python3.11 || command -v python3)}"
 TORCH_WHEEL="${TORCH_WHEEL:-/opt/wheels/torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl}"
 VENV="$ANCHOR_DIR/venv"
