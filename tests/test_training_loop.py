@@ -16,7 +16,8 @@ from nmt_tf.training import Trainer, TrainingError, train
 from nmt_tf.training.schedules import WarmupSchedule
 from nmt_tf.training.trainer import bf16_warning
 from nmt_tf.training.validation import ValidationResult
-from tests.training_fixtures import CONFIGS_DIR, recipe, tiny_train_config
+from tests.training_fixtures import (CONFIGS_DIR, nan_loss_at, recipe, tiny_train_config,
+                                     train_until_killed)
 
 
 def _events(run_dir):
@@ -95,9 +96,8 @@ class TrainingTest(tf.test.TestCase):
     # reference's.
     config = self.config.replace(train=dataclasses.replace(self.config.train, steps=60,
                                                            eval_every=60))
-    stopped = train(config, run_dir, stop_after=50, stream=io.StringIO())
-    self.assertEqual(stopped["stopped"], "stop_after")
-    self.assertEndsWith(stopped["checkpoint"], "ckpt-40")  # steps 41-50 are lost, as on a kill
+    latest = train_until_killed(config, run_dir, 50, stream=io.StringIO())
+    self.assertEndsWith(latest, "ckpt-40")  # steps 41-50 are lost, as on a kill
     data_file = glob.glob(os.path.join(run_dir, "checkpoints", "ckpt-40.data-*"))[0]
     with open(data_file, "r+b") as f:  # damage the newest checkpoint
       f.seek(os.path.getsize(data_file) // 2)
@@ -117,7 +117,8 @@ class TrainingTest(tf.test.TestCase):
   def test_nan_loss_stops_and_keeps_checkpoint(self):
     run_dir = os.path.join(self.root, "nan")
     with self.assertRaisesRegex(TrainingError, r"Non-finite loss \(nan\) at step 25.*ckpt-20"):
-      train(self.config, run_dir, nan_at_step=24, stream=io.StringIO())
+      with nan_loss_at(25):
+        train(self.config, run_dir, stream=io.StringIO())
     self.assertEndsWith(tf.train.latest_checkpoint(os.path.join(run_dir, "checkpoints")),
                         "ckpt-20")
 

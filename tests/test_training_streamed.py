@@ -15,7 +15,7 @@ from nmt_tf import data
 from nmt_tf.data import shards
 from nmt_tf.experiment import corpus_fingerprint
 from nmt_tf.training import train
-from tests.training_fixtures import tiny_train_config
+from tests.training_fixtures import tiny_train_config, train_until_killed
 
 
 def _losses(run_dir):
@@ -44,9 +44,9 @@ class StreamedResumeTest(tf.test.TestCase):
                             pipeline=dataclasses.replace(config.pipeline, shuffle_buffer=150))
     reference = train(config, os.path.join(root, "reference"), stream=io.StringIO())
     run_dir = os.path.join(root, "resumed")
-    stopped = train(config, run_dir, stop_after=25, stream=io.StringIO())
-    self.assertEndsWith(stopped["checkpoint"], "ckpt-20")
-    reader = tf.train.load_checkpoint(stopped["checkpoint"])
+    latest = train_until_killed(config, run_dir, 25, stream=io.StringIO())
+    self.assertEndsWith(latest, "ckpt-20")
+    reader = tf.train.load_checkpoint(latest)
     saved = json.loads(reader.get_tensor("data_position/.ATTRIBUTES/VARIABLE_VALUE"))
     self.assertEqual((saved["workers"], saved["pieces"], saved["pairs_per_piece"]), (1, 4, 150))
     epoch, batch, _, _ = saved["positions"][0]

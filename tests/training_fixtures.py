@@ -3,8 +3,14 @@
 import dataclasses
 import importlib.util
 import os
+from unittest import mock
+
+import tensorflow as tf
 
 from nmt_tf.experiment import ExperimentConfig, base_config
+from nmt_tf.training import Trainer
+from nmt_tf.training.progress import ProgressPrinter
+from nmt_tf.training.train_step import TrainStep
 from tests.run_fixtures import apply
 
 
@@ -34,3 +40,41 @@ def tiny_train_config(steps=40, **train_overrides):
   })
   config = ExperimentConfig.from_dict(config)
   return config.replace(train=dataclasses.replace(config.train, **train_overrides))
+
+
+class Killed(Exception):
+  """Raised by `train_until_killed` where a kill would stop the process."""
+
+
+def train_until_killed(config, run_dir, step, **kwargs):
+  """Trains until `step` is done and stops there as a kill does: before that step's
+  validation and checkpoint, without a final save or summary. Returns the latest checkpoint.
+  (The hook: the progress line's update of that step raises.)"""
+  trainer = Trainer(config, run_dir, **kwargs)
+  update = ProgressPrinter.update
+
+  def update_then_stop(printer, done, *args, **update_kwargs):
+    update(printer, done, *args, **update_kwargs)
+    if done >= step:
+      raise Killed(done)
+  with mock.patch.object(ProgressPrinter, "update", update_then_stop):
+    try:
+      trainer.train()
+    except Killed:
+      pass
+  return trainer.keeper.latest
+
+
+def nan_loss_at(step):
+  """A patch of TrainStep under which the `step`-th call of this process (1-based) returns a
+  NaN loss, as a diverging step would."""
+  call = TrainStep.__call__
+  calls = [0]
+
+  def poisoned(train_step, batch):
+    out = call(train_step, batch)
+    calls[0] += 1
+    if calls[0] == step:
+      out = dict(out, loss=tf.constant(float("nan")))
+    return out
+  return mock.patch.object(TrainStep, "__call__", poisoned)

@@ -29,13 +29,12 @@ class TrainStep:
     train_config: TrainConfig (clip_norm, label_smoothing, jit_compile, ...).
     baseline, baseline_steps: tf.Variables of the REINFORCE reward baseline.
     hard_attention: add the REINFORCE term.
-    nan_at_step: test hook: the loss becomes NaN at this optimizer step (0-based).
     smoothing_labels: the form of the label-smoothed loss, "sparse" or "dense"
       (losses.token_loss_sum; the same values, bench/bench_train.py compares their speed).
   """
 
   def __init__(self, model, optimizer, strategy, train_config, baseline, baseline_steps,
-               hard_attention=False, nan_at_step=None, smoothing_labels="sparse"):
+               hard_attention=False, smoothing_labels="sparse"):
     losses.check_smoothing_labels(smoothing_labels)
     self.model = model
     self.optimizer = optimizer
@@ -44,7 +43,6 @@ class TrainStep:
     self.baseline = baseline
     self.baseline_steps = baseline_steps
     self.hard_attention = hard_attention
-    self.nan_at_step = nan_at_step
     self.smoothing_labels = smoothing_labels
     self.loss_scaled = hasattr(optimizer, "scale_loss") and hasattr(optimizer, "dynamic_scale")
     self._compute = tf.function(self._compute_gradients, jit_compile=train_config.jit_compile,
@@ -77,10 +75,6 @@ class TrainStep:
         loss += losses.reinforce_loss(outputs["attention_log_prob"], reward, baseline,
                                       batch["target_out"]) * batch_size / global_sentences
         reward_sum = tf.reduce_sum(reward)
-      if self.nan_at_step is not None:
-        poison = tf.equal(self.optimizer.iterations, self.nan_at_step)
-        loss += tf.where(poison, float("nan"), 0.0)
-        loss_sum += tf.where(poison, float("nan"), 0.0)
       scaled = self.optimizer.scale_loss(loss) if self.loss_scaled else loss
     grads = tape.gradient(scaled, variables)
     grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)

@@ -94,15 +94,13 @@ class Trainer:
     run_dir: the run directory (created, or reopened to resume).
     corpus: optional preloaded corpus splits (default: loaded from config.data).
     stream: console stream of the progress line (default sys.stdout).
-    stop_after: test hook: return after this many steps without a final save, like a kill.
-    nan_at_step: test hook: the loss becomes NaN at this (0-based) step.
     restart_from_scratch: train from step 0 when no checkpoint is usable although the run
       has trained before (the user's decision after a refusal; best/ is kept and guarded).
     accept_changed_corpus: go on although the corpus differs from the one the run began with.
   """
 
-  def __init__(self, config, run_dir, corpus=None, stream=None, stop_after=None,
-               nan_at_step=None, restart_from_scratch=False, accept_changed_corpus=False):
+  def __init__(self, config, run_dir, corpus=None, stream=None, restart_from_scratch=False,
+               accept_changed_corpus=False):
     if not isinstance(config, ExperimentConfig):
       config = ExperimentConfig.from_dict(config)
     train_cfg = config.train
@@ -110,19 +108,18 @@ class Trainer:
     self.worker = distribution.worker_info(train_cfg.strategy)
     self.run_dir = RunDir(run_dir)
     self.restart_from_scratch = restart_from_scratch
-    self.stop_after = stop_after
     self.stream = stream
     self.lock = None
     if self.worker.is_chief:
       self.lock = RunLock(self.run_dir.path, report=self._warn).acquire()
       atexit.register(self.lock.release)
     try:
-      self._build(config, corpus, accept_changed_corpus, nan_at_step)
+      self._build(config, corpus, accept_changed_corpus)
     except BaseException:
       self._release()
       raise
 
-  def _build(self, config, corpus, accept_changed_corpus, nan_at_step):
+  def _build(self, config, corpus, accept_changed_corpus):
     """Prepares the run directory and builds the model, optimizer, state and train step."""
     train_cfg = config.train
     if not self.worker.is_chief:
@@ -174,8 +171,7 @@ class Trainer:
                                    optional=[name for name in NEWER_STATE if name in objects])
     self.train_step = TrainStep(self.model, optimizer, self.strategy, train_cfg, self.baseline,
                                 self.baseline_steps,
-                                hard_attention=self.config.model.attention_mode == "hard",
-                                nan_at_step=nan_at_step)
+                                hard_attention=self.config.model.attention_mode == "hard")
 
   def _warn(self, text):
     """A warning for the console (once: the log gets it at INFO level, which --verbose shows
@@ -282,8 +278,6 @@ class Trainer:
             if (reason == "completed" and cfg.patience
                 and int(_read(self.state["bad_evals"])) >= cfg.patience):
               reason = "early_stopping"
-          if self.stop_after is not None and step >= self.stop_after:
-            return self._summary("stop_after", step, start, last_result, loss)
           if (step % cfg.checkpoint_every == 0 or step == cfg.steps
               or reason != "completed"):
             self._save(step, epoch, consumed, order)
@@ -402,7 +396,7 @@ class Trainer:
         "last_validation": None if result is None else {
             "loss": result.loss, "perplexity": result.perplexity, "bleu": result.bleu},
     }
-    if self.worker.is_chief and reason != "stop_after":
+    if self.worker.is_chief:
       write_json(path, summary)
     return summary
 
