@@ -6,6 +6,7 @@ import subprocess
 import sys
 import tempfile
 
+import pytest
 import tensorflow as tf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -18,6 +19,7 @@ def run_py(*args, cwd=None):
                         capture_output=True, text=True, env=env, timeout=300, check=False)
 
 
+@pytest.mark.slow  # one process per error
 class CommandLineErrorTest(tf.test.TestCase):
 
   def error_line(self, *args, cwd=None):

@@ -6,6 +6,7 @@ import gzip
 import os
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from nmt_tf import data
@@ -38,6 +39,7 @@ def _pairs(batches):
   return [tuple(row[(row > 3)].tolist()) for batch in batches for row in batch[0]]
 
 
+@pytest.mark.slow  # streams and trains tokenizers
 class StreamedFilesTest(tf.test.TestCase):
 
   @classmethod

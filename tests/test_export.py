@@ -50,6 +50,7 @@ def decoded(tensor):
   return [v.decode("utf-8") for v in np.asarray(tensor).ravel()]
 
 
+@pytest.mark.slow  # exports and serves in a fresh process
 class ExportTest(tf.test.TestCase):
   """One word-tokenizer cgru run, exported once and shared by every test."""
 
@@ -474,6 +475,7 @@ class ExportTest(tf.test.TestCase):
       client.predict_request(["x"], signature_name="nope")
     with self.assertRaisesRegex(ValueError, "one target per source"):
       client.rest_body(["x", "y"], "score", targets=["a"])
+@pytest.mark.slow  # exports
 class SelfAttentiveExportTest(tf.test.TestCase):
   """The self-attentive decoders export (their step carries the summaries and the state
   buffer through the search) and the SavedModel gives the Translator's greedy and beam output
@@ -509,6 +511,7 @@ class SelfAttentiveExportTest(tf.test.TestCase):
     self.check_round_trip("self_attentive_residual", summary="cavg")
 
 
+@pytest.mark.slow  # exports
 class SentencePieceExportTest(tf.test.TestCase):
   """A SentencePiece run (the Multi30k configs' tokenizer) exports, passes the op allow-list
   and serves from a fresh process that imports only tensorflow and tensorflow_text."""

@@ -6,6 +6,7 @@ from unittest import mock
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 from absl.testing import parameterized
 
@@ -207,6 +208,7 @@ def _compiled_functions(fn):
           if f.attr["_XlaMustCompile"].b]
 
 
+@pytest.mark.slow  # every decoder's gradients, twice
 class DeferredGradientTest(tf.test.TestCase, parameterized.TestCase):
   """Weight gradients taken after the time loop (layers/kernels/deferred.py) equal the
   gradients accumulated step by step inside it, for every kind of per-step product, eager and
@@ -239,6 +241,7 @@ class DeferredGradientTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(kernels.score(m, q), tf.einsum("bnd,bd->bn", m, q))
 
 
+@pytest.mark.slow  # every decoder forward and backward, twice
 class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
   """While training, the encoder's GRUs and the encdec decoder's (kernels.gru_sequences) and
   the cgru (with or without the state memory of the memory RNN), rnnsearch and luong decoders'
@@ -441,6 +444,7 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
       model.decoder.cgru.sequence(None, None, None, None, None)
 
 
+@pytest.mark.slow  # trains under each precision
 class PrecisionTest(tf.test.TestCase):
   """layers/kernels/precision.py: bfloat16 matrix products in a float32 model, casts cached per
   pass."""
@@ -526,6 +530,7 @@ class PrecisionTest(tf.test.TestCase):
       self.assertAllClose(g / scale, h / scale, atol=0.03, msg=v.path)
 
 
+@pytest.mark.slow  # trains each decoder
 class OverfitTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(*[(name, kw) for name, kw in VARIANTS.items()

@@ -11,6 +11,7 @@ import sys
 import tempfile
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import nmt_tf
@@ -31,6 +32,7 @@ def readme_example():
   return match.group(1)
 
 
+@pytest.mark.slow  # trains a run
 class PythonApiTest(tf.test.TestCase):
   """A tiny run at <tmp>/runs/quickstart, the path the README's example loads."""
 

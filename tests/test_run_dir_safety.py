@@ -14,6 +14,7 @@ import tempfile
 from unittest import mock
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from nmt_tf.data import generated
@@ -47,6 +48,7 @@ def _with_steps(config, steps, **train):
                                                   **train))
 
 
+@pytest.mark.slow  # trains a run
 class TrainedRunTest(tf.test.TestCase):
   """One 40-step run (validation every 20 steps, checkpoints every 10), copied per test."""
 
@@ -227,6 +229,7 @@ class LockTest(tf.test.TestCase):
       other.wait()
 
 
+@pytest.mark.slow  # trains
 class CorpusTest(tf.test.TestCase):
   """Runs on corpus files written by the test."""
 
@@ -300,6 +303,7 @@ class CorpusTest(tf.test.TestCase):
     self.assertNotIn("Traceback", err)
 
 
+@pytest.mark.slow  # trains
 class DivergenceTest(tf.test.TestCase):
 
   def test_exploding_loss_warns_once_and_again_after_recovery(self):

@@ -9,6 +9,7 @@ import tempfile
 import types
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from nmt_tf.evaluation.alignment_plot import alignment_png
@@ -34,6 +35,7 @@ def _scalar(value):
   return float(tf.make_ndarray(value.tensor)) if value.HasField("tensor") else value.simple_value
 
 
+@pytest.mark.slow  # trains a tiny run
 class TrainingTest(tf.test.TestCase):
   """One 200-step reference run shared by the tests below."""
 
@@ -126,6 +128,7 @@ class TrainingTest(tf.test.TestCase):
     self.assertLessEqual(self.trainer.train_step.function.experimental_get_tracing_count(), 3)
 
 
+@pytest.mark.slow  # trains
 class HardAttentionTest(tf.test.TestCase):
 
   def test_reinforce_baseline_trains_and_is_checkpointed(self):
@@ -146,6 +149,7 @@ class HardAttentionTest(tf.test.TestCase):
     self.assertLen(rng, 1)
 
 
+@pytest.mark.slow  # trains under each precision and stop rule
 class PrecisionAndStoppingTest(tf.test.TestCase):
   """The options the reference run does not use: bf16, label smoothing, warm-up, patience."""
 
@@ -233,6 +237,7 @@ class PrecisionAndStoppingTest(tf.test.TestCase):
                      "completed")
 
 
+@pytest.mark.slow  # trains and validates
 class BeamAlignmentImagesTest(tf.test.TestCase):
 
   def test_validation_draws_beam_search_attention_too(self):

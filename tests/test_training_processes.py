@@ -46,6 +46,7 @@ def _free_port():
     return s.getsockname()[1]
 
 
+@pytest.mark.slow  # one process per error
 class ConfigErrorTest(tf.test.TestCase):
 
   def _error(self, *flags):

@@ -9,6 +9,7 @@ import os
 import tempfile
 from unittest import mock
 
+import pytest
 import tensorflow as tf
 
 from nmt_tf import data
@@ -29,6 +30,7 @@ def _losses(run_dir):
   return losses
 
 
+@pytest.mark.slow  # trains three runs
 class StreamedResumeTest(tf.test.TestCase):
 
   def test_resume_at_the_saved_piece_equals_an_uninterrupted_run(self):
