@@ -115,18 +115,6 @@ def decode_lines(translator, decode, lines, log=None):
   return results
 
 
-def hypothesis_view(translator, result, hyp, replace_unk):
-  """(text, source tokens, target tokens) of a hypothesis, UNKs replaced if asked."""
-  src_tokens = alignments.source_tokens(translator.source_tokenizer, result.source,
-                                        len(result.source_ids) - 1)
-  tgt_tokens = alignments.target_tokens(translator.target_tokenizer, hyp.ids)
-  text = hyp.text
-  if replace_unk:
-    tgt_tokens = alignments.replace_unknowns(tgt_tokens, hyp.ids, hyp.attention, src_tokens)
-    text = translator.target_tokenizer.join(tgt_tokens[:-1])  # a WordTokenizer
-  return text, src_tokens, tgt_tokens
-
-
 def format_results(translator, results, nbest, mode, replace_unk):
   """Yields output lines (see the module docstring)."""
   for r in results:
@@ -136,7 +124,8 @@ def format_results(translator, results, nbest, mode, replace_unk):
         text, src_tokens, tgt_tokens, attention = "", [], [], []
         score = log_prob = 0.0
       else:
-        text, src_tokens, tgt_tokens = hypothesis_view(translator, r, hyp, replace_unk)
+        text, src_tokens, tgt_tokens = alignments.hypothesis_view(translator, r, hyp,
+                                                                    replace_unk)
         attention, score, log_prob = hyp.attention, hyp.score, hyp.log_prob
       if mode == "soft":
         record = {"index": r.index, "rank": rank, "translation": text, "score": score,

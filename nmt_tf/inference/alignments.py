@@ -88,3 +88,16 @@ def replace_unknowns(tgt_tokens, tgt_ids, attention, src_tokens):
     if token_id == special_tokens.UNK_ID:
       out[j] = src_tokens[int(np.argmax(attention[j, :num_real]))]
   return out
+
+
+def hypothesis_view(translator, result, hyp, replace_unk):
+  """(text, source tokens, target tokens) of hypothesis `hyp` of SentenceResult `result`, the
+  target's UNKs replaced by their most-attended source words if asked (word vocabularies)."""
+  src_tokens = source_tokens(translator.source_tokenizer, result.source,
+                             len(result.source_ids) - 1)
+  tgt_tokens = target_tokens(translator.target_tokenizer, hyp.ids)
+  text = hyp.text
+  if replace_unk:
+    tgt_tokens = replace_unknowns(tgt_tokens, hyp.ids, hyp.attention, src_tokens)
+    text = translator.target_tokenizer.join(tgt_tokens[:-1])  # a WordTokenizer
+  return text, src_tokens, tgt_tokens
