@@ -226,7 +226,7 @@ class InstalledWheelTest(tf.test.TestCase):
     with open(os.path.join(site, "dependencies.pth"), "w", encoding="utf-8") as f:
       f.write(sysconfig.get_paths()["purelib"] + "\n")
     cls.pip([cls.python, "-m", "pip", "install", "-q", "--no-deps", cls.wheel])
-    cls.pip_check = cls.process([cls.python, "-m", "pip", "check"])
+    cls.process([cls.python, "-m", "pip", "check"])  # the dependencies are complete
     _copy_console_scripts(os.path.dirname(sys.executable), cls.bin, cls.python)
     cls.home = os.path.join(cls.tmp, "user")  # outside the checkout
     os.makedirs(cls.home)
@@ -315,7 +315,7 @@ class InstalledWheelTest(tf.test.TestCase):
     for name in ("run.py", "requirements.txt", "pyproject.toml"):
       shutil.copy(os.path.join(ROOT, name), checkout)
     os.symlink(os.path.join(self.tmp, "venv"), os.path.join(checkout, ".venv"))
-    stamp = subprocess.run(f"cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1",
+    stamp = subprocess.run("cat requirements.txt pyproject.toml | sha256sum | cut -d' ' -f1",
                            shell=True, cwd=checkout, capture_output=True, text=True,
                            check=True).stdout
     with open(os.path.join(checkout, ".venv", ".requirements.sha256"), "w",

@@ -9,7 +9,7 @@ import collections
 import dataclasses
 import json
 import os
-from typing import Any, Iterable, Iterator, Mapping, Optional, Tuple
+from typing import Any, Iterator, Mapping, Optional, Tuple
 
 from nmt_tf.data.errors import DataError
 from nmt_tf.data.sentencepiece_tokenizer import MODEL_TYPES, SentencePieceTokenizer

@@ -163,7 +163,7 @@ class CheckpointKeeper:
     aside = checkpoint_files.set_aside_names(directory)
     best = checkpoint_files.best_checkpoint(self.best_dir)
     if restart_from_scratch:
-      report(f"Training from step 0 (--restart_from_scratch); "
+      report("Training from step 0 (--restart_from_scratch); "
              + (f"{best} is kept and replaced only by a model with a higher validation BLEU."
                 if best else "there is no best/ model."))
       return None
