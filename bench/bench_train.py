@@ -11,9 +11,9 @@ Usage: .venv/bin/python bench/bench_train.py [--precisions float32,mixed_bfloat1
 For each (decoder, precision, jit_compile, fused attention score, bucket width, Adam,
 smoothed-loss form, backward pass of the recurrences, deferred gradients) setting the
 reference model
-(configs/cgru_multi30k.py: emb 256, BiGRU 2x512, cGRU 512, deep output, SentencePiece 8k,
+(recipe multi30k:cgru: emb 256, BiGRU 2x512, cGRU 512, deep output, SentencePiece 8k,
 dropout 0.2, Adam, clipping, label smoothing 0.1; with --decoders another decoder, or a model
-preset of nmt_tf/training/presets.py such as sar_cavg, in place of the cGRU) is built and
+preset of nmt_tf/experiment/presets.py such as sar_cavg, in place of the cGRU) is built and
 `nmt_tf.training.train_step.TrainStep` (the Trainer's step) runs, with the model's
 KernelOptions (nmt_tf/layers/kernels/options.py) and TrainStep's smoothing_labels set from the
 flags, over `--batches` real training
@@ -51,7 +51,7 @@ from nmt_tf.experiment import TrainConfig
 from nmt_tf.layers.kernels import KernelOptions
 from nmt_tf.models import ModelConfig
 from nmt_tf.training import losses
-from nmt_tf.training import presets
+from nmt_tf.experiment import presets
 from nmt_tf.training.optimizers import FusedAdam
 from nmt_tf.training.train_step import TrainStep
 from nmt_tf.models import build_model
@@ -85,7 +85,7 @@ flags.DEFINE_list("defer_gradients", ["auto"], "Gradients of the loop-invariant 
                   "inputs, the default), true (after every loop), false (step by step).")
 flags.DEFINE_list("decoders", ["cgru"], "Decoders of the timed model (the reference model with "
                   "its decoder replaced, the presets' paper defaults otherwise): ModelConfig "
-                  "decoders or the model presets of training/presets.py (sar_avg, sar_cavg, "
+                  "decoders or the model presets of experiment/presets.py (sar_avg, sar_cavg, "
                   "...); model FLOPs are counted for cgru only.")
 flags.DEFINE_list("bucket_widths", [], "Length ranges of a bucket of the pipeline to time; "
                   "default: PipelineConfig's.")
@@ -131,7 +131,8 @@ def build_step(vocab, setting):
   train_cfg = TrainConfig(precision=setting.precision, jit_compile=setting.jit, clip_norm=1.0,
                           label_smoothing=0.1, learning_rate=5e-4)
   model_cfg = {**common.reference_model_config(*vocab),
-               **presets.MODELS.get(setting.decoder, {"decoder": setting.decoder})}
+               **(presets.model_fields(setting.decoder) if setting.decoder in presets.MODELS
+                  else {"decoder": setting.decoder})}
   model = build_model(ModelConfig(**model_cfg), setting.precision,
                       kernel_options=setting.options)
   optimizer = OPTIMIZERS[setting.optimizer](learning_rate=5e-4)

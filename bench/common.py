@@ -1,6 +1,6 @@
 """Shared setup of the speed benchmarks: Multi30k, cached SentencePiece 8k, the reference model.
 
-The reference model (configs/cgru_multi30k.py): embeddings 256, BiGRU encoder
+The reference model (recipe multi30k:cgru): embeddings 256, BiGRU encoder
 2 x 512, cGRU decoder 512 with Bahdanau attention and deep output, SentencePiece 8k per side.
 The tokenizers are trained once and cached in `vocab_dir` (default /tmp/nmt_tf_bench_vocab),
 so that repeated benchmark runs start in seconds.
@@ -33,7 +33,7 @@ def load_multi30k(pair="de-en", vocab_size=8000, vocab_dir=DEFAULT_VOCAB_DIR):
 
 
 def reference_model_config(src_vocab_size, tgt_vocab_size, dropout=0.2):
-  """The ModelConfig fields of configs/cgru_multi30k.py (the issue's reference model)."""
+  """The ModelConfig fields of recipe multi30k:cgru (the reference model)."""
   return dict(src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size, embedding_dim=256,
               encoder="birnn", encoder_units=512, decoder="cgru", decoder_units=512,
               dropout=dropout)

@@ -5,7 +5,9 @@ The Python API (TensorFlow is imported on first use, not by `import nmt_tf`):
   nmt_tf.load(run_dir)            a trained run: .translate(sentences, beam_size, nbest) and
                                   .score(sources, targets) (inference/translation_model.py)
   nmt_tf.train(config, run_dir)   train or resume a run; config: an ExperimentConfig, or the
-                                  ml_collections ConfigDict of a configs/*.py recipe
+                                  ml_collections ConfigDict of a recipe
+  nmt_tf.recipe("multi30k:luong") a recipe with a model preset, as a ConfigDict (`nmt-tf
+                                  recipes` lists them)
   nmt_tf.base_config()            every field with its default, as a ConfigDict
   nmt_tf.ExperimentConfig         the validated configuration
 
@@ -22,6 +24,7 @@ _API = {
     "Translation": ("nmt_tf.inference.translation_model", "Translation"),
     "train": ("nmt_tf.training", "train"),
     "base_config": ("nmt_tf.experiment", "base_config"),
+    "recipe": ("nmt_tf.configs", "load"),
     "ExperimentConfig": ("nmt_tf.experiment", "ExperimentConfig"),
 }
 

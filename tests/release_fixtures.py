@@ -3,14 +3,13 @@ each recipe's own data, and a separate process that loads exports as TF Serving 
 
 import atexit
 import gzip
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 
+from nmt_tf import configs
 from nmt_tf import data
-from nmt_tf.cli import recipes
 from nmt_tf.data import multi30k
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -26,18 +25,11 @@ GENERATED_SIZES = dict(train_size=300, valid_size=8, test_size=8)
 MULTI30K_LINES = {"train": 400, "val": 8, "test_2016_flickr": 8}
 
 
-def recipe_config(name):
-  """The ml_collections ConfigDict of recipe `name`, as `--config=NAME` loads it."""
-  spec = importlib.util.spec_from_file_location(f"recipe_{name}", recipes.recipe_path(name))
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_config()
-
-
 def shrunk_recipe(name, multi30k_dir):
-  """Recipe `name` at test sizes (see MODEL_SIZES, TRAIN), on a slice of its own data: its
-  generated corpus made smaller, or the Multi30k slice in `multi30k_dir`."""
-  config = recipe_config(name)
+  """Recipe `name` ("multi30k:luong") at test sizes (see MODEL_SIZES, TRAIN), on a slice of its
+  own data: its generated corpus made smaller, the Multi30k slice in `multi30k_dir`, or for a
+  TFDS corpus (which needs the network) that slice read as files in its languages' places."""
+  config = configs.load(name)
   config.model.update(MODEL_SIZES)
   for field in UNIT_FIELDS:
     if config.model[field] is not None:
@@ -48,6 +40,12 @@ def shrunk_recipe(name, multi30k_dir):
     config.data.update(GENERATED_SIZES)
   elif config.data.name.startswith("multi30k"):
     config.data.data_dir = multi30k_dir
+  elif config.data.name.startswith("tfds:"):
+    languages = dict(zip((config.data.source_lang, config.data.target_lang), ("de", "en")))
+    config.data.update(name="files", **{
+        f"{split}_{side}": os.path.join(multi30k_dir, f"{prefix}.{languages[lang]}.gz")
+        for split, prefix in (("train", "train"), ("valid", "val"), ("test", "test_2016_flickr"))
+        for side, lang in (("src", config.data.source_lang), ("tgt", config.data.target_lang))})
   else:
     raise ValueError(f"recipe {name} uses data.name={config.data.name!r}, which the release "
                      "tests cannot slice; teach tests/release_fixtures.py its data")

@@ -55,9 +55,14 @@ class CommandLineErrorTest(tf.test.TestCase):
     tmp = tempfile.mkdtemp()
     self.assertEqual(
         self.error_line("train", "--config=nope.py", cwd=tmp),
-        "error: --config=nope.py: no such file; pass an experiment config file such as "
-        "--config=configs/default.py (see configs/*.py) or fix it; see python run.py train "
-        "--helpfull.")
+        "error: --config=nope.py: no such file; pass a recipe such as --config=multi30k:cgru "
+        "(`python run.py recipes` lists them) or a config file, or fix it; see python run.py "
+        "train --helpfull.")
+    self.assertEqual(
+        self.error_line("train", "--config=multi30k:transformer", cwd=tmp),
+        "error: --config: Unknown model preset 'transformer'; expected one of cgru, rnnsearch, "
+        "encdec, luong, sar_avg, sar_cavg, memory_rnn, self_attentive_rnn (`nmt-tf recipes` "
+        "lists them); see python run.py train --helpfull.")
     self.assertIn("--config=nope.py: no such file",
                   self.error_line("train", "--config=nope.py", "--config.train.steps=5",
                                   cwd=tmp))

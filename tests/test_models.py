@@ -563,7 +563,7 @@ class InitialisationTest(tf.test.TestCase):
 
   def test_default_embeddings_give_unit_scale_gru_inputs(self):
     keras.utils.set_random_seed(0)
-    self.assertEqual(recipe("cgru_multi30k").model.embedding_init_std, 1.0)
+    self.assertEqual(recipe("multi30k").model.embedding_init_std, 1.0)
     model = Seq2Seq(tiny_config(src_vocab_size=90, tgt_vocab_size=90, embedding_dim=32,
                                 encoder_units=32, decoder_units=32))  # the default: N(0, 1)
     model.build_with_dummy_batch()

@@ -46,20 +46,20 @@ NOT_RUN = {
     "$FILE.gz' - wmt/train.": "the WMT'14 corpus (a download)",
     "zcat train.de.gz | split -l 500000 -d -a 3 --additional-suffix=.de --filter='gzip > "
     "$FILE.gz' - wmt/train.": "the WMT'14 corpus (a download)",
-    "nmt-tf train --config=configs/cgru_multi30k.py --run_dir=runs/wmt14_en_de "
-    "--config.data.name=files --config.data.train_src='wmt/train.*.en.gz' "
-    "--config.data.train_tgt='wmt/train.*.de.gz' --config.data.valid_src=wmt/newstest2013.en "
-    "--config.data.valid_tgt=wmt/newstest2013.de --config.data.test_src=wmt/newstest2014.en "
-    "--config.data.test_tgt=wmt/newstest2014.de --config.tokenizer.vocab_size=32000 "
-    "--config.train.max_minutes=0 --config.train.steps=300000 --config.train.patience=0":
+    "nmt-tf train --config=wmt14:cgru --run_dir=runs/wmt14_en_de":
+        "the WMT'14 corpus (a download)",
+    "nmt-tf train --config=wmt14:cgru --run_dir=runs/wmt14_en_de --config.data.name=files "
+    "--config.data.train_src='wmt/train.*.en.gz' --config.data.train_tgt='wmt/train.*.de.gz' "
+    "--config.data.valid_src=wmt/newstest2013.en --config.data.valid_tgt=wmt/newstest2013.de "
+    "--config.data.test_src=wmt/newstest2014.en --config.data.test_tgt=wmt/newstest2014.de":
         "the WMT'14 corpus (a download)",
     "TF_CONFIG='{\"cluster\":{\"worker\":[\"10.0.0.1:2222\",\"10.0.0.2:2222\"]},\"task\":"
-    "{\"type\":\"worker\",\"index\":0}}' nmt-tf train --config=configs/cgru_multi30k.py "
-    "--run_dir=/shared/runs/wmt14_en_de --config.train.strategy=multi_worker <the data, "
-    "tokenizer and train flags above>": "two machines (tests/test_training_processes.py "
-                                        "runs two workers on one)",
+    "{\"type\":\"worker\",\"index\":0}}' nmt-tf train --config=wmt14:cgru "
+    "--run_dir=/shared/runs/wmt14_en_de --config.train.strategy=multi_worker <the data "
+    "flags above, if any>": "two machines (tests/test_training_processes.py runs two "
+                            "workers on one)",
     "TF_CONFIG='{\"cluster\":{\"worker\":[\"10.0.0.1:2222\",\"10.0.0.2:2222\"]},\"task\":"
-    "{\"type\":\"worker\",\"index\":1}}' nmt-tf train --config=configs/cgru_multi30k.py "
+    "{\"type\":\"worker\",\"index\":1}}' nmt-tf train --config=wmt14:cgru "
     "--run_dir=/shared/runs/wmt14_en_de --config.train.strategy=multi_worker <the same "
     "flags>": "two machines (tests/test_training_processes.py runs two workers on one)",
     "nmt-tf translate --run_dir=runs/cgru_de_en --input_file=test.de > test.hyp.en":
@@ -80,7 +80,7 @@ NOT_RUN = {
     "\"the boy\"": "needs the running model server (tests/test_export.py runs the client's "
                    "requests)",
     "tensorboard --logdir runs/x/tensorboard": "a server that runs until stopped",
-    "python run.py train --config=configs/cgru_multi30k.py --run_dir=/tmp/e "
+    "python run.py train --config=multi30k:cgru --run_dir=/tmp/e "
     "--config.train.steps=300 --config.train.eval_every=300 "
     "--config.train.checkpoint_every=300 --config.model.dropout=0.0 "
     "--config.train.label_smoothing=0.0 --config.model.embedding_dim=128 "
@@ -90,8 +90,7 @@ NOT_RUN = {
     "--config.train.eval_max_sentences=200 --config.train.precision=float32":
         "Multi30k, which CI does not have (tests/test_release_recipes.py trains every "
         "Multi30k recipe on a slice)",
-    ".venv/bin/python run.py train --config=configs/rnnsearch_multi30k.py "
-    "--run_dir=runs/rnnsearch_de_en": "Multi30k, which CI does not have "
+    ".venv/bin/python run.py train --config=multi30k:rnnsearch --run_dir=runs/rnnsearch_de_en": "Multi30k, which CI does not have "
                                       "(tests/test_release_recipes.py trains every recipe)",
 }
 BENCHMARKS = "benchmarks: minutes to hours each, on a quiet machine"

@@ -1,11 +1,12 @@
 """Release tier: every recipe of nmt_tf/configs (configs/ in a checkout) runs as users run it.
 
-Each recipe trains 3 steps on a slice of its own data (MODEL_SIZES shrunk; the tokenizer,
+Each recipe with its default model, and every model preset on the Multi30k SentencePiece
+recipe (the recipe of the results page), trains 3 steps on a slice of its own data (MODEL_SIZES shrunk; the tokenizer,
 decoder, attention, precision, strategy and decode settings exactly as shipped) through its
 first validation (loss, greedy BLEU, the alignment images of greedy and beam search), then
 `nmt-tf evaluate`, `nmt-tf translate` and `nmt-tf export` run on the run directory, and the
 export is loaded in a process with only tensorflow and tensorflow_text, where each signature
-is called. One test per recipe, so that the recipes spread over the test workers.
+is called. One test class per recipe and model, so that they spread over the test workers.
 """
 
 import io
@@ -19,7 +20,7 @@ import tensorflow as tf
 import nmt_tf
 from nmt_tf.cli import evaluate as evaluate_cli
 from nmt_tf.cli import export as export_cli
-from nmt_tf.cli import recipes
+from nmt_tf import configs
 from nmt_tf.cli import translate as translate_cli
 from tests.release_fixtures import ExportLoader, shrunk_recipe, write_multi30k_slice
 from tests.test_cli_decode import run_command
@@ -45,7 +46,7 @@ class RecipeCase(tf.test.TestCase):
 
   def check_recipe(self, name):
     config = shrunk_recipe(name, multi30k_slice())
-    run_dir = os.path.join(tempfile.mkdtemp(), name)
+    run_dir = os.path.join(tempfile.mkdtemp(), name.replace(":", "_"))
     stream = io.StringIO()
     summary = nmt_tf.train(config, run_dir, stream=stream)
     log = stream.getvalue()
@@ -93,15 +94,23 @@ class RecipeCase(tf.test.TestCase):
       self.assertEqual({shape[1] for shape in outputs.values()}, {0}, signature)
 
 
+def recipes_to_run():
+  """Every recipe with its default model, and every model preset on the Multi30k
+  SentencePiece recipe: "multi30k:luong", ..."""
+  from nmt_tf.experiment import presets  # pylint: disable=g-import-not-at-top
+  return configs.names() + [f"multi30k:{model}" for model in presets.MODELS if model != "cgru"]
+
+
 def _recipe_classes():
-  """{class name: TestCase} with one test per recipe of nmt_tf/configs."""
+  """{class name: TestCase} with one test per recipe of recipes_to_run()."""
   classes = {}
-  for name in recipes.names():
+  for name in recipes_to_run():
     def test(self, name=name):
       self.check_recipe(name)
-    test.__name__ = f"test_{name}"
+    words = name.replace(":", "_").split("_")
+    test.__name__ = "test_" + "_".join(words)
     test.__doc__ = f"Recipe {name}: trains, validates, evaluates, translates and exports."
-    class_name = "Recipe" + "".join(part.capitalize() for part in name.split("_")) + "Test"
+    class_name = "Recipe" + "".join(part.capitalize() for part in words) + "Test"
     classes[class_name] = pytest.mark.slow(type(class_name, (RecipeCase,), {
         test.__name__: test, "__module__": __name__}))
   return classes

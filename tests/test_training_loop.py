@@ -17,8 +17,7 @@ from nmt_tf.training import Trainer, TrainingError, train
 from nmt_tf.training.schedules import WarmupSchedule
 from nmt_tf.training.trainer import bf16_warning
 from nmt_tf.training.validation import ValidationResult
-from tests.training_fixtures import (CONFIGS_DIR, nan_loss_at, recipe, tiny_train_config,
-                                     train_until_killed)
+from tests.training_fixtures import nan_loss_at, tiny_train_config, train_until_killed
 
 
 def _events(run_dir):
@@ -284,22 +283,3 @@ class PiecesTest(tf.test.TestCase):
     self.assertEqual(png[:8], b"\x89PNG\r\n\x1a\n")
     with self.assertRaisesRegex(ValueError, "expected \\[tgt_len, src_len\\]"):
       alignment_png(np.zeros([3]), ["a"], ["b"])
-
-  def test_config_recipes_validate(self):
-    # Every configs/<model>_<dataset>.py loads and validates, with its model preset; the
-    # multi30k recipes have the reference sizes and the budgets of the results page.
-    from nmt_tf.training.presets import MODELS  # pylint: disable=g-import-not-at-top
-    names = sorted(os.path.basename(p)[:-3]
-                   for p in glob.glob(os.path.join(CONFIGS_DIR, "[!_]*.py")))
-    self.assertLen(names, 25)
-    self.assertEqual(recipe("default"), recipe("cgru_generated"))
-    for model in MODELS:
-      for dataset in ("generated", "multi30k", "multi30k_word"):
-        config = recipe(f"{model}_{dataset}")
-        for key, value in MODELS[model].items():
-          self.assertEqual(getattr(config.model, key), value, f"{model}_{dataset}")
-        if dataset.startswith("multi30k"):
-          self.assertEqual((config.model.embedding_dim, config.model.encoder_units,
-                            config.model.decoder_units), (256, 512, 512))
-          self.assertEqual(config.train.max_minutes, 60.0 if dataset == "multi30k_word" else 120.0)
-          self.assertEqual(config.train.steps, 30000)

@@ -1,12 +1,11 @@
-"""A tiny training experiment shared by the training tests, and the recipes of configs/."""
+"""A tiny training experiment shared by the training tests, and the recipes of nmt_tf/configs."""
 
 import dataclasses
-import importlib.util
-import os
 from unittest import mock
 
 import tensorflow as tf
 
+from nmt_tf import configs
 from nmt_tf.experiment import ExperimentConfig, base_config
 from nmt_tf.training import Trainer
 from nmt_tf.training.progress import ProgressPrinter
@@ -14,17 +13,9 @@ from nmt_tf.training.train_step import TrainStep
 from tests.run_fixtures import apply
 
 
-CONFIGS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "nmt_tf",
-                           "configs")
-
-
 def recipe(name):
-  """The ExperimentConfig of configs/<name>.py (what --config=configs/<name>.py loads)."""
-  spec = importlib.util.spec_from_file_location(f"configs.{name}",
-                                                os.path.join(CONFIGS_DIR, f"{name}.py"))
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return ExperimentConfig.from_dict(module.get_config())
+  """The ExperimentConfig of recipe `name` ("multi30k:luong"), as --config=NAME loads it."""
+  return ExperimentConfig.from_dict(configs.load(name))
 
 
 def tiny_train_config(steps=40, **train_overrides):

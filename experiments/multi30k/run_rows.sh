@@ -13,12 +13,12 @@ wanted() { [[ -z "${ROWS:-}" || " ${ROWS} " == *" $1 "* ]]; }
 
 if wanted cgru; then
   "$PYTHON" experiments/multi30k/study.py row cgru_de-en_2500steps \
-    --config=configs/cgru_multi30k.py --keep_attention -- "${STEPS[@]}"
+    --config=multi30k:cgru --keep_attention -- "${STEPS[@]}"
 fi
 for model in sar_avg sar_cavg self_attentive_rnn; do
   if wanted "$model"; then
     "$PYTHON" experiments/multi30k/study.py row "${model}_de-en_2500steps" \
-      --config="configs/${model}_multi30k.py" --baseline=cgru_de-en_2500steps -- "${STEPS[@]}"
+      --config="multi30k:${model}" --baseline=cgru_de-en_2500steps -- "${STEPS[@]}"
   fi
 done
 "$PYTHON" experiments/multi30k/study.py report

@@ -4,8 +4,8 @@ Commands are the modules of nmt_tf/cli (train, translate, evaluate, score, expor
 `nmt-tf help` lists them. This module dispatches, and turns what the command line gets wrong
 (an unknown flag, a value of the wrong type, a --config file that is missing or does not load,
 an unknown --config.KEY) into one `error:` line and exit code 2, as the commands do with the
-errors users can cause. `--config=NAME` without a path names a recipe of configs/
-(`--config=cgru_multi30k`), which an installed nmt_tf ships.
+errors users can cause. `--config=RECIPE[:MODEL]` without a path names a recipe of
+nmt_tf/configs and a model preset (`--config=multi30k:luong`), which an installed nmt_tf ships.
 """
 
 import os
@@ -25,7 +25,7 @@ from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
 
 from nmt_tf import cli  # pylint: disable=g-import-not-at-top
 from nmt_tf.cli import help as help_text  # pylint: disable=g-import-not-at-top
-from nmt_tf.cli import recipes  # pylint: disable=g-import-not-at-top
+from nmt_tf import configs  # pylint: disable=g-import-not-at-top
 
 COMMANDS = {}
 
@@ -80,8 +80,8 @@ def _config_file_error(path, error, see):
     found = "a directory, not a file"
   else:
     found = f"cannot load it ({type(error).__name__}: {_one_line(error)})"
-  return (f"--config={path}: {found}; pass an experiment config file such as "
-          f"--config=configs/default.py (see configs/*.py) or fix it; {see}.")
+  return (f"--config={path}: {found}; pass a recipe such as --config=multi30k:cgru "
+          f"(`{_prog()} recipes` lists them) or a config file, or fix it; {see}.")
 
 
 def parse_flags(argv):
@@ -99,6 +99,8 @@ def parse_flags(argv):
     remaining = flags.FLAGS(argv)
   except flags.Error as error:  # unknown flag, missing or ill-typed value
     message = re.sub(r"\. Did you mean: (.+?) ?\?$", r" (did you mean \1?)", _one_line(error))
+    # A recipe's get_config refusing its argument (an unknown model preset): its own words.
+    message = re.sub(r"^flag --config=.*ConfigError: ", "--config: ", message).rstrip(".")
     _exit_with_error(f"{message}; {see}.")
   except Exception as error:  # pylint: disable=broad-except
     # The --config file is Python code run while the flags are parsed: what it raises (a
@@ -142,16 +144,19 @@ def main(argv):
 
 
 def _recipe_names(argv):
-  """argv with `--config=NAME` (no path, no .py) replaced by that recipe's path."""
+  """argv with `--config=RECIPE[:MODEL]` (or an old recipe name) replaced by that recipe's
+  path and model; an old name also gets a one-line note of its new spelling."""
   out = []
   for arg in argv:
     if arg.startswith("--config="):
       value = arg.split("=", 1)[1]
-      name, _, rest = value.partition(":")
-      path = recipes.recipe_path(name) if name and not name.endswith(".py") and \
-          os.sep not in name else None
-      if path:
-        arg = f"--config={path}" + (f":{rest}" if rest else "")
+      found = configs.resolve(value)
+      if found:
+        path, model, old = found
+        arg = f"--config={path}" + (f":{model}" if model else "")
+        if old:
+          print(f"note: --config={value} is the recipe --config={old}; the old name keeps "
+                "working, the new one is what `nmt-tf recipes` lists.", file=sys.stderr)
     out.append(arg)
   return out
 
@@ -174,9 +179,9 @@ def _quiet_startup():
 
 def run():
   """The console entry point: `nmt-tf COMMAND [--flags]`."""
-  sys.argv = _recipe_names(sys.argv)
   if not VERBOSE:
     _quiet_startup()
+  sys.argv = _recipe_names(sys.argv)
   try:
     COMMANDS.update(cli.commands())
   except (AttributeError, KeyError, TypeError, ValueError) as error:

@@ -71,5 +71,6 @@ def command_help(prog, name, module):
   lines += ["shared flags:"] + flag_lines("nmt_tf.cli.common")
   lines += ["  --verbose  also show TensorFlow's C++ log lines and INFO messages", ""]
   if name in CONFIG_COMMANDS:
-    lines += config_help()
+    from nmt_tf import configs  # pylint: disable=g-import-not-at-top
+    lines += configs.listing() + [""] + config_help()
   return "\n".join(lines)

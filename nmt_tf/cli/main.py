@@ -1,6 +1,6 @@
 """`python run.py main`: the quick-start job — train, evaluate on the test split, export.
 
-  python run.py main --run_dir=runs/quickstart [--config=configs/default.py]
+  python run.py main --run_dir=runs/quickstart [--config=generated:cgru]
 
 Each stage is the command of the same name with the same flags; rerunning resumes training
 from the last checkpoint, then evaluates and exports the best checkpoint again.

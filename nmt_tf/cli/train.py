@@ -1,6 +1,6 @@
 """`python run.py train`: train (or resume) the run of --run_dir with the --config experiment.
 
-  python run.py train --config=configs/default.py --run_dir=runs/quickstart \
+  python run.py train --config=generated:cgru --run_dir=runs/quickstart \
       --config.train.steps=3000 --config.train.learning_rate=1e-3
 
 Running the same command again after a stop or a crash resumes from the last checkpoint.

@@ -1,3 +1,102 @@
-"""Experiment recipes: `nmt_tf/configs/<model>_<dataset>.py` (configs/ in a checkout), each a
-`get_config()` for `--config`; `nmt-tf train --config=cgru_multi30k` finds a recipe by its
-name."""
+"""Experiment recipes: one file per dataset setting (nmt_tf/configs/<recipe>.py, which a
+checkout also shows as configs/), each a `get_config(model="cgru")` that sets what is
+particular to its data. The model is a preset of nmt_tf/experiment/presets.py, named after a
+colon: `--config=multi30k:luong` runs multi30k.py's get_config("luong") (ml_collections
+passes what follows the colon).
+
+  generated      the built-in generated pair: the quick start and the default
+  multi30k       Multi30k task 1, SentencePiece vocabularies (docs/RESULTS.md)
+  multi30k_word  Multi30k task 1, word vocabularies (Bahdanau et al. 2015's setting)
+  wmt14          WMT14 English->German from TFDS
+
+The names of the files that once held one model on one dataset each (cgru_multi30k,
+luong_generated, default, ...) give the same configs: `resolve` maps them to
+`multi30k:cgru`, `generated:luong`, `generated`.
+"""
+
+import importlib.util
+import os
+
+# Imports nothing at module level: `nmt-tf` imports this package before it silences
+# TensorFlow's start-up lines, and the presets' module imports TensorFlow.
+DEFAULT = "generated"
+# The datasets of the one-file-per-model recipe names (<model>_<dataset>).
+_NAMED_DATASETS = ("generated", "multi30k", "multi30k_word")
+
+
+def recipe_dir():
+  """The directory of the recipes."""
+  return os.path.dirname(os.path.abspath(__file__))
+
+
+def names():
+  """The recipe names, sorted."""
+  return sorted(f[:-3] for f in os.listdir(recipe_dir())
+                if f.endswith(".py") and not f.startswith("_"))
+
+
+def recipe_path(name):
+  """nmt_tf/configs/<name>.py for a recipe name such as "multi30k" (None if there is none)."""
+  path = os.path.join(recipe_dir(), f"{name}.py")
+  return path if name and os.path.isfile(path) else None
+
+
+def old_names():
+  """{one-file-per-model recipe name: its spelling as recipe:model}."""
+  from nmt_tf.experiment import presets  # pylint: disable=g-import-not-at-top
+  table = {f"{model}_{dataset}": f"{dataset}:{model}"
+           for model in presets.MODELS for dataset in _NAMED_DATASETS}
+  table["default"] = DEFAULT
+  return table
+
+
+def resolve(value):
+  """(path, model, old) for a --config value that names a recipe: "multi30k",
+  "multi30k:luong", an old name ("luong_multi30k") or the path of an old recipe file that no
+  longer exists ("configs/luong_multi30k.py"); old is the new spelling when the value was an
+  old name, else None. None when the value names no recipe (a config file of the user's)."""
+  name, _, model = value.partition(":")
+  old = None
+  if name.endswith(".py") and not os.path.exists(name):
+    if os.path.basename(os.path.dirname(os.path.abspath(name))) == "configs":
+      name = os.path.basename(name)[:-3]
+  if name in old_names():
+    old = old_names()[name]
+    name, _, model = old.partition(":")
+  path = recipe_path(name) if os.sep not in name and not name.endswith(".py") else None
+  if path is None:
+    return None
+  return path, model or None, old
+
+
+def load(value):
+  """The ml_collections ConfigDict of a recipe as `--config=VALUE` gives it ("multi30k:luong",
+  "generated", an old name); ValueError naming the recipes if VALUE is none of them."""
+  from nmt_tf.experiment import presets  # pylint: disable=g-import-not-at-top
+  found = resolve(value)
+  if found is None:
+    raise ValueError(f"No recipe {value!r}; expected RECIPE[:MODEL] with RECIPE one of "
+                     f"{', '.join(names())} and MODEL one of {', '.join(presets.MODELS)}.")
+  path, model, _ = found
+  spec = importlib.util.spec_from_file_location(
+      f"nmt_tf_recipe_{os.path.basename(path)[:-3]}", path)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.get_config(model) if model else module.get_config()
+
+
+def listing():
+  """Lines: the recipes with their first docstring line, and the model presets."""
+  from nmt_tf.experiment import presets  # pylint: disable=g-import-not-at-top
+  lines = ["recipes (--config=RECIPE[:MODEL]; nmt_tf/configs/RECIPE.py):"]
+  for name in names():
+    spec = importlib.util.spec_from_file_location(f"nmt_tf_recipe_{name}", recipe_path(name))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    summary = (module.__doc__ or "").strip().split("\n\n", 1)[0]
+    lines.append(f"  {name:<18} {' '.join(summary.split())}")
+  lines += ["", "models (MODEL; nmt_tf/experiment/presets.py; cgru when left out):"]
+  for name, (fields, what) in presets.MODELS.items():
+    settings = ", ".join(f"{key}={value!r}" for key, value in fields.items())
+    lines.append(f"  {name:<18} {what} ({settings})")
+  return lines

@@ -2,7 +2,7 @@
 
 One `ExperimentConfig` of validated sections; each section rejects unknown keys and bad
 values. `base_config()` gives the same defaults as an ml_collections ConfigDict, which the
-files in configs/ edit and run.py overrides from the command line (`--config.model.units=...`).
+recipes of nmt_tf/configs edit and run.py overrides from the command line (`--config.model.units=...`).
 """
 
 import dataclasses
@@ -14,6 +14,7 @@ from typing import Optional
 import ml_collections
 
 from nmt_tf.data import CorpusConfig, PipelineConfig, TokenizerConfig
+from nmt_tf.experiment import presets
 from nmt_tf.models.config import ConfigError, ModelConfig
 
 SCHEDULES = ("constant", "inverse_sqrt", "noam", "exponential")
@@ -218,8 +219,9 @@ def _placeholder_type(field):
   return args[0] if args else field.type
 
 
-def base_config():
-  """The defaults as an ml_collections ConfigDict (Optional fields as typed placeholders)."""
+def base_config(model=None):
+  """The defaults as an ml_collections ConfigDict (Optional fields as typed placeholders),
+  with the fields of model preset `model` (experiment/presets.py) when one is named."""
   root = ml_collections.ConfigDict()
   for name, section_cls in SECTIONS.items():
     section = ml_collections.ConfigDict()
@@ -229,4 +231,6 @@ def base_config():
         default = ml_collections.config_dict.placeholder(_placeholder_type(field))
       section[field.name] = default
     root[name] = section
+  if model is not None:
+    root.model.update(presets.model_fields(model))
   return root

@@ -1,0 +1,79 @@
+"""The recipes of nmt_tf/configs and the model presets: every RECIPE:MODEL validates, the old
+one-file-per-model names give the configs they gave (tests/data/recipe_names.json holds them),
+and `nmt-tf recipes` lists both."""
+
+import json
+import os
+
+import tensorflow as tf
+
+import nmt_tf
+from nmt_tf import configs
+from nmt_tf.cli import app
+from nmt_tf.experiment import ExperimentConfig, presets
+from nmt_tf.models.config import ConfigError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OLD_CONFIGS = os.path.join(ROOT, "tests", "data", "recipe_names.json")
+
+
+class RecipesTest(tf.test.TestCase):
+
+  def test_every_recipe_with_every_model_validates(self):
+    self.assertEqual(configs.names(), ["generated", "multi30k", "multi30k_word", "wmt14"])
+    for name in configs.names():
+      self.assertEqual(configs.load(name).to_dict(), configs.load(f"{name}:cgru").to_dict())
+      for model, (fields, _) in presets.MODELS.items():
+        config = ExperimentConfig.from_dict(configs.load(f"{name}:{model}"))
+        for key, value in fields.items():
+          self.assertEqual(getattr(config.model, key), value, f"{name}:{model}")
+
+  def test_old_names_give_the_same_configs(self):
+    with open(OLD_CONFIGS, encoding="utf-8") as f:
+      before = json.load(f)
+    self.assertCountEqual(before, configs.old_names())
+    for old, new in configs.old_names().items():
+      self.assertEqual(configs.load(old).to_dict(), before[old], old)
+      self.assertEqual(configs.load(new).to_dict(), before[old], new)
+    # The old files' paths, as the results page's records and older docs wrote them.
+    path, model, new = configs.resolve(os.path.join("configs", "luong_multi30k.py"))
+    self.assertEqual((path, model, new),
+                     (configs.recipe_path("multi30k"), "luong", "multi30k:luong"))
+
+  def test_a_config_file_of_the_users_is_not_a_recipe(self):
+    self.assertIsNone(configs.resolve("my_configs/multi30k.py"))
+    self.assertIsNone(configs.resolve(os.path.join("configs", "my_experiment.py")))
+    self.assertIsNone(configs.resolve("no_such_recipe"))
+    with self.assertRaisesRegex(ValueError, "RECIPE one of generated, multi30k, .* and MODEL "
+                                "one of cgru, rnnsearch"):
+      configs.load("no_such_recipe")
+
+  def test_an_unknown_model_names_the_presets(self):
+    with self.assertRaisesRegex(ConfigError, "Unknown model preset 'transformer'; expected one "
+                                "of cgru, rnnsearch, encdec, luong, sar_avg"):
+      configs.load("multi30k:transformer")
+
+  def test_command_line_names(self):
+    argv = ["nmt-tf", "train", "--config=multi30k:luong", "--config.train.steps=3",
+            "--config=cgru_multi30k_word", "--config=configs/x.py", "--run_dir=r"]
+    self.assertEqual(app._recipe_names(argv),  # pylint: disable=protected-access
+                     ["nmt-tf", "train", f"--config={configs.recipe_path('multi30k')}:luong",
+                      "--config.train.steps=3",
+                      f"--config={configs.recipe_path('multi30k_word')}:cgru",
+                      "--config=configs/x.py", "--run_dir=r"])
+
+  def test_python_api(self):
+    self.assertIs(nmt_tf.recipe, configs.load)
+
+  def test_listing(self):
+    text = "\n".join(configs.listing())
+    for name in configs.names():
+      self.assertIn(f"\n  {name} ", text)
+    self.assertIn("  luong              Luong et al. 2015: general score, input feeding "
+                  "(decoder='luong', attention='general')", text)
+    self.assertIn("multi30k           Multi30k task 1 (29,000 image descriptions, de/en/fr) "
+                  "with SentencePiece vocabularies", text)
+
+
+if __name__ == "__main__":
+  tf.test.main()
