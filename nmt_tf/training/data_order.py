@@ -26,41 +26,38 @@ import tensorflow as tf
 from nmt_tf import data
 
 
-class BatchOrder:
-  """Training batches by epoch (see module docstring).
+def batch_order(split, source_tokenizer, target_tokenizer, pipeline_config, num_workers=1,
+                worker=0):
+  """The batch order of a training split: a StreamedOrder for a `data.ParallelShards`, an
+  InMemoryOrder otherwise.
 
   Args:
     split: the training ParallelText, ParallelShards or tf.data.Dataset of string pairs.
     source_tokenizer, target_tokenizer: the run's tokenizers.
     pipeline_config: nmt_tf.data.PipelineConfig.
-    num_shards, shard_index: this worker's share of every epoch.
+    num_workers, worker: this worker's share of every epoch.
   """
+  cls = StreamedOrder if isinstance(split, data.ParallelShards) else InMemoryOrder
+  return cls(split, source_tokenizer, target_tokenizer, pipeline_config, num_workers, worker)
+
+
+class InMemoryOrder:
+  """Epoch e of an in-memory split: the bucketed batches shuffled under pipeline.seed + e,
+  every num_workers-th of them for this worker (see the module docstring)."""
 
   def __init__(self, split, source_tokenizer, target_tokenizer, pipeline_config,
-               num_shards=1, shard_index=0):
+               num_workers=1, worker=0):
     self.split = split
     self.source_tokenizer = source_tokenizer
     self.target_tokenizer = target_tokenizer
     self.pipeline_config = pipeline_config
-    self.num_shards = num_shards
-    self.shard_index = shard_index
+    self.num_workers = num_workers
+    self.worker = worker
     self._checked = False
-    self.stream = None
-    if isinstance(split, data.ParallelShards):
-      self.stream = data.StreamOrder(split, source_tokenizer, target_tokenizer,
-                                     pipeline_config, num_shards, shard_index)
-    self._base = 0  # the trainer's batch count when the stream began
 
   def epoch(self, epoch, skip=0, saved=""):
-    """The batches of epoch `epoch` for this worker, without its first `skip` batches; for a
-    streamed split, the endless stream from `saved` (`position`'s JSON) when it fits, else
-    from there."""
-    self._base = skip
-    if self.stream is not None:
-      start = self._saved_position(saved)
-      if start is not None:
-        return self.stream.stream(start)
-      return self.stream.stream(data.StreamPosition(epoch=epoch), skip=skip)
+    """The batches of epoch `epoch` for this worker, without its first `skip` batches."""
+    del saved  # the epoch and the batch say where an in-memory split stood
     config = dataclasses.replace(self.pipeline_config, seed=self.pipeline_config.seed + epoch)
     # The filter counts are checked once; later epochs skip that pass when the length limits
     # are explicit (they then fix the bucket boundaries on their own).
@@ -69,17 +66,44 @@ class BatchOrder:
     ds = data.make_train_dataset(self.split, self.source_tokenizer, self.target_tokenizer,
                                  config, check=check, cache=False)
     self._checked = True
-    if self.num_shards > 1:
+    if self.num_workers > 1:
       count = int(ds.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1))
-      ds = ds.take(count - count % self.num_shards).shard(self.num_shards, self.shard_index)
+      ds = ds.take(count - count % self.num_workers).shard(self.num_workers, self.worker)
     if skip:
       ds = ds.skip(skip)
     options = tf.data.Options()
     options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
     return ds.with_options(options)
 
+  def position(self, consumed, strategy=None):
+    """None: the trainer's epoch and batch count are the whole position."""
+    del consumed, strategy
+    return None
+
+
+class StreamedOrder:
+  """A streamed split (`data.ParallelShards`) as this worker's endless stream, resumable at
+  the position saved with the checkpoint (see the module docstring)."""
+
+  def __init__(self, split, source_tokenizer, target_tokenizer, pipeline_config,
+               num_workers=1, worker=0):
+    self.num_workers = num_workers
+    self.worker = worker
+    self.stream = data.StreamOrder(split, source_tokenizer, target_tokenizer,
+                                   pipeline_config, num_workers, worker)
+    self._base = 0  # the trainer's batch count when the stream began
+
+  def epoch(self, epoch, skip=0, saved=""):
+    """The endless stream from `saved` (`position`'s JSON) when it fits, else from batch
+    `skip` of epoch `epoch`."""
+    self._base = skip
+    start = self._saved_position(saved)
+    if start is not None:
+      return self.stream.stream(start)
+    return self.stream.stream(data.StreamPosition(epoch=epoch), skip=skip)
+
   def _describe(self):
-    return {"workers": self.num_shards, "pieces": self.stream.num_pieces,
+    return {"workers": self.num_workers, "pieces": self.stream.num_pieces,
             "pairs_per_piece": self.stream.buffer}
 
   def _saved_position(self, saved):
@@ -88,7 +112,7 @@ class BatchOrder:
       return None
     try:
       record = json.loads(saved)
-      row = record["positions"][self.shard_index]
+      row = record["positions"][self.worker]
     except (ValueError, KeyError, IndexError, TypeError):
       row, record = None, {}
     if row is None or {k: record.get(k) for k in self._describe()} != self._describe():
@@ -99,16 +123,14 @@ class BatchOrder:
     return data.StreamPosition(*row)
 
   def position(self, consumed, strategy=None):
-    """For a streamed split, what to save after `consumed` batches (the trainer's count, that
-    of `epoch`'s `skip` included): (JSON of every worker's position, epoch, batch of the
-    epoch) of this worker; None for other splits or before the first batch of a stream that
-    began with a skip. Every worker must call it at the same time (it gathers the rows)."""
-    if self.stream is None:
-      return None
+    """What to save after `consumed` batches (the trainer's count, that of `epoch`'s `skip`
+    included): (JSON of every worker's position, epoch, batch of the epoch) of this worker;
+    None before the first batch of a stream that began with a skip. Every worker must call
+    it at the same time (it gathers the rows)."""
     own = self.stream.position(consumed - self._base)
     if own is None:
       return None
-    rows = gather_rows(strategy, own.as_list(), self.num_shards, self.shard_index)
+    rows = gather_rows(strategy, own.as_list(), self.num_workers, self.worker)
     text = json.dumps({**self._describe(), "positions": rows})
     return text, own.epoch, own.batch
 

@@ -36,7 +36,7 @@ from nmt_tf.models import build_model
 from nmt_tf.training import distribution
 from nmt_tf.training import faults
 from nmt_tf.training.checkpoints import CheckpointKeeper
-from nmt_tf.training.data_order import BatchOrder
+from nmt_tf.training.data_order import batch_order
 from nmt_tf.training.divergence import DivergenceWatch
 from nmt_tf.training.errors import NonFiniteLossError, TrainingError
 from nmt_tf.training.optimizers import FusedAdam
@@ -222,8 +222,8 @@ class Trainer:
     if validator is not None and self.keeper.unscored_best():
       self._score_best(validator, progress)
     divergence = DivergenceWatch(initial_loss=math.log(self.config.model.tgt_vocab_size))
-    order = BatchOrder(self.corpus["train"], self.src_tok, self.tgt_tok, self.config.pipeline,
-                       self.worker.num_workers, self.worker.index)
+    order = batch_order(self.corpus["train"], self.src_tok, self.tgt_tok, self.config.pipeline,
+                        self.worker.num_workers, self.worker.index)
     epoch, consumed = int(_read(self.state["epoch"])), int(_read(self.state["batch_in_epoch"]))
     saved_position = _read(self.state["data_position"]).decode("utf-8")
     reason, last_result, loss = "completed", None, None
@@ -360,7 +360,7 @@ class Trainer:
     progress.message(f"{best}: validation BLEU {bleu:.2f}, recorded in best/score.json.")
 
   def _save(self, step, epoch, consumed, order):
-    """Saves a checkpoint after `consumed` batches of epoch `epoch` of `order` (a BatchOrder;
+    """Saves a checkpoint after `consumed` batches of epoch `epoch` of `order` (data_order.py;
     a streamed split's position replaces epoch and batch)."""
     self.state["train_seconds"].assign(self._clock())
     self.state["cpu_seconds"].assign(self._cpu_clock())
