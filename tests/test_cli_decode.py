@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from nmt_tf import cli
 from nmt_tf.cli import average as average_cli
+from nmt_tf.cli import common
 from nmt_tf.cli import evaluate as evaluate_cli
 from nmt_tf.cli import export as export_cli
 from nmt_tf.cli import score as score_cli
@@ -26,7 +27,7 @@ from nmt_tf.cli import translate as translate_cli
 from nmt_tf.evaluation.scoring import corpus_bleu
 from nmt_tf.experiment import RunDir
 from nmt_tf.special_tokens import UNK_ID
-from tests.run_fixtures import make_tiny_run
+from tests.run_fixtures import make_tiny_run, tiny_experiment
 
 FLAGS = flags.FLAGS
 RUN_PY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "run.py")
@@ -52,6 +53,19 @@ def run_command(module, stdin=None, **flag_values):
   finally:
     sys.stdin = old_stdin
   return code, out.getvalue(), err.getvalue()
+
+
+class DecodeFlagsTest(tf.test.TestCase):
+
+  def test_precision_and_its_old_spelling(self):
+    if not FLAGS.is_parsed():
+      FLAGS.mark_as_parsed()
+    config = tiny_experiment()
+    self.assertEqual(common.decode_config(config).precision, "float32")
+    with flagsaver.flagsaver(precision="float32_bf16_matmul"):
+      self.assertEqual(common.decode_config(config).precision, "float32_bf16_matmul")
+    with flagsaver.flagsaver(matmul_dtype="bfloat16"):
+      self.assertEqual(common.decode_config(config).precision, "float32_bf16_matmul")
 
 
 @pytest.mark.slow  # ~3 min on 2 busy cores: every command loads the run and traces anew

@@ -7,7 +7,8 @@ import tempfile
 
 import tensorflow as tf
 
-from nmt_tf.experiment import RunDir, RunDirError
+from nmt_tf.experiment import config as config_module
+from nmt_tf.experiment import DecodeConfig, RunDir, RunDirError
 from nmt_tf.models import ConfigError
 from tests.run_fixtures import make_tiny_run, tiny_experiment
 
@@ -81,3 +82,17 @@ class ExperimentConfigTest(tf.test.TestCase):
     config = _with_model(tiny_experiment(), encoder="rnn", reverse_source=True)
     with self.assertRaisesRegex(ConfigError, "together they cancel out: set only one"):
       config.replace(pipeline=dataclasses.replace(config.pipeline, reverse_source=True))
+
+  def test_decode_matmul_dtype_is_the_old_spelling_of_decode_precision(self):
+    config_module._WARNED.clear()  # pylint: disable=protected-access
+    with self.assertLogs(level="WARNING") as logs:
+      decode = DecodeConfig(matmul_dtype="bfloat16")
+    self.assertEqual((decode.precision, decode.matmul_dtype), ("float32_bf16_matmul", None))
+    self.assertIn("decode.matmul_dtype=bfloat16 is deprecated and will be removed; write "
+                  "decode.precision=float32_bf16_matmul.", logs.output[0])
+    with self.assertNoLogs(level="WARNING"):  # the old default, in every older config.json
+      self.assertEqual(DecodeConfig(matmul_dtype="float32"), DecodeConfig())
+      DecodeConfig(matmul_dtype="bfloat16")  # warned once per process
+    with self.assertRaisesRegex(ConfigError, "Received decode.precision='bfloat16'; expected "
+                                "one of \\('float32', 'float32_bf16_matmul'\\)"):
+      DecodeConfig(precision="bfloat16")

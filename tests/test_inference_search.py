@@ -154,7 +154,7 @@ class CompiledSearchTest(tf.test.TestCase):
   def test_bfloat16_products_score_their_own_hypotheses(self):
     model = make_model(decoder="cgru")
     translator = translator_for(model, beam_size=3, max_length=8, max_length_a=10.0,
-                                matmul_dtype="bfloat16")
+                                precision="float32_bf16_matmul")
     out = CompiledTranslator(translator).search(SOURCES)
     reference = translator_for(model, beam_size=3, max_length=8,
                                max_length_a=10.0).translate_ids(SOURCES)

@@ -33,8 +33,11 @@ class RecipesTest(tf.test.TestCase):
       before = json.load(f)
     self.assertCountEqual(before, configs.old_names())
     for old, new in configs.old_names().items():
-      self.assertEqual(configs.load(old).to_dict(), before[old], old)
-      self.assertEqual(configs.load(new).to_dict(), before[old], new)
+      # Compared as validated configs: decode.matmul_dtype="float32" of the old files is the
+      # deprecated spelling of decode.precision="float32".
+      expected = ExperimentConfig.from_dict(before[old])
+      self.assertEqual(ExperimentConfig.from_dict(configs.load(old)), expected, old)
+      self.assertEqual(ExperimentConfig.from_dict(configs.load(new)), expected, new)
     # The old files' paths, as the results page's records and older docs wrote them.
     path, model, new = configs.resolve(os.path.join("configs", "luong_multi30k.py"))
     self.assertEqual((path, model, new),

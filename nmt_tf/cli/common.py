@@ -9,6 +9,7 @@ from ml_collections import config_flags
 from nmt_tf import configs
 from nmt_tf.data.errors import DataError
 from nmt_tf.experiment import ExperimentConfig, RunDirError
+from nmt_tf.experiment.config import deprecated, MATMUL_DTYPES
 from nmt_tf.models.config import ConfigError
 
 flags.DEFINE_string("run_dir", os.path.join("runs", "quickstart"),
@@ -29,9 +30,11 @@ flags.DEFINE_float("length_penalty", None, "GNMT length penalty alpha; default: 
 flags.DEFINE_float("coverage_penalty", None, "GNMT coverage penalty beta; default: the config's.")
 flags.DEFINE_integer("decode_batch_size", None, "Sentences per decoding batch; default: the "
                      "config's.")
-flags.DEFINE_enum("matmul_dtype", None, ["float32", "bfloat16"], "Operand dtype of the "
-                  "search's matrix products (bfloat16: faster on AMX/AVX512-BF16 CPUs); "
-                  "default: the config's decode.matmul_dtype.")
+flags.DEFINE_enum("precision", None, ["float32", "float32_bf16_matmul"], "Precision of the "
+                  "search's matrix products (float32_bf16_matmul: bfloat16 operands, faster on "
+                  "AMX/AVX512-BF16 CPUs); default: the config's decode.precision.")
+flags.DEFINE_enum("matmul_dtype", None, ["float32", "bfloat16"], "Deprecated: --precision "
+                  "(bfloat16 = float32_bf16_matmul).")
 
 FLAGS = flags.FLAGS
 # Errors a user's input can cause: the commands print them as one `error:` line.
@@ -48,8 +51,11 @@ def decode_config(config):
   overrides = {key: getattr(FLAGS, flag) for key, flag in (
       ("beam_size", "beam_size"), ("nbest", "nbest"), ("length_penalty", "length_penalty"),
       ("coverage_penalty", "coverage_penalty"), ("batch_size", "decode_batch_size"),
-      ("matmul_dtype", "matmul_dtype"))
+      ("precision", "precision"))
       if getattr(FLAGS, flag) is not None}
+  if FLAGS.matmul_dtype is not None and FLAGS.precision is None:
+    overrides["precision"] = MATMUL_DTYPES[FLAGS.matmul_dtype]
+    deprecated(f"--matmul_dtype={FLAGS.matmul_dtype}", f"--precision={overrides['precision']}")
   if "beam_size" in overrides and "nbest" not in overrides:
     overrides["nbest"] = min(config.decode.nbest, overrides["beam_size"])
   return dataclasses.replace(config.decode, **overrides)

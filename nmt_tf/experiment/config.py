@@ -11,6 +11,7 @@ import math
 import typing
 from typing import Optional
 
+from absl import logging
 import ml_collections
 
 from nmt_tf.data import CorpusConfig, PipelineConfig, TokenizerConfig
@@ -18,8 +19,20 @@ from nmt_tf.experiment import presets
 from nmt_tf.models.config import ConfigError, ModelConfig
 
 SCHEDULES = ("constant", "inverse_sqrt", "noam", "exponential")
+DECODE_PRECISIONS = ("float32", "float32_bf16_matmul")
+MATMUL_DTYPES = {"float32": "float32", "bfloat16": "float32_bf16_matmul"}  # the old spelling
 PRECISIONS = ("float32", "float32_bf16_matmul", "mixed_bfloat16", "mixed_float16")
 STRATEGIES = ("default", "mirrored", "multi_worker")
+
+
+def deprecated(old, new):
+  """One warning per process for a deprecated spelling `old` of `new`."""
+  if old not in _WARNED:
+    _WARNED.add(old)
+    logging.warning("%s is deprecated and will be removed; write %s.", old, new)
+
+
+_WARNED = set()
 
 
 def _check(condition, message):
@@ -131,8 +144,12 @@ class DecodeConfig:
     max_length_a, max_length_b: per-sentence cap a * source_length + b.
     min_length: EOS forbidden before this many tokens.
     batch_size: sentences per decoding batch.
-    matmul_dtype: float32, or bfloat16 for matrix products with bfloat16 operands
-      (layers/kernels/precision.py; 1.2-1.35x faster search on AMX CPUs, docs/PERFORMANCE.md).
+    precision: float32 | float32_bf16_matmul, as train.precision: the search's matrix
+      products with bfloat16 operands (layers/kernels/precision.py; 1.2-1.35x faster search on
+      AMX CPUs, docs/PERFORMANCE.md). A model trained with float32_bf16_matmul searches so
+      whatever this says.
+    matmul_dtype: deprecated spelling of precision (bfloat16 = float32_bf16_matmul), read
+      with a warning.
   """
 
   beam_size: int = 5
@@ -144,12 +161,20 @@ class DecodeConfig:
   max_length_b: float = 10.0
   min_length: int = 0
   batch_size: int = 64
-  matmul_dtype: str = "float32"
+  precision: str = "float32"
+  matmul_dtype: Optional[str] = None
 
   def __post_init__(self):
-    _check(self.matmul_dtype in ("float32", "bfloat16"),
-           f"Received decode.matmul_dtype={self.matmul_dtype!r}; expected 'float32' or "
-           "'bfloat16'.")
+    if self.matmul_dtype is not None:
+      _check(self.matmul_dtype in MATMUL_DTYPES, f"Received decode.matmul_dtype="
+             f"{self.matmul_dtype!r}; expected 'float32' or 'bfloat16'.")
+      precision = MATMUL_DTYPES[self.matmul_dtype]
+      if precision != "float32":  # float32, the old default, is in every older config.json
+        deprecated(f"decode.matmul_dtype={self.matmul_dtype}", f"decode.precision={precision}")
+      object.__setattr__(self, "precision", precision)
+      object.__setattr__(self, "matmul_dtype", None)
+    _check(self.precision in DECODE_PRECISIONS, f"Received decode.precision="
+           f"{self.precision!r}; expected one of {DECODE_PRECISIONS}.")
     for key in ("beam_size", "nbest", "max_length", "batch_size"):
       value = getattr(self, key)
       _check(isinstance(value, int) and value > 0,

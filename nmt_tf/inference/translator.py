@@ -111,7 +111,8 @@ class Translator(tf.Module):
     cfg = self.decode_config
     beam_size = beam_size or cfg.beam_size
     nbest = nbest or (cfg.nbest if beam_size > 1 else 1)
-    dtype = getattr(self.model, "matmul_dtype", None) or cfg.matmul_dtype  # None: ensembles
+    dtype = getattr(self.model, "matmul_dtype", None) or (  # None: ensembles
+        "bfloat16" if cfg.precision == "float32_bf16_matmul" else None)
     with kernels.precision_scope(dtype, prefetch=self.model.trainable_variables):
       return self._search(source, cfg, beam_size, nbest)
 

@@ -29,8 +29,7 @@ def build_model(model_config, precision="float32", kernel_options=None):
   its kernels.KernelOptions (None: the defaults)."""
   bf16_matmul = precision == "float32_bf16_matmul"
   with dtype_policy("float32" if bf16_matmul else precision):
-    model = Seq2Seq(model_config, kernel_options=kernel_options)
-    if bf16_matmul:
-      model.matmul_dtype = "bfloat16"
+    model = Seq2Seq(model_config, kernel_options=kernel_options,
+                    matmul_dtype="bfloat16" if bf16_matmul else None)
     model.build_with_dummy_batch()
   return model

@@ -61,15 +61,16 @@ class Seq2Seq(keras.Model):
     config: a ModelConfig or a dict of its fields.
     kernel_options: kernels.KernelOptions, the speed paths of every forward pass (default:
       the fastest measured); attribute `kernel_options`.
+    matmul_dtype: None, or "bfloat16" for the float32_bf16_matmul precision: the operand
+      dtype of the matrix products of every forward pass (`kernels.precision_scope`);
+      attribute `matmul_dtype`.
 
-  Attribute `matmul_dtype` (None, or "bfloat16" for the float32_bf16_matmul precision) sets
-  the operand dtype of the matrix products of every forward pass (`kernels.precision_scope`).
-  Neither is part of get_config: they change how the model computes, not the model.
+  Neither option is part of get_config: they change how the model computes, not the model.
   """
 
-  def __init__(self, config, kernel_options=None, **kwargs):
+  def __init__(self, config, kernel_options=None, matmul_dtype=None, **kwargs):
     super().__init__(**kwargs)
-    self.matmul_dtype = None
+    self.matmul_dtype = matmul_dtype
     self.kernel_options = kernel_options or kernels.DEFAULT_OPTIONS
     self.model_config = config if isinstance(config, ModelConfig) else \
         ModelConfig.from_dict(config)
