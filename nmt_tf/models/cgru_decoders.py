@@ -86,7 +86,7 @@ class CGRUDecoder(Decoder):
       state["summary"] = self.target_summary.initial_state(tf.shape(s0)[0],
                                                            self.embedding_dim)
     if self.uses_memory:
-      # Read by `cell` only: in the training tf.function, where `sequence` reads just "s",
+      # Read by `transition` only: in the training tf.function, where `sequence` reads just "s",
       # TensorFlow prunes the unread buffers from the graph (docs/PERFORMANCE.md).
       state["memory"] = self.state_memory.initial_state(s0, max_length)
     if self.uses_state_attention:
@@ -100,7 +100,7 @@ class CGRUDecoder(Decoder):
       x["score"] = self.target_summary.scores(emb)  # [...] float32
     return x
 
-  def cell(self, x_t, state, context, t, training, kernel_options=kernels.DEFAULT_OPTIONS):
+  def transition(self, x_t, state, context, t, training, kernel_options=kernels.DEFAULT_OPTIONS):
     s_prev = state["s"]
     new_state = {}
     if self.uses_memory:

@@ -2,12 +2,12 @@
 
 A decoder defines
   precompute(emb)                       step-independent input projections, any leading dims;
-  cell(x_t, state, context, t, training, kernel_options) -> (outputs_t, new_state), one
-                                        target step;
+  transition(x_t, state, context, t, training, kernel_options) -> (outputs_t, new_state),
+                                        one target step;
   output_inputs(outputs, emb)           the named inputs of its output layer;
   sequence(x, state, context, training, kernel_options)
-                                        optionally, all steps at once (None: use `cell`).
-`call` precomputes for all target positions, runs `cell` in one graph-mode loop
+                                        optionally, all steps at once (None: use `transition`).
+`call` precomputes for all target positions, runs `transition` in one graph-mode loop
 (layers/recurrence.scan_time) and applies the output layer once to all steps; `step` does the
 same for one position. Hence step-by-step decoding reproduces the teacher-forced logits.
 kernel_options (kernels.KernelOptions, from the model) choose the speed paths of training.
@@ -25,7 +25,7 @@ class Decoder(keras.layers.Layer):
   """Base class of the decoders (see module docstring).
 
   Subclasses create `self.output_layer` (called with the dict from `output_inputs`) and
-  implement `make_context`, `initial_state`, `precompute`, `cell`, `output_inputs`.
+  implement `make_context`, `initial_state`, `precompute`, `transition`, `output_inputs`.
   """
 
   def build(self, *args, **kwargs):
@@ -54,7 +54,7 @@ class Decoder(keras.layers.Layer):
   def precompute(self, emb):
     raise NotImplementedError
 
-  def cell(self, x_t, state, context, t, training, kernel_options=kernels.DEFAULT_OPTIONS):
+  def transition(self, x_t, state, context, t, training, kernel_options=kernels.DEFAULT_OPTIONS):
     raise NotImplementedError
 
   def output_inputs(self, outputs, emb):
@@ -63,7 +63,7 @@ class Decoder(keras.layers.Layer):
   def sequence(self, x, state, context, training, kernel_options):
     """Optionally, all of `call`'s steps at once with a hand-written backward pass, asked for
     while training only (unless kernel_options.gru_backward takes autodiff for the decoder):
-    the outputs `cell` would give, stacked [batch, tgt_len, ...]; None = run `cell` in
+    the outputs `transition` would give, stacked [batch, tgt_len, ...]; None = run it in
     scan_time."""
     return None
 
@@ -86,7 +86,7 @@ class Decoder(keras.layers.Layer):
     if training and kernel_options.manual_backward("decoder"):
       outputs = self.sequence(x, state, context, training, kernel_options)
     if outputs is None:
-      step = lambda x_t, s, t: self.cell(x_t, s, context, t, training, kernel_options)
+      step = lambda x_t, s, t: self.transition(x_t, s, context, t, training, kernel_options)
       # each [batch, tgt_len, ...]
       outputs, _ = scan_time(step, x, state, defer=kernel_options.defer_gradients)
     logits = self.output_layer(self.output_inputs(outputs, emb), training=training)
@@ -104,6 +104,6 @@ class Decoder(keras.layers.Layer):
     Returns:
       logits [batch, vocab], attention [batch, src_len] float32, new state.
     """
-    outputs, state = self.cell(self.precompute(emb_t), state, context, time, False)
+    outputs, state = self.transition(self.precompute(emb_t), state, context, time, False)
     logits = self.output_layer(self.output_inputs(outputs, emb_t), training=False)
     return logits, outputs["attention"], state

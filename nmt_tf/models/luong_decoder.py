@@ -92,7 +92,7 @@ class LuongDecoder(Decoder):
     h_tilde, alpha = tf.transpose(tildes, [1, 0, 2]), tf.transpose(alphas, [1, 0, 2])
     return {"h_tilde": h_tilde, "attention": alpha, "log_prob": tf.zeros_like(alpha[..., 0])}
 
-  def cell(self, x_t, state, context, t, training, kernel_options=kernels.DEFAULT_OPTIONS):
+  def transition(self, x_t, state, context, t, training, kernel_options=kernels.DEFAULT_OPTIONS):
     x_proj = x_t["rnn"] + ops.dense(self.feed_proj, state["h_tilde"])
     new_state = {}
     if self.rnn_cell == "lstm":

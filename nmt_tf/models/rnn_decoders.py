@@ -63,7 +63,7 @@ class EncDecDecoder(Decoder):
   def precompute(self, emb):
     return {"gru": self.gru.project_inputs(emb)}  # [..., 3*units]
 
-  def cell(self, x_t, state, context, t, training, kernel_options=kernels.DEFAULT_OPTIONS):
+  def transition(self, x_t, state, context, t, training, kernel_options=kernels.DEFAULT_OPTIONS):
     s = self.gru.step(x_t["gru"] + context["summary_proj"], state["s"])  # [batch, units]
     mask = context["mask"]
     return {
@@ -161,7 +161,7 @@ class RNNSearchDecoder(Decoder):
     s, c, alpha = [tf.transpose(o, [1, 0, 2]) for o in outputs]
     return {"s": s, "context": c, "attention": alpha, "log_prob": tf.zeros_like(alpha[..., 0])}
 
-  def cell(self, x_t, state, context, t, training, kernel_options=kernels.DEFAULT_OPTIONS):
+  def transition(self, x_t, state, context, t, training, kernel_options=kernels.DEFAULT_OPTIONS):
     s_prev = state["s"]
     c, alpha, log_prob = self.attention(s_prev, context["memory"], context["keys"],
                                         context["mask"], training=training,
