@@ -92,7 +92,7 @@ class ModelInvariantsTest(tf.test.TestCase, parameterized.TestCase):
   def _check_gradients(self, model, b):
     with tf.GradientTape() as tape:
       out = model(b, training=True)
-      loss = losses.masked_nll(out["logits"], b["target_out"])
+      loss = mean_token_nll(out["logits"], b["target_out"])
       if model.model_config.attention_mode == "hard":
         reward = losses.sentence_log_likelihood(out["logits"], b["target_out"])
         loss += losses.reinforce_loss(out["attention_log_prob"], reward, 0.0, b["target_out"])
@@ -194,10 +194,16 @@ class GraphModeStepTest(tf.test.TestCase, parameterized.TestCase):
 AUTODIFF = kernels.KernelOptions(gru_backward="autodiff")
 
 
+def mean_token_nll(logits, targets, label_smoothing=0.0):
+  """The mean cross-entropy of the real target tokens (the trainer's loss on one replica)."""
+  total, count = losses.token_loss_sum(logits, targets, label_smoothing)
+  return total / tf.maximum(count, 1.0)
+
+
 def _loss_gradients(model, b, kernel_options=None):
   with tf.GradientTape() as tape:
     out = model(b, training=True, kernel_options=kernel_options)
-    loss = losses.masked_nll(out["logits"], b["target_out"])
+    loss = mean_token_nll(out["logits"], b["target_out"])
   return tape.gradient(loss, model.trainable_variables)
 
 
@@ -275,7 +281,7 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
         model.decoder.cgru.attention.seed_generator.state.assign([7, 0])
       with tf.GradientTape() as tape:
         out = model(b, training=True, kernel_options=kernel_options)
-        loss = losses.masked_nll(out["logits"], b["target_out"])
+        loss = mean_token_nll(out["logits"], b["target_out"])
         # The attention weights get a gradient too (as a guided-alignment loss would give).
         loss += 0.1 * tf.reduce_sum(out["attention"] * tf.range(5, dtype=tf.float32))
       return [out["logits"], out["attention"]] + tape.gradient(loss, model.trainable_variables)
@@ -329,7 +335,7 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
     def outputs_and_gradients(kernel_options=None):
       with tf.GradientTape() as tape:
         out = model(b, training=True, kernel_options=kernel_options)
-        loss = losses.masked_nll(out["logits"], b["target_out"])
+        loss = mean_token_nll(out["logits"], b["target_out"])
       return [out["logits"]] + tape.gradient(loss, model.trainable_variables)
 
     manual = tf.function(outputs_and_gradients)()
@@ -369,7 +375,7 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
     def outputs_and_gradients(model, b, kernel_options=None):
       with tf.GradientTape() as tape:
         out = model(b, training=True, kernel_options=kernel_options)
-        loss = losses.masked_nll(tf.cast(out["logits"], tf.float32), b["target_out"])
+        loss = mean_token_nll(tf.cast(out["logits"], tf.float32), b["target_out"])
       return [out["logits"]] + tape.gradient(loss, model.trainable_variables)
 
     manual = tf.function(lambda b: outputs_and_gradients(model, b))
@@ -403,7 +409,7 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
       def loss_and_gradients(kernel_options=None):
         with tf.GradientTape() as tape:
           out = model(b, training=True, kernel_options=kernel_options)
-          loss = losses.masked_nll(out["logits"], b["target_out"])
+          loss = mean_token_nll(out["logits"], b["target_out"])
         return [loss] + tape.gradient(loss, model.trainable_variables)
 
       compiled = tf.function(loss_and_gradients, jit_compile=True)()
@@ -545,7 +551,7 @@ class OverfitTest(tf.test.TestCase, parameterized.TestCase):
     def train_step():
       with tf.GradientTape() as tape:
         out = model(b, training=True)
-        loss = losses.masked_nll(out["logits"], b["target_out"])
+        loss = mean_token_nll(out["logits"], b["target_out"])
       grads = tape.gradient(loss, model.trainable_variables)
       optimizer.apply_gradients(zip(grads, model.trainable_variables))
       return loss
@@ -642,12 +648,12 @@ class ConfigTest(tf.test.TestCase):
 
 class LossTest(tf.test.TestCase):
 
-  def test_masked_nll_ignores_padding(self):
+  def test_loss_ignores_padding(self):
     logits = tf.random.normal([2, 3, 7], seed=0)
     targets = tf.constant([[1, 2, 3], [4, 0, 0]])
     expected = -np.mean([tf.nn.log_softmax(logits[0, j])[t] for j, t in
                          [(0, 1), (1, 2), (2, 3)]] + [tf.nn.log_softmax(logits[1, 0])[4]])
-    self.assertAllClose(losses.masked_nll(logits, targets), expected, atol=1e-5)
+    self.assertAllClose(mean_token_nll(logits, targets), expected, atol=1e-5)
 
   def test_label_smoothing(self):
     logits = tf.random.normal([1, 2, 5], seed=1)
@@ -656,10 +662,10 @@ class LossTest(tf.test.TestCase):
     q = np.full([2, 5], 0.1 / 5)
     q[0, 1] += 0.9
     q[1, 2] += 0.9
-    self.assertAllClose(losses.masked_nll(logits, targets, 0.1), -np.mean(np.sum(q * logp, -1)),
+    self.assertAllClose(mean_token_nll(logits, targets, 0.1), -np.mean(np.sum(q * logp, -1)),
                         atol=1e-5)
     with self.assertRaisesRegex(ValueError, "label_smoothing=1.0"):
-      losses.masked_nll(logits, targets, 1.0)
+      mean_token_nll(logits, targets, 1.0)
 
   def test_label_smoothing_matches_the_dense_labels_with_gradients(self):
     """The sparse form's loss and gradient equal softmax_cross_entropy_with_logits(q, z)."""

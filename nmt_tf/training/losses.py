@@ -1,7 +1,8 @@
 """Training objectives (docs/EQUATIONS.md, "Training objective").
 
-masked_nll: mean negative log-likelihood per real target token, optional label smoothing
-  (Szegedy et al. 2016: q = (1 - eps) one_hot + eps / V), computed without the dense q:
+token_loss_sum: the summed negative log-likelihood of the real target tokens and their count,
+  optional label smoothing (Szegedy et al. 2016: q = (1 - eps) one_hot + eps / V; the trainer
+  divides by the global batch's token count), computed without the dense q:
   CE(q, softmax(z)) = -log p_y + eps (z_y - mean_v z_v), gradient softmax(z) - q
   (smoothing_labels="sparse"; "dense" builds q, the reference form the benchmark compares).
 reinforce_loss: hard attention (Xu et al. 2015, sec. 4.1) trained with REINFORCE, the reward
@@ -32,18 +33,6 @@ def token_nll(logits, targets):
   """-log p(y_t) [batch, tgt_len] float32 (0 at padding), from logits [batch, tgt_len, V]."""
   nll = tf.nn.sparse_softmax_cross_entropy_with_logits(targets, tf.cast(logits, tf.float32))
   return nll * target_mask(targets)
-
-
-def masked_nll(logits, targets, label_smoothing=0.0):
-  """Mean per-token cross-entropy over real target tokens (scalar float32).
-
-  Args:
-    logits: [batch, tgt_len, vocab].
-    targets: [batch, tgt_len] int ids, PAD=0 at padding.
-    label_smoothing: eps in [0, 1).
-  """
-  total, count = token_loss_sum(logits, targets, label_smoothing)
-  return total / tf.maximum(count, 1.0)
 
 
 def sentence_log_likelihood(logits, targets):
