@@ -25,6 +25,9 @@ VARIANTS.update({
     "cgru_embedding": dict(decoder="cgru", encoder="embedding"),
     "encdec_birnn_2layers": dict(decoder="encdec", encoder_layers=2),
     "cgru_hard": dict(decoder="cgru", attention_mode="hard", hard_inference="argmax"),
+    "cgru_tied": dict(decoder="cgru", tie_embeddings="target"),
+    "luong_tied_all": dict(decoder="luong", tie_embeddings="all", decoder_units=8,
+                           src_vocab_size=19),
 })
 
 

@@ -8,7 +8,7 @@ import tempfile
 import tensorflow as tf
 
 from nmt_tf.experiment import config as config_module
-from nmt_tf.experiment import DecodeConfig, RunDir, RunDirError
+from nmt_tf.experiment import DecodeConfig, ExperimentConfig, RunDir, RunDirError
 from nmt_tf.models import ConfigError
 from tests.run_fixtures import make_tiny_run, tiny_experiment
 
@@ -82,6 +82,15 @@ class ExperimentConfigTest(tf.test.TestCase):
     config = _with_model(tiny_experiment(), encoder="rnn", reverse_source=True)
     with self.assertRaisesRegex(ConfigError, "together they cancel out: set only one"):
       config.replace(pipeline=dataclasses.replace(config.pipeline, reverse_source=True))
+
+  def test_one_embedding_table_needs_one_vocabulary(self):
+    values = tiny_experiment().to_dict()
+    values["model"].update(tie_embeddings="all", src_vocab_size=values["model"]["tgt_vocab_size"])
+    with self.assertRaisesRegex(ConfigError, "tie_embeddings='all' with tokenizer.shared=False; "
+                                "one embedding table for both sides needs one vocabulary"):
+      ExperimentConfig.from_dict(values)
+    shared = dict(values, tokenizer=dict(values["tokenizer"], shared=True))
+    self.assertTrue(ExperimentConfig.from_dict(shared).tokenizer.shared)
 
   def test_decode_matmul_dtype_is_the_old_spelling_of_decode_precision(self):
     config_module._WARNED.clear()  # pylint: disable=protected-access

@@ -3,6 +3,7 @@ OutputProjection against docs/EQUATIONS.md ("cgru", "Self-attentive residual dec
 layer", "Initial state"): numeric references, causality, step == teacher-forced call, shapes,
 config round trip, bad arguments."""
 
+import keras
 import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
@@ -455,6 +456,31 @@ class DeepOutputTest(tf.test.TestCase, parameterized.TestCase):
     clone.set_weights(layer.get_weights())
     self.assertAllClose(clone(inputs), layer(inputs))
 
+  def test_tied_to_the_embedding_table(self):
+    # W_o = e^{-1/2} E^T (Press and Wolf 2017, scaled as T5): no W_o of its own, and the
+    # gradient of the logits reaches the embedding table.
+    embedding = keras.layers.Embedding(VOCAB, 7)
+    embedding.build(None)
+    randomize(embedding, seed=3)
+    layer = DeepOutput(list(self.DIMS), hidden_units=7, vocab_size=VOCAB)
+    layer.tie(embedding)
+    inputs = {k: tf.constant(v) for k, v in self.inputs((BATCH, TGT)).items()}
+    with tf.GradientTape() as tape:
+      logits = layer(inputs)
+    self.assertFalse(hasattr(layer, "output_kernel"))
+    self.assertNotIn(embedding.embeddings.path, [w.path for w in layer.weights])
+    hidden = layer.hidden(inputs).numpy()
+    table = embedding.embeddings.numpy()
+    self.assertAllClose(logits, hidden @ table.T / np.sqrt(7.0) + layer.output_bias.numpy(),
+                        atol=1e-5)
+    self.assertIsNotNone(tape.gradient(logits, embedding.embeddings))
+    self.assertTrue(layer.get_config()["tied"])
+    with self.assertRaisesRegex(ValueError, "needs tie\\(embedding\\) before it builds"):
+      DeepOutput.from_config(layer.get_config())(inputs)
+    with self.assertRaisesRegex(ValueError, "embedding of 11 x 5 to tie to an output layer of "
+                                "11 words x 7 inputs"):
+      layer.tie(keras.layers.Embedding(VOCAB, 5))
+
   def test_bad_arguments(self):
     with self.assertRaisesRegex(ValueError, r"input_names=\(\)"):
       DeepOutput([], 7, VOCAB)
@@ -546,6 +572,23 @@ class OutputProjectionTest(tf.test.TestCase):
     clone.set_weights(layer.get_weights())
     x = tf.constant(normal((BATCH, UNITS), 3))
     self.assertAllClose(clone(x), layer(x))
+
+  def test_tied_to_the_embedding_table(self):
+    embedding = keras.layers.Embedding(VOCAB, UNITS)
+    embedding.build(None)
+    randomize(embedding, seed=4)
+    layer = OutputProjection(VOCAB)
+    layer.tie(embedding)
+    x = normal((BATCH, TGT, UNITS), 5)
+    logits = layer(tf.constant(x))
+    self.assertFalse(hasattr(layer, "kernel"))
+    self.assertAllClose(logits, x @ embedding.embeddings.numpy().T / np.sqrt(UNITS)
+                        + layer.bias.numpy(), atol=1e-5)
+    other = OutputProjection(VOCAB)
+    other.tie(embedding)
+    with self.assertRaisesRegex(ValueError, "inputs of 7 units for an output projection tied "
+                                "to embeddings of 4"):
+      other(tf.zeros([1, 7]))
 
   def test_bad_arguments(self):
     with self.assertRaisesRegex(ValueError, r"vocab_size=0"):

@@ -634,10 +634,51 @@ class ConfigTest(tf.test.TestCase):
         "conv_kernel_size=4": dict(conv_kernel_size=4, encoder="conv"),
         "embedding_init_std=0": dict(embedding_init_std=0.0),
         "embedding_init_std=True": dict(embedding_init_std=True),
+        "tie_embeddings='input'": dict(tie_embeddings="input"),
+        "source_word_dropout=1.0": dict(source_word_dropout=1.0),
+        "target_word_dropout=-0.1": dict(target_word_dropout=-0.1),
+        "tie_embeddings='target' with output_units=12 and embedding_dim=8; .* set "
+        "output_units=8": dict(tie_embeddings="target", output_units=12),
+        "tie_embeddings='target' with decoder_units=16 and embedding_dim=8; .* set "
+        "decoder_units=8": dict(tie_embeddings="target", decoder="luong"),
+        "tie_embeddings='all' with vocabularies of 23 and 19 words": dict(tie_embeddings="all"),
     }
     for message, overrides in cases.items():
       with self.subTest(message), self.assertRaisesRegex(ConfigError, message):
         tiny_config(**overrides)
+
+  def test_tied_embeddings_share_their_weights(self):
+    b = batch()
+    untied = Seq2Seq(tiny_config())
+    untied(b)
+    target = Seq2Seq(tiny_config(tie_embeddings="target"))
+    target(b)
+    every = Seq2Seq(tiny_config(tie_embeddings="all", src_vocab_size=19))
+    every(b)
+    names = lambda m: sorted(w.path.split("/", 1)[1] for w in m.trainable_variables)
+    self.assertEqual(names(target), [n for n in names(untied) if not n.endswith("/W_o")])
+    self.assertEqual(names(every), [n for n in names(target) if "src_embedding" not in n])
+    self.assertIs(every.src_embedding, every.tgt_embedding)
+    # One table, one gradient: the source, the target inputs and the output all reach it.
+    with tf.GradientTape() as tape:
+      logits = every(b)["logits"]
+    self.assertIsNotNone(tape.gradient(logits, every.tgt_embedding.embeddings))
+
+  def test_word_dropout_drops_whole_tokens(self):
+    keras.utils.set_random_seed(2)
+    model = Seq2Seq(tiny_config(source_word_dropout=0.5, target_word_dropout=0.25))
+    b = batch()
+    model(b)
+    for side, ids, rate in (("source", b["source"], 0.5), ("target", b["target_in"], 0.25)):
+      table = (model.src_embedding if side == "source" else model.tgt_embedding)(ids).numpy()
+      self.assertAllClose(model.embed(ids, side), table)  # not while decoding
+      dropped = model.embed(ids, side, training=True).numpy()  # [batch, len, e]
+      zero = np.all(dropped == 0.0, axis=-1)  # [batch, len]
+      self.assertTrue(zero.any() and not zero.all(), side)
+      self.assertAllClose(dropped[~zero], table[~zero] / (1.0 - rate), atol=1e-6)
+    # Off by default, with no random stream of its own (checkpoints of older runs fit).
+    plain = Seq2Seq(tiny_config())
+    self.assertFalse(hasattr(plain, "source_word_dropout"))
 
   def test_paper_reset_defaults(self):
     self.assertFalse(tiny_config(decoder="rnnsearch").reset_after)

@@ -207,6 +207,9 @@ class ExperimentConfig:
     _check(not (self.model.reverse_source and self.pipeline.reverse_source),
            "Received model.reverse_source=True and pipeline.reverse_source=True; together they "
            "cancel out: set only one (model.reverse_source reverses inside the encoder).")
+    _check(self.model.tie_embeddings != "all" or self.tokenizer.shared,
+           "Received model.tie_embeddings='all' with tokenizer.shared=False; one embedding "
+           "table for both sides needs one vocabulary: set tokenizer.shared=True.")
 
   def to_dict(self):
     return {name: dataclasses.asdict(getattr(self, name)) for name in SECTIONS}

@@ -3,6 +3,9 @@
 DeepOutput (docs/EQUATIONS.md, "Output layer"; Pascanu et al. 2014, as in dl4mt/Nematus):
   logits = W_o tanh(sum_k W_k x_k + b) + b_o,   W_o: V x e
 with x_k among s_t, E y_{t-1}, c_t (or d_t, s~_t for the self-attentive decoders).
+Tied (Press and Wolf 2017; `tie`): W_o = e^{-1/2} E, the target embedding table E [V, e],
+scaled as T5 scales its tied output projection, so that the N(0, 1) embeddings
+(ModelConfig.embedding_init_std) start with logits of unit scale.
 Bridge: s_0 = tanh(W_init x + b), x = masked mean of h (or the fixed context c of encdec).
 """
 
@@ -21,9 +24,12 @@ class DeepOutput(keras.layers.Layer):
     hidden_units: e, the size of the tanh layer.
     vocab_size: V.
     dropout: rate applied to the tanh layer while training.
+    tied: W_o is the embedding table given to `tie` (before the layer builds), scaled by
+      e^{-1/2}; the layer then has no W_o of its own.
   """
 
-  def __init__(self, input_names, hidden_units, vocab_size, dropout=0.0, **kwargs):
+  def __init__(self, input_names, hidden_units, vocab_size, dropout=0.0, tied=False,
+               **kwargs):
     super().__init__(**kwargs)
     if not input_names:
       raise ValueError("Received input_names=(); expected at least one input name.")
@@ -37,6 +43,14 @@ class DeepOutput(keras.layers.Layer):
     self.vocab_size = vocab_size
     self.dropout = dropout
     self.dropout_layer = keras.layers.Dropout(dropout)
+    self.tied = bool(tied)
+    self._table = None  # () -> the tied embedding table [V, e]; a function, not tracked
+
+  def tie(self, embedding):
+    """Uses `embedding` (a keras Embedding of V x hidden_units) as W_o."""
+    _check_tie(embedding, self.vocab_size, self.hidden_units)
+    self.tied = True
+    self._table = lambda: embedding.embeddings
 
   def build(self, input_shapes):
     missing = set(self.input_names) - set(input_shapes)
@@ -49,8 +63,13 @@ class DeepOutput(keras.layers.Layer):
               self.add_weight(name=f"W_{name}", shape=(input_shapes[name][-1], self.hidden_units),
                               initializer="glorot_uniform"))
     self.bias = self.add_weight(name="bias", shape=(self.hidden_units,), initializer="zeros")
-    self.output_kernel = self.add_weight(name="W_o", shape=(self.hidden_units, self.vocab_size),
-                                         initializer="glorot_uniform")
+    if self.tied:
+      if self._table is None:
+        raise ValueError("DeepOutput(tied=True) needs tie(embedding) before it builds.")
+    else:
+      self.output_kernel = self.add_weight(name="W_o", shape=(self.hidden_units,
+                                                               self.vocab_size),
+                                           initializer="glorot_uniform")
     self.output_bias = self.add_weight(name="b_o", shape=(self.vocab_size,), initializer="zeros")
 
   @property
@@ -67,7 +86,10 @@ class DeepOutput(keras.layers.Layer):
 
   def call(self, inputs, training=False):
     """Dict of named inputs [..., dim_k] -> logits [..., vocab_size]."""
-    return ops.project(self.hidden(inputs, training), self.output_kernel, self.output_bias)
+    hidden = self.hidden(inputs, training)  # [..., e]
+    if self.tied:
+      return _tied_logits(hidden, self._table(), self.output_bias)
+    return ops.project(hidden, self.output_kernel, self.output_bias)
 
   def get_config(self):
     return {
@@ -76,7 +98,20 @@ class DeepOutput(keras.layers.Layer):
         "hidden_units": self.hidden_units,
         "vocab_size": self.vocab_size,
         "dropout": self.dropout,
+        "tied": self.tied,
     }
+
+
+def _check_tie(embedding, vocab_size, units):
+  if (embedding.input_dim, embedding.output_dim) != (vocab_size, units):
+    raise ValueError(f"Received an embedding of {embedding.input_dim} x "
+                     f"{embedding.output_dim} to tie to an output layer of {vocab_size} "
+                     f"words x {units} inputs; they must match.")
+
+
+def _tied_logits(x, table, bias):
+  """e^{-1/2} x E^T + b_o: x [..., e], table E [V, e] -> [..., V]."""
+  return ops.project_on_table(x * (float(x.shape[-1]) ** -0.5), table, bias)
 
 
 @keras.saving.register_keras_serializable(package="nmt_tf")
@@ -112,9 +147,10 @@ class OutputProjection(keras.layers.Layer):
   Args:
     vocab_size: V.
     dropout: rate applied to x while training.
+    tied: W_o is e^{-1/2} times the embedding table given to `tie`, as in DeepOutput.
   """
 
-  def __init__(self, vocab_size, dropout=0.0, **kwargs):
+  def __init__(self, vocab_size, dropout=0.0, tied=False, **kwargs):
     super().__init__(**kwargs)
     if not isinstance(vocab_size, int) or vocab_size <= 0:
       raise ValueError(f"Received vocab_size={vocab_size!r}; expected a positive integer.")
@@ -123,14 +159,36 @@ class OutputProjection(keras.layers.Layer):
     self.vocab_size = vocab_size
     self.dropout = dropout
     self.dropout_layer = keras.layers.Dropout(dropout)
+    self.tied = bool(tied)
+    self._table = None  # () -> the tied embedding table [V, e]; a function, not tracked
+    self._tied_units = None
+
+  def tie(self, embedding):
+    """Uses `embedding` (a keras Embedding of V x the input size) as W_o."""
+    _check_tie(embedding, self.vocab_size, embedding.output_dim)
+    self.tied = True
+    self._tied_units = embedding.output_dim
+    self._table = lambda: embedding.embeddings
 
   def build(self, input_shape):
-    self.kernel = self.add_weight(name="W_o", shape=(input_shape[-1], self.vocab_size),
-                                  initializer="glorot_uniform")
+    if self.tied:
+      if self._table is None:
+        raise ValueError("OutputProjection(tied=True) needs tie(embedding) before it builds.")
+      if input_shape[-1] != self._tied_units:
+        raise ValueError(f"Received inputs of {input_shape[-1]} units for an output "
+                         f"projection tied to embeddings of {self._tied_units}; they must "
+                         "match.")
+    else:
+      self.kernel = self.add_weight(name="W_o", shape=(input_shape[-1], self.vocab_size),
+                                    initializer="glorot_uniform")
     self.bias = self.add_weight(name="b_o", shape=(self.vocab_size,), initializer="zeros")
 
   def call(self, x, training=False):
-    return ops.project(self.dropout_layer(x, training=training), self.kernel, self.bias)
+    x = self.dropout_layer(x, training=training)
+    if self.tied:
+      return _tied_logits(x, self._table(), self.bias)
+    return ops.project(x, self.kernel, self.bias)
 
   def get_config(self):
-    return {**super().get_config(), "vocab_size": self.vocab_size, "dropout": self.dropout}
+    return {**super().get_config(), "vocab_size": self.vocab_size, "dropout": self.dropout,
+            "tied": self.tied}

@@ -18,6 +18,7 @@ HARD_INFERENCE = ("expectation", "argmax")
 GRU_RESETS = ("before", "after")
 RNN_CELLS = ("gru", "lstm")
 SUMMARIES = ("avg", "cavg")
+TIE_EMBEDDINGS = ("none", "target", "all")
 # Paper defaults for the GRU reset placement (docs/EQUATIONS.md "GRU conventions").
 DEFAULT_RESET = {"encdec": "before", "rnnsearch": "before"}
 
@@ -56,6 +57,12 @@ class ModelConfig:
     summary: avg | cavg (self_attentive_residual only).
     summary_units: hidden size of the cavg and state-memory scores (default: decoder_units).
     dropout: rate on embeddings and on the output layer's hidden state.
+    source_word_dropout, target_word_dropout: rates at which whole words are dropped while
+      training: every dimension of a token's embedding zeroed together, the kept ones scaled
+      by 1 / (1 - rate) (Nematus' dropout_source / dropout_target; Sennrich and Zhang 2019).
+    tie_embeddings: none | target (the output projection is the target embedding table,
+      scaled by embedding_dim^-1/2; Press and Wolf 2017) | all (also the source embeddings:
+      one table, which needs a shared vocabulary).
     embedding_init_std: standard deviation of a normal initialisation of both embedding
       tables (default 1.0, as torch.nn.Embedding); None gives Keras' uniform(+-0.05), with
       which every activation starts near zero: on Multi30k Adam then learnt the unigram
@@ -84,6 +91,9 @@ class ModelConfig:
   summary_units: Optional[int] = None
   dropout: float = 0.0
   embedding_init_std: Optional[float] = 1.0
+  source_word_dropout: float = 0.0
+  target_word_dropout: float = 0.0
+  tie_embeddings: str = "none"
 
   def __post_init__(self):
     for field in dataclasses.fields(self):
@@ -96,7 +106,7 @@ class ModelConfig:
                         "or None for the paper's choice.")
     choices = {"encoder": ENCODERS, "decoder": DECODERS,
                "attention_mode": ATTENTION_MODES, "hard_inference": HARD_INFERENCE,
-               "rnn_cell": RNN_CELLS, "summary": SUMMARIES}
+               "rnn_cell": RNN_CELLS, "summary": SUMMARIES, "tie_embeddings": TIE_EMBEDDINGS}
     for key, allowed in choices.items():
       if getattr(self, key) not in allowed:
         raise ConfigError(f"Received {key}={getattr(self, key)!r}; expected one of {allowed}.")
@@ -108,8 +118,10 @@ class ModelConfig:
     if self.reverse_source and self.encoder != "rnn":
       raise ConfigError(f"Received reverse_source=True with encoder={self.encoder!r}; source "
                         "reversal needs encoder='rnn'.")
-    if not _is_number(self.dropout) or not 0.0 <= self.dropout < 1.0:
-      raise ConfigError(f"Received dropout={self.dropout!r}; expected a rate in [0, 1).")
+    for key in ("dropout", "source_word_dropout", "target_word_dropout"):
+      value = getattr(self, key)
+      if not _is_number(value) or not 0.0 <= value < 1.0:
+        raise ConfigError(f"Received {key}={value!r}; expected a rate in [0, 1).")
     if self.embedding_init_std is not None and not (
         _is_number(self.embedding_init_std) and self.embedding_init_std > 0):
       raise ConfigError(f"Received embedding_init_std={self.embedding_init_std!r}; expected a "
@@ -127,6 +139,16 @@ class ModelConfig:
           f"decoder_units ({self.decoder_units}); e.g. set encoder_units="
           f"{self.decoder_units // 2 if self.encoder == 'birnn' else self.decoder_units} or "
           "use attention='general'.")
+    if self.tie_embeddings != "none" and self.output_input_dim != self.embedding_dim:
+      what = ("decoder_units" if self.decoder == "luong" else "output_units")
+      raise ConfigError(f"Received tie_embeddings={self.tie_embeddings!r} with {what}="
+                        f"{self.output_input_dim} and embedding_dim={self.embedding_dim}; the "
+                        f"tied output projection needs them equal: set {what}="
+                        f"{self.embedding_dim}.")
+    if self.tie_embeddings == "all" and self.src_vocab_size != self.tgt_vocab_size:
+      raise ConfigError(f"Received tie_embeddings='all' with vocabularies of "
+                        f"{self.src_vocab_size} and {self.tgt_vocab_size} words; one table "
+                        "needs one shared vocabulary (tokenizer.shared=True).")
     if self.attention_mode == "hard" and self.decoder == "encdec":
       raise ConfigError("Received attention_mode='hard' with decoder='encdec', which has no "
                         "attention; pick an attention decoder.")
@@ -135,6 +157,14 @@ class ModelConfig:
   def attention_score(self):
     """Attention score in effect (explicit attention or the paper's default)."""
     return self.attention or ("general" if self.decoder == "luong" else "additive")
+
+  @property
+  def output_input_dim(self):
+    """Size of the vector the output projection W_o multiplies: the deep output's hidden
+    layer (output_units, default embedding_dim), or luong's attentional state."""
+    if self.decoder == "luong":
+      return self.decoder_units
+    return self.output_units or self.embedding_dim
 
   @property
   def memory_dim(self):

@@ -77,15 +77,26 @@ class Seq2Seq(keras.Model):
     cfg = self.model_config
     init = ("uniform" if cfg.embedding_init_std is None else
             keras.initializers.RandomNormal(stddev=float(cfg.embedding_init_std)))
-    self.src_embedding = keras.layers.Embedding(cfg.src_vocab_size, cfg.embedding_dim,
-                                                embeddings_initializer=init,
-                                                name="src_embedding")
     self.tgt_embedding = keras.layers.Embedding(cfg.tgt_vocab_size, cfg.embedding_dim,
                                                 embeddings_initializer=init,
                                                 name="tgt_embedding")
+    # tie_embeddings="all": one table for both sides (a shared vocabulary).
+    self.src_embedding = self.tgt_embedding if cfg.tie_embeddings == "all" else \
+        keras.layers.Embedding(cfg.src_vocab_size, cfg.embedding_dim,
+                               embeddings_initializer=init, name="src_embedding")
     self.embedding_dropout = keras.layers.Dropout(cfg.dropout)
+    # Word dropout: one draw per token, shared by its embedding's dimensions. Created only
+    # when on, so that the random streams of the checkpoint are those of a model without.
+    if cfg.source_word_dropout:
+      self.source_word_dropout = keras.layers.Dropout(cfg.source_word_dropout,
+                                                      noise_shape=(None, None, 1))
+    if cfg.target_word_dropout:
+      self.target_word_dropout = keras.layers.Dropout(cfg.target_word_dropout,
+                                                      noise_shape=(None, None, 1))
     self.encoder = build_encoder(cfg)
     self.decoder = build_decoder(cfg)
+    if cfg.tie_embeddings != "none":
+      self.decoder.output_layer.tie(self.tgt_embedding)
 
   def call(self, inputs, training=False, kernel_options=None):
     """Teacher-forced forward pass.
@@ -102,7 +113,7 @@ class Seq2Seq(keras.Model):
     options = self.kernel_options if kernel_options is None else kernel_options
     with kernels.precision_scope(self.matmul_dtype):
       context = self.encode(inputs["source"], training=training, kernel_options=options)
-      emb = self.embedding_dropout(self.tgt_embedding(inputs["target_in"]), training=training)
+      emb = self.embed(inputs["target_in"], "target", training)  # [batch, tgt_len, e]
       logits, attention, log_prob = self.decoder(emb, context, training=training,
                                                  kernel_options=options)
     return {"logits": logits, "attention": attention, "attention_log_prob": log_prob}
@@ -112,10 +123,20 @@ class Seq2Seq(keras.Model):
     options = self.kernel_options if kernel_options is None else kernel_options
     mask = tf.not_equal(source, special_tokens.PAD_ID)  # [batch, src_len]
     with kernels.precision_scope(self.matmul_dtype):
-      x = self.embedding_dropout(self.src_embedding(source), training=training)  # [b, s, e]
+      x = self.embed(source, "source", training)  # [batch, src_len, e]
       # [batch, src_len, mem_dim], [batch, mem_dim]
       memory, summary = self.encoder(x, mask, training=training, kernel_options=options)
       return self.decoder.make_context(memory, summary, mask)
+
+  def embed(self, ids, side, training=False):
+    """ids [batch, len] -> embeddings [batch, len, e] of side "source" or "target", with
+    word dropout (whole tokens) and then dropout (single dimensions) while training."""
+    table = self.src_embedding if side == "source" else self.tgt_embedding
+    x = table(ids)
+    word_dropout = getattr(self, f"{side}_word_dropout", None)
+    if word_dropout is not None:
+      x = word_dropout(x, training=training)
+    return self.embedding_dropout(x, training=training)
 
   def initial_state(self, context, max_length):
     """Decoder state before the first step, for up to `max_length` steps."""
