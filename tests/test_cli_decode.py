@@ -348,6 +348,10 @@ class DecodeCommandsTest(tf.test.TestCase):
       hypotheses = f.read().splitlines()
     self.assertAllClose(report["bleu_length_ratio"],
                         corpus_bleu(hypotheses, self.references).length_ratio)
+    lowercased = corpus_bleu(hypotheses, self.references, lowercase=True)
+    self.assertAllClose(report["bleu_lowercase"], lowercased.score)
+    self.assertEqual(report["bleu_lowercase_signature"], lowercased.signature)
+    self.assertIn(f"BLEU lowercased = {lowercased.score:.2f}  ({lowercased.signature})", out)
     self.assertIn(f"(length ratio {report['bleu_length_ratio']:.3f}; ", out)
     self.assertEqual(sum(b["sentences"] for b in report["bleu_by_length"]), 4)
     for name in ("hypotheses.txt", "bleu_by_length.png", "attention_0.png", "attention_3.png"):

@@ -39,6 +39,17 @@ class AnalysisTest(tf.test.TestCase):
     self.assertAllClose(short.score, 100.0 * np.exp(1.0 - 7 / 6), rtol=1e-6)
     self.assertAllClose(corpus_bleu(["a b c d e"], ["a b c d e"]).length_ratio, 1.0)
 
+  def test_lowercased_bleu_for_published_tables(self):
+    hyps, refs = ["The Cat sat on the Mat ."], ["the cat sat on the mat ."]
+    cased = corpus_bleu(hyps, refs)
+    lowercased = corpus_bleu(hyps, refs, lowercase=True)
+    self.assertLess(cased.score, 50.0)
+    self.assertAllClose(lowercased.score, 100.0)
+    self.assertIn("case:lc", lowercased.signature)
+    self.assertIn("tok:13a", lowercased.signature)
+    self.assertIn("case:mixed", cased.signature)
+    self.assertEqual(lowercased.name, "BLEU (lowercased)")
+
   def test_unk_split(self):
     src_tok = WordTokenizer.build(["a b c"])
     tgt_tok = WordTokenizer.build(["x y z"])

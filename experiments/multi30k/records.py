@@ -34,8 +34,8 @@ HYPOTHESES = "hypotheses.txt"
 SEARCHES = {"greedy": 1, "beam5": 5}
 # The entries of an evaluate report.json that a record keeps.
 SCORE_KEYS = ("beam_size", "length_penalty", "bleu", "bleu_signature", "bleu_length_ratio",
-              "chrf", "chrf_signature", "bleu_all", "bleu_no_unk", "no_unk_sentences",
-              "sentences", "bleu_by_length")
+              "chrf", "chrf_signature", "bleu_lowercase", "bleu_lowercase_signature",
+              "bleu_all", "bleu_no_unk", "no_unk_sentences", "sentences", "bleu_by_length")
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 

@@ -36,6 +36,7 @@ def evaluate(translator, results, sources, references, out_dir, beam_size, lengt
   with open(os.path.join(out_dir, "hypotheses.txt"), "w", encoding="utf-8") as f:
     f.writelines(h + "\n" for h in hypotheses)
   bleu, chrf = corpus_bleu(hypotheses, references), corpus_chrf(hypotheses, references)
+  lowercased = corpus_bleu(hypotheses, references, lowercase=True)
   significance.write_statistics(os.path.join(out_dir, significance.STATS_FILE),
                                 significance.sentence_statistics(hypotheses, references))
   buckets = analysis.bleu_by_length(sources, hypotheses, references,
@@ -61,6 +62,8 @@ def evaluate(translator, results, sources, references, out_dir, beam_size, lengt
       "bleu": bleu.score, "bleu_signature": bleu.signature,
       "bleu_length_ratio": bleu.length_ratio,  # hypothesis / reference tokens
       "chrf": chrf.score, "chrf_signature": chrf.signature,
+      # The scoring of published tables on lowercased, tokenized text (13a tokenizes).
+      "bleu_lowercase": lowercased.score, "bleu_lowercase_signature": lowercased.signature,
       "bleu_by_length": [dict(source_words=b.label, sentences=b.count, bleu=b.bleu)
                          for b in buckets],
       "bleu_all": unk["all"].score,
@@ -78,6 +81,8 @@ def format_report(report):
   lines = [f"BLEU  = {report['bleu']:.2f}  (length ratio {report['bleu_length_ratio']:.3f}; "
            f"{report['bleu_signature']})",
            f"chrF2 = {report['chrf']:.2f}  ({report['chrf_signature']})",
+           f"BLEU lowercased = {report['bleu_lowercase']:.2f}  "
+           f"({report['bleu_lowercase_signature']})",
            "", "BLEU by source length (words):"]
   lines += [f"  {b['source_words']:>8}  {b['sentences']:>6} sentences  BLEU {b['bleu']:6.2f}"
             for b in report["bleu_by_length"]]

@@ -29,13 +29,15 @@ def _check(hypotheses, references):
                      "expected one hypothesis per reference line.")
 
 
-def corpus_bleu(hypotheses, references, tokenize="13a"):
-  """sacrebleu corpus BLEU (default 13a tokenization) of detokenized strings."""
+def corpus_bleu(hypotheses, references, tokenize="13a", lowercase=False):
+  """sacrebleu corpus BLEU (default 13a tokenization) of detokenized strings; `lowercase`
+  scores lowercased text (case:lc in the signature), as papers that report BLEU on
+  lowercased, tokenized text do."""
   _check(hypotheses, references)
-  metric = sacrebleu.metrics.BLEU(tokenize=tokenize)
+  metric = sacrebleu.metrics.BLEU(tokenize=tokenize, lowercase=lowercase)
   result = metric.corpus_score(list(hypotheses), [list(references)])
-  return Score("BLEU", float(result.score), str(metric.get_signature()),
-               length_ratio=bleu_length_ratio(result))
+  return Score("BLEU (lowercased)" if lowercase else "BLEU", float(result.score),
+               str(metric.get_signature()), length_ratio=bleu_length_ratio(result))
 
 
 def bleu_length_ratio(result):
