@@ -24,8 +24,8 @@ from absl import flags  # pylint: disable=g-import-not-at-top
 from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
 
 from nmt_tf import cli  # pylint: disable=g-import-not-at-top
-from nmt_tf.cli import help as help_text  # pylint: disable=g-import-not-at-top
 from nmt_tf import configs  # pylint: disable=g-import-not-at-top
+from nmt_tf.cli import help as help_text  # pylint: disable=g-import-not-at-top
 
 COMMANDS = {}
 
