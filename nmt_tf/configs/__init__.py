@@ -78,11 +78,17 @@ def load(value):
     raise ValueError(f"No recipe {value!r}; expected RECIPE[:MODEL] with RECIPE one of "
                      f"{', '.join(names())} and MODEL one of {', '.join(presets.MODELS)}.")
   path, model, _ = found
+  module = _module(path)
+  return module.get_config(model) if model else module.get_config()
+
+
+def _module(path):
+  """The recipe module at `path`, loaded from its file as ml_collections loads it."""
   spec = importlib.util.spec_from_file_location(
       f"nmt_tf_recipe_{os.path.basename(path)[:-3]}", path)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
-  return module.get_config(model) if model else module.get_config()
+  return module
 
 
 def listing():
@@ -90,10 +96,7 @@ def listing():
   from nmt_tf.experiment import presets  # pylint: disable=g-import-not-at-top
   lines = ["recipes (--config=RECIPE[:MODEL]; nmt_tf/configs/RECIPE.py):"]
   for name in names():
-    spec = importlib.util.spec_from_file_location(f"nmt_tf_recipe_{name}", recipe_path(name))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    summary = (module.__doc__ or "").strip().split("\n\n", 1)[0]
+    summary = (_module(recipe_path(name)).__doc__ or "").strip().split("\n\n", 1)[0]
     lines.append(f"  {name:<18} {' '.join(summary.split())}")
   lines += ["", "models (MODEL; nmt_tf/experiment/presets.py; cgru when left out):"]
   for name, (fields, what) in presets.MODELS.items():

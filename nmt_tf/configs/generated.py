@@ -3,11 +3,12 @@
   nmt-tf train --config=generated:cgru --run_dir=runs/quickstart
 
 The part after the colon names a model preset (`nmt-tf recipes` lists them; cgru when it is
-left out). The generated pair is a rule-based toy language with reordering, agreement and fertility
-(nmt_tf/data/generated.py): about 90 source and 120 target words, which word vocabularies cover
-whole, and a small model learns it in a few minutes on a CPU: what a first run needs. Every field not set here
-keeps the default of nmt_tf/experiment/config.py (`nmt-tf train --help` lists them); override
-any on the command line, e.g. --config.train.steps=100.
+left out). The generated pair is a rule-based toy language with reordering, agreement and
+fertility (nmt_tf/data/generated.py): about 90 source and 120 target words, which word
+vocabularies cover whole, and a small model learns it in a few minutes on a CPU: what a first
+run needs. Every field not set here keeps the default of nmt_tf/experiment/config.py
+(`nmt-tf train --help` lists them); override any on the command line, e.g.
+--config.train.steps=100.
 """
 
 from nmt_tf.experiment import base_config

@@ -31,8 +31,9 @@ def get_config(model="cgru"):
       max_minutes=120.0,
       patience=10,  # validations without a BLEU gain before stopping
       log_every=100,
-      # bfloat16 operands for the matrix products: 1.3x faster on CPUs with AVX512_BF16 or
-      # AMX; set float32 on other CPUs (the trainer says so at start).
+      # bfloat16 operands for the matrix products: 1.3x faster on AMX CPUs
+      # (docs/PERFORMANCE.md); set float32 on CPUs without AVX512_BF16 or AMX, which emulate
+      # them (the trainer says so at start).
       precision="float32_bf16_matmul",
   )
   config.decode.update(max_length=100)

@@ -2,7 +2,8 @@
 
 One `ExperimentConfig` of validated sections; each section rejects unknown keys and bad
 values. `base_config()` gives the same defaults as an ml_collections ConfigDict, which the
-recipes of nmt_tf/configs edit and run.py overrides from the command line (`--config.model.units=...`).
+recipes of nmt_tf/configs edit and run.py overrides from the command line
+(`--config.model.units=...`).
 """
 
 import dataclasses

@@ -111,8 +111,8 @@ class Translator(tf.Module):
     cfg = self.decode_config
     beam_size = beam_size or cfg.beam_size
     nbest = nbest or (cfg.nbest if beam_size > 1 else 1)
-    dtype = getattr(self.model, "matmul_dtype", None) or (  # None: ensembles
-        "bfloat16" if cfg.precision == "float32_bf16_matmul" else None)
+    # The model's own (its training precision) first; an ensemble has none.
+    dtype = getattr(self.model, "matmul_dtype", None) or kernels.matmul_dtype_for(cfg.precision)
     with kernels.precision_scope(dtype, prefetch=self.model.trainable_variables):
       return self._search(source, cfg, beam_size, nbest)
 

@@ -15,8 +15,40 @@ import tensorflow as tf
 from nmt_tf.layers import ops
 
 
+class _TiedOutput:
+  """What DeepOutput and OutputProjection share when their W_o is an embedding table: tying,
+  the check before building, and the logits e^{-1/2} x E^T + b_o."""
+
+  def _init_tied(self, tied):
+    self.tied = bool(tied)
+    self._table = None  # () -> the tied embedding table [V, e]; a function, not tracked
+
+  def _tie(self, embedding, units):
+    """Uses `embedding` (a keras Embedding of V x `units`) as W_o."""
+    if (embedding.input_dim, embedding.output_dim) != (self.vocab_size, units):
+      raise ValueError(f"Received an embedding of {embedding.input_dim} x "
+                       f"{embedding.output_dim} to tie to an output layer of {self.vocab_size} "
+                       f"words x {units} inputs; they must match.")
+    self.tied = True
+    self._table = lambda: embedding.embeddings
+
+  def _check_tied(self, units):
+    """Before building a tied layer whose W_o multiplies `units`-dim inputs."""
+    if self._table is None:
+      raise ValueError(f"{type(self).__name__}(tied=True) needs tie(embedding) before it "
+                       "builds.")
+    width = self._table().shape[-1]
+    if units != width:
+      raise ValueError(f"Received inputs of {units} units for an output projection tied to "
+                       f"embeddings of {width}; they must match.")
+
+  def _tied_logits(self, x, bias):
+    """e^{-1/2} x E^T + b_o: x [..., e] -> [..., V]."""
+    return ops.project_on_table(x * (float(x.shape[-1]) ** -0.5), self._table(), bias)
+
+
 @keras.saving.register_keras_serializable(package="nmt_tf")
-class DeepOutput(keras.layers.Layer):
+class DeepOutput(_TiedOutput, keras.layers.Layer):
   """logits = W_o tanh(sum_k W_k x_k + b) + b_o over named inputs x_k of any leading dims.
 
   Args:
@@ -43,14 +75,11 @@ class DeepOutput(keras.layers.Layer):
     self.vocab_size = vocab_size
     self.dropout = dropout
     self.dropout_layer = keras.layers.Dropout(dropout)
-    self.tied = bool(tied)
-    self._table = None  # () -> the tied embedding table [V, e]; a function, not tracked
+    self._init_tied(tied)
 
   def tie(self, embedding):
     """Uses `embedding` (a keras Embedding of V x hidden_units) as W_o."""
-    _check_tie(embedding, self.vocab_size, self.hidden_units)
-    self.tied = True
-    self._table = lambda: embedding.embeddings
+    self._tie(embedding, self.hidden_units)
 
   def build(self, input_shapes):
     missing = set(self.input_names) - set(input_shapes)
@@ -64,8 +93,7 @@ class DeepOutput(keras.layers.Layer):
                               initializer="glorot_uniform"))
     self.bias = self.add_weight(name="bias", shape=(self.hidden_units,), initializer="zeros")
     if self.tied:
-      if self._table is None:
-        raise ValueError("DeepOutput(tied=True) needs tie(embedding) before it builds.")
+      self._check_tied(self.hidden_units)
     else:
       self.output_kernel = self.add_weight(name="W_o", shape=(self.hidden_units,
                                                                self.vocab_size),
@@ -88,7 +116,7 @@ class DeepOutput(keras.layers.Layer):
     """Dict of named inputs [..., dim_k] -> logits [..., vocab_size]."""
     hidden = self.hidden(inputs, training)  # [..., e]
     if self.tied:
-      return _tied_logits(hidden, self._table(), self.output_bias)
+      return self._tied_logits(hidden, self.output_bias)
     return ops.project(hidden, self.output_kernel, self.output_bias)
 
   def get_config(self):
@@ -100,18 +128,6 @@ class DeepOutput(keras.layers.Layer):
         "dropout": self.dropout,
         "tied": self.tied,
     }
-
-
-def _check_tie(embedding, vocab_size, units):
-  if (embedding.input_dim, embedding.output_dim) != (vocab_size, units):
-    raise ValueError(f"Received an embedding of {embedding.input_dim} x "
-                     f"{embedding.output_dim} to tie to an output layer of {vocab_size} "
-                     f"words x {units} inputs; they must match.")
-
-
-def _tied_logits(x, table, bias):
-  """e^{-1/2} x E^T + b_o: x [..., e], table E [V, e] -> [..., V]."""
-  return ops.project_on_table(x * (float(x.shape[-1]) ** -0.5), table, bias)
 
 
 @keras.saving.register_keras_serializable(package="nmt_tf")
@@ -141,7 +157,7 @@ class Bridge(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="nmt_tf")
-class OutputProjection(keras.layers.Layer):
+class OutputProjection(_TiedOutput, keras.layers.Layer):
   """logits = W_o dropout(x) + b_o over any leading dims (Luong et al. 2015, eq. 6).
 
   Args:
@@ -159,25 +175,15 @@ class OutputProjection(keras.layers.Layer):
     self.vocab_size = vocab_size
     self.dropout = dropout
     self.dropout_layer = keras.layers.Dropout(dropout)
-    self.tied = bool(tied)
-    self._table = None  # () -> the tied embedding table [V, e]; a function, not tracked
-    self._tied_units = None
+    self._init_tied(tied)
 
   def tie(self, embedding):
     """Uses `embedding` (a keras Embedding of V x the input size) as W_o."""
-    _check_tie(embedding, self.vocab_size, embedding.output_dim)
-    self.tied = True
-    self._tied_units = embedding.output_dim
-    self._table = lambda: embedding.embeddings
+    self._tie(embedding, embedding.output_dim)
 
   def build(self, input_shape):
     if self.tied:
-      if self._table is None:
-        raise ValueError("OutputProjection(tied=True) needs tie(embedding) before it builds.")
-      if input_shape[-1] != self._tied_units:
-        raise ValueError(f"Received inputs of {input_shape[-1]} units for an output "
-                         f"projection tied to embeddings of {self._tied_units}; they must "
-                         "match.")
+      self._check_tied(input_shape[-1])
     else:
       self.kernel = self.add_weight(name="W_o", shape=(input_shape[-1], self.vocab_size),
                                     initializer="glorot_uniform")
@@ -186,7 +192,7 @@ class OutputProjection(keras.layers.Layer):
   def call(self, x, training=False):
     x = self.dropout_layer(x, training=training)
     if self.tied:
-      return _tied_logits(x, self._table(), self.bias)
+      return self._tied_logits(x, self.bias)
     return ops.project(x, self.kernel, self.bias)
 
   def get_config(self):

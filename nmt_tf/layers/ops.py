@@ -26,8 +26,7 @@ def project(x, kernel, bias=None):
 
 def project_on_table(x, table, bias=None):
   """x T^T (+ b) over the last axis, for an embedding table T [V, in] used as the output
-  projection (tied embeddings): one 2-D product with T transposed inside the matmul, in the
-  precision of the forward pass (T cast once per pass), without copying T^T.
+  projection (tied embeddings; `kernels.matmul_transposed`).
 
   Args:
     x: [..., in].
@@ -38,10 +37,7 @@ def project_on_table(x, table, bias=None):
     [..., V] in x's dtype.
   """
   x = tf.convert_to_tensor(x)
-  w = kernels.weight(table, x.dtype)  # [V, in] in the product dtype
-  lead = tf.shape(x)[:-1]
-  y = tf.matmul(tf.cast(tf.reshape(x, [-1, x.shape[-1]]), w.dtype), w, transpose_b=True)
-  y = tf.reshape(tf.cast(y, x.dtype), tf.concat([lead, [w.shape[0]]], 0))  # [..., V]
+  y = kernels.matmul_transposed(x, table)  # [..., V]
   return y if bias is None else y + tf.cast(bias, x.dtype)
 
 

@@ -10,6 +10,7 @@ import contextlib
 
 import keras
 
+from nmt_tf.layers import kernels
 from nmt_tf.models.seq2seq import Seq2Seq
 
 
@@ -27,9 +28,9 @@ def dtype_policy(name):
 def build_model(model_config, precision="float32", kernel_options=None):
   """A Seq2Seq for `model_config` (a ModelConfig) with every weight created; kernel_options:
   its kernels.KernelOptions (None: the defaults)."""
-  bf16_matmul = precision == "float32_bf16_matmul"
-  with dtype_policy("float32" if bf16_matmul else precision):
+  matmul_dtype = kernels.matmul_dtype_for(precision)
+  with dtype_policy("float32" if matmul_dtype else precision):
     model = Seq2Seq(model_config, kernel_options=kernel_options,
-                    matmul_dtype="bfloat16" if bf16_matmul else None)
+                    matmul_dtype=matmul_dtype)
     model.build_with_dummy_batch()
   return model

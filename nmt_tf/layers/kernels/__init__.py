@@ -8,6 +8,9 @@ products are computed fast on CPU stays in this package:
   matmul(x, w)                    x W for a weight W that every time step reuses: W cast once
                                   per pass; in a deferring time loop, dW taken after the loop
                                   in one product (deferred.py)
+  matmul_transposed(x, t)         x T^T for a table T [out, in] (tied output embeddings), T
+                                  cast once per pass and never copied transposed
+  matmul_dtype_for(precision)     the precision_scope dtype of a train/decode precision name
   weight(w, dtype)                W cast (and sliced) once per pass, for the sequence loops
   attend(a, m), score(m, q)       sum_i a_i m_i and m_i . q with m loop-invariant (deferred.py)
   additive_score(k, q, v, fused)  v^T tanh(k_i + q), fused: one XLA kernel each way (fused.py)
@@ -38,6 +41,7 @@ from nmt_tf.layers.kernels.options import DEFAULT_OPTIONS, KernelOptions
 from nmt_tf.layers.kernels.precision import weight
 
 precision_scope = precision.scope
+matmul_dtype_for = precision.matmul_dtype_for
 
 
 def matmul(x, w, columns=None):
@@ -64,8 +68,28 @@ def matmul(x, w, columns=None):
   return tf.reshape(y, tf.concat([lead, [w.shape[-1]]], 0))  # [..., out]
 
 
+def matmul_transposed(x, table):
+  """x T^T over the last axis, for a table T [out, in] that every step reuses (an embedding
+  table as the output projection): T cast once per pass (`weight`) and transposed inside the
+  product, never copied.
+
+  Args:
+    x: [..., in].
+    table: [out, in] variable.
+
+  Returns:
+    [..., out] in x's dtype.
+  """
+  x = tf.convert_to_tensor(x)
+  t = weight(table, x.dtype)  # [out, in] in the product dtype
+  lead = tf.shape(x)[:-1]
+  y = precision.matmul(tf.reshape(x, [-1, x.shape[-1]]), t, transpose_b=True)  # [n, out]
+  return tf.reshape(y, tf.concat([lead, [t.shape[0]]], 0))  # [..., out]
+
+
 __all__ = [
-    "precision_scope", "matmul", "weight", "attend", "score", "additive_score", "use_fused",
+    "precision_scope", "matmul_dtype_for", "matmul", "matmul_transposed", "weight", "attend",
+    "score", "additive_score", "use_fused",
     "NEG_INF", "masked_softmax", "LoopProducts", "gru_sequences", "cgru_sequence",
     "rnnsearch_sequence", "luong_sequence", "KernelOptions", "DEFAULT_OPTIONS",
 ]

@@ -56,6 +56,12 @@ def scope(matmul_dtype=None, prefetch=()):
     _local.scope = outer
 
 
+def matmul_dtype_for(precision):
+  """The `scope` dtype of a precision name (train.precision, decode.precision): "bfloat16"
+  for float32_bf16_matmul, else None (the inputs' dtype)."""
+  return "bfloat16" if precision == "float32_bf16_matmul" else None
+
+
 def product_dtype(dtype):
   """The dtype products of `dtype` inputs are computed in."""
   active = getattr(_local, "scope", None)
