@@ -63,7 +63,7 @@ flags.DEFINE_integer("batches", 30, "Distinct training batches (warm-up pass + t
 flags.DEFINE_integer("batch_tokens", 2000, "Padded token budget per batch.")
 flags.DEFINE_list("fused_attention", ["true"], "Kernels of the tanh attention score to time "
                   "(KernelOptions.fused_attention, layers/kernels/fused.py): true = the "
-                  "default choice of `use_fused` (XLA only with bfloat16 products; also "
+                  "default choice (XLA only with bfloat16 products; also "
                   "'auto'), false = plain ops always (also 'off'), xla = the XLA kernels "
                   "whatever the precision.")
 flags.DEFINE_list("optimizers", ["fused"], "Adam implementations to time: fused "

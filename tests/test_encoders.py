@@ -206,17 +206,18 @@ class RNNEncoderTest(tf.test.TestCase, parameterized.TestCase):
     d_summary = tf.constant(np.random.RandomState(14).normal(
         size=(BATCH, layer.output_dim)).astype(np.float32))
 
-    def run(training, kernel_options=kernels.DEFAULT_OPTIONS):
+    def run(training, choice=kernels.DEFAULT_CHOICE):
+      layer.kernel_choice = choice
       with tf.GradientTape() as tape:
         tape.watch(x)
-        memory, summary = layer(x, tf.constant(mask), training=training,
-                                kernel_options=kernel_options)
+        memory, summary = layer(x, tf.constant(mask), training=training)
         loss = tf.reduce_sum(memory * d_memory) + tf.reduce_sum(summary * d_summary)
       return [memory, summary] + tape.gradient(loss, [x] + layer.trainable_variables)
 
     inference = run(False)
     training = tf.function(lambda: run(True))()
-    autodiff = tf.function(lambda: run(True, kernels.KernelOptions(gru_backward="autodiff")))()
+    autodiff_choice = kernels.KernelOptions(gru_backward="autodiff").resolve("encoder")
+    autodiff = tf.function(lambda: run(True, autodiff_choice))()
     for got, auto, want in zip(training, autodiff, inference):
       self.assertAllClose(got, want, atol=1e-5)
       self.assertAllClose(auto, want, atol=1e-5)

@@ -28,10 +28,10 @@ def data(seed=1, q_dim=QUERY, src=SRC, lengths=LENGTHS):
   return query, memory * mask[:, :, None], mask
 
 
-def attend(layer, query, memory, mask, training=False, kernel_options=kernels.DEFAULT_OPTIONS):
+def attend(layer, query, memory, mask, training=False):
   memory = tf.constant(memory)
   return layer(tf.constant(query), memory, layer.precompute_keys(memory), tf.constant(mask),
-               training=training, kernel_options=kernel_options)
+               training=training)
 
 
 def built(layer, q_dim=QUERY, seed=0):
@@ -159,28 +159,28 @@ class FusedScoreTest(tf.test.TestCase, parameterized.TestCase):
   """The XLA-fused tanh score used while training (layers/kernels/fused.py) against the plain
   ops."""
 
-  def test_used_while_training_with_bfloat16_products_of_float32_keys(self):
-    keys = tf.zeros([2, 3, 4])
-    use_fused = kernels.use_fused
-    self.assertFalse(use_fused(True, keys))  # float32 products: measured slower
-    with kernels.precision_scope("bfloat16"):
-      self.assertEqual(use_fused(True, keys), "xla")
-      self.assertEqual(use_fused(True, keys, "auto"), "xla")  # the default mode
-      self.assertFalse(use_fused(False, keys))  # decoding and export: plain ops
-      self.assertFalse(use_fused(True, tf.cast(keys, tf.bfloat16)))  # not measured
-      self.assertFalse(use_fused(True, keys, "off"))  # benchmarks choose the kernel
-    self.assertEqual(use_fused(True, keys, "xla"), "xla")  # float32 products too
-    self.assertFalse(use_fused(False, keys, "xla"))
+  def test_chosen_for_bfloat16_products_of_float32_keys(self):
+    # KernelOptions resolve once, where the model is built, with its precision.
+    resolve = lambda mode="auto", **precision: kernels.KernelOptions(
+        fused_attention=mode).resolve("decoder", **precision).fused_attention
+    self.assertFalse(resolve())  # float32 products: measured slower
+    self.assertEqual(resolve(matmul_dtype="bfloat16"), "xla")
+    self.assertFalse(resolve(compute_dtype="bfloat16"))  # mixed_bfloat16: not measured
+    self.assertFalse(resolve("off", matmul_dtype="bfloat16"))  # benchmarks choose the kernel
+    self.assertEqual(resolve("xla"), "xla")  # float32 products too
+    choice = kernels.KernelOptions(fused_attention="xla").resolve("decoder")
+    self.assertEqual(choice.score_kernel(training=True), "xla")
+    self.assertFalse(choice.score_kernel(training=False))  # decoding and export: plain ops
     with self.assertRaisesRegex(ValueError, "fused_attention='cuda'"):
-      use_fused(True, keys, "cuda")
+      kernels.KernelOptions(fused_attention="cuda")
 
-  def test_the_layer_takes_the_kernel_of_its_options(self):
+  def test_the_layer_takes_the_kernel_of_its_choice(self):
     layer, q_dim = layer_for("additive")
     query, memory, mask = data(2, q_dim)
 
     def compiled(options):
-      run = tf.function(lambda: attend(layer, query, memory, mask, training=True,
-                                       kernel_options=options))
+      layer.kernel_choice = options.resolve("decoder")
+      run = tf.function(lambda: attend(layer, query, memory, mask, training=True))
       library = run.get_concrete_function().graph.as_graph_def().library.function
       return [f.signature.name for f in library if f.attr["_XlaMustCompile"].b]
 
@@ -191,6 +191,9 @@ class FusedScoreTest(tf.test.TestCase, parameterized.TestCase):
   def test_training_equals_inference_with_bfloat16_products(self, score):
     layer, q_dim = layer_for(score)
     query, memory, mask = data(2, q_dim)
+    # The choice of a model with bfloat16 products: the fused kernels while training.
+    layer.kernel_choice = kernels.DEFAULT_OPTIONS.resolve("decoder", matmul_dtype="bfloat16")
+    self.assertEqual(layer.kernel_choice.fused_attention, "xla")
     with kernels.precision_scope("bfloat16"):  # training: the fused kernels; inference: plain ops
       got = attend(layer, query, memory, mask, training=True)
       want = attend(layer, query, memory, mask, training=False)

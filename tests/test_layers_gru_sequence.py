@@ -34,13 +34,8 @@ def data(seed, time=TIME):
 
 def run_manual(cells, xs, h0s):
   """States [batch, time, units] of every cell through gru_sequences."""
-  projected = [tf.transpose(cell.project_inputs(x), [1, 0, 2]) for cell, x in zip(cells, xs)]
-  reset_after = cells[0].reset_after
-  outputs = kernels.gru_sequences(
-      projected, h0s, [kernels.weight(c.recurrent_kernel, tf.float32) for c in cells],
-      [tf.convert_to_tensor(c.recurrent_bias) for c in cells] if reset_after else None,
-      reset_after=reset_after)
-  return [tf.transpose(o, [1, 0, 2]) for o in outputs]
+  projected = [cell.project_inputs(x) for cell, x in zip(cells, xs)]  # [batch, time, 3*units]
+  return kernels.gru_sequences(projected, h0s, [c.loop_weights(tf.float32) for c in cells])
 
 
 def run_autodiff(cells, xs, h0s):
@@ -154,14 +149,12 @@ class GRUSequencesTest(tf.test.TestCase, parameterized.TestCase):
       cell_sequences([self.cells[0], self.cells_reset_before[0]], xs, h0s)
 
   def test_mismatched_lists(self):
-    x, h0, u = tf.zeros([1, 2, 3 * UNITS]), tf.zeros([2, UNITS]), tf.zeros([UNITS, 3 * UNITS])
-    message = "one initial state and kernel per input"
-    with self.assertRaisesRegex(ValueError, message):
-      kernels.gru_sequences([x], [], [], [])
-    with self.assertRaisesRegex(ValueError, message):  # reset-after needs the biases
-      kernels.gru_sequences([x], [h0], [u])
-    with self.assertRaisesRegex(ValueError, message):  # reset-before has none
-      kernels.gru_sequences([x], [h0], [u], [tf.zeros([3 * UNITS])], reset_after=False)
+    x, h0, u = tf.zeros([2, 1, 3 * UNITS]), tf.zeros([2, UNITS]), tf.zeros([UNITS, 3 * UNITS])
+    with self.assertRaisesRegex(ValueError, "one initial state and one GRUWeights per input"):
+      kernels.gru_sequences([x], [], [kernels.GRUWeights(u, tf.zeros([3 * UNITS]))])
+    with self.assertRaisesRegex(ValueError, "one reset placement"):
+      kernels.gru_sequences([x, x], [h0, h0], [kernels.GRUWeights(u, tf.zeros([3 * UNITS])),
+                                              kernels.GRUWeights(u)])
 
 
 if __name__ == "__main__":

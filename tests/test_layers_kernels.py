@@ -73,14 +73,33 @@ class OptionsReachTheLayersTest(tf.test.TestCase):
                             lambda *a: used.append("encoder") or cell_sequences(*a)),
           mock.patch.object(kernels, "cgru_sequence",
                             lambda *a, **k: used.append("decoder") or cgru_sequence(*a, **k))):
-      self.model(self.batch, training=True, kernel_options=kernel_options)
+      if kernel_options is not None:
+        self.model.kernel_options = kernel_options
+      self.model(self.batch, training=True)
     return "encoder" in used, "decoder" in used
 
-  def test_per_call_options(self):
+  def test_options_choose_the_paths(self):
     self.assertEqual(self.paths(), (True, True))
     for value, expected in (("autodiff", (False, False)), ("autodiff_encoder", (False, True)),
                             ("autodiff_decoder", (True, False))):
       self.assertEqual(self.paths(kernels.KernelOptions(gru_backward=value)), expected, value)
+
+  def test_resolved_once_where_the_model_is_built(self):
+    # The encoder, the decoder and its attention layers hold the resolved choice; changing
+    # the options or the precision resolves again.
+    model = Seq2Seq(tiny_config(decoder="memory_rnn"), matmul_dtype="bfloat16")
+    decoder = model.decoder
+    for layer in (decoder, decoder.cgru.attention, decoder.state_memory):
+      self.assertEqual(layer.kernel_choice.fused_attention, "xla")
+    self.assertTrue(model.encoder.kernel_choice.manual_backward)
+    self.assertFalse(decoder.kernel_choice.defer_gradients)  # float32 inputs
+    model.matmul_dtype = None
+    self.assertFalse(decoder.state_memory.kernel_choice.fused_attention)
+    model.kernel_options = kernels.KernelOptions(gru_backward="autodiff_encoder",
+                                                 defer_gradients=True)
+    self.assertFalse(model.encoder.kernel_choice.manual_backward)
+    self.assertTrue(decoder.kernel_choice.manual_backward)
+    self.assertTrue(decoder.cgru.attention.kernel_choice.defer_gradients)
 
   def test_model_options_and_config(self):
     config = self.model.get_config()

@@ -200,9 +200,21 @@ def mean_token_nll(logits, targets, label_smoothing=0.0):
   return total / tf.maximum(count, 1.0)
 
 
+def train_forward(model, b, kernel_options=None):
+  """model(b, training=True) with `kernel_options` for this call only (None: the model's)."""
+  if kernel_options is None:
+    return model(b, training=True)
+  previous = model.kernel_options
+  model.kernel_options = kernel_options
+  try:
+    return model(b, training=True)
+  finally:
+    model.kernel_options = previous
+
+
 def _loss_gradients(model, b, kernel_options=None):
   with tf.GradientTape() as tape:
-    out = model(b, training=True, kernel_options=kernel_options)
+    out = train_forward(model, b, kernel_options)
     loss = mean_token_nll(out["logits"], b["target_out"])
   return tape.gradient(loss, model.trainable_variables)
 
@@ -280,7 +292,7 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
       if seeded:
         model.decoder.cgru.attention.seed_generator.state.assign([7, 0])
       with tf.GradientTape() as tape:
-        out = model(b, training=True, kernel_options=kernel_options)
+        out = train_forward(model, b, kernel_options)
         loss = mean_token_nll(out["logits"], b["target_out"])
         # The attention weights get a gradient too (as a guided-alignment loss would give).
         loss += 0.1 * tf.reduce_sum(out["attention"] * tf.range(5, dtype=tf.float32))
@@ -334,7 +346,7 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
 
     def outputs_and_gradients(kernel_options=None):
       with tf.GradientTape() as tape:
-        out = model(b, training=True, kernel_options=kernel_options)
+        out = train_forward(model, b, kernel_options)
         loss = mean_token_nll(out["logits"], b["target_out"])
       return [out["logits"]] + tape.gradient(loss, model.trainable_variables)
 
@@ -374,7 +386,7 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
 
     def outputs_and_gradients(model, b, kernel_options=None):
       with tf.GradientTape() as tape:
-        out = model(b, training=True, kernel_options=kernel_options)
+        out = train_forward(model, b, kernel_options)
         loss = mean_token_nll(tf.cast(out["logits"], tf.float32), b["target_out"])
       return [out["logits"]] + tape.gradient(loss, model.trainable_variables)
 
@@ -408,7 +420,7 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
 
       def loss_and_gradients(kernel_options=None):
         with tf.GradientTape() as tape:
-          out = model(b, training=True, kernel_options=kernel_options)
+          out = train_forward(model, b, kernel_options)
           loss = mean_token_nll(out["logits"], b["target_out"])
         return [loss] + tape.gradient(loss, model.trainable_variables)
 
@@ -427,27 +439,28 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
       model(b)
       model(b, training=False)
 
-  def test_missing_weights(self):
-    x, s0 = tf.zeros([2, 1, 12]), tf.zeros([1, 4])
-    memory, mask = tf.zeros([1, 3, 6]), tf.ones([1, 3], tf.bool)
-    for run, name in ((kernels.cgru_sequence, "cgru_sequence"),
-                      (kernels.rnnsearch_sequence, "rnnsearch_sequence"),
-                      (kernels.luong_sequence, "luong_sequence")):
-      with self.assertRaisesRegex(ValueError, rf"{name} needs the weights \[.*'wq'|{name} "
-                                  r"needs the weights \[.*'wf'"):
-        run(x, s0, memory, memory, mask, {})
-    # The state memory's weights are named too (checked before any weight is used).
-    weights = dict.fromkeys(("u1", "bu1", "wq", "v", "w2", "b2", "u2", "bu2", "wm"), 0)
-    with self.assertRaisesRegex(ValueError, r"cgru_sequence needs the weights \['bm', 'vm', "
-                                r"'ws'\]"):
-      kernels.cgru_sequence(x, s0, memory, memory, mask, weights, state_memory=True)
+  def test_weights_are_typed(self):
+    # The loops take typed structures: a missing field fails where the structure is built.
+    gru = kernels.GRUWeights(tf.zeros([4, 12]), tf.zeros([12]))
+    attention = kernels.AdditiveWeights(tf.zeros([4, 5]), tf.zeros([5]))
+    with self.assertRaisesRegex(TypeError, "context_bias"):
+      kernels.CGRUWeights(gru1=gru, attention=attention, context_kernel=tf.zeros([6, 12]),
+                          gru2=gru)
+    weights = kernels.CGRUWeights(gru, attention, tf.zeros([6, 12]), tf.zeros([12]), gru)
+    self.assertIsNone(weights.state_memory)
+    self.assertIsNone(kernels.GRUWeights(tf.zeros([4, 12])).bias)  # reset-before
 
   def test_sequence_needs_soft_additive_attention(self):
     keras.utils.set_random_seed(9)
     model = Seq2Seq(tiny_config(**VARIANTS["cgru_hard"]))
+    b = batch()
+    model(b)
     self.assertFalse(model.decoder.cgru.has_sequence)
-    with self.assertRaisesRegex(ValueError, "needs soft additive attention"):
-      model.decoder.cgru.sequence(None, None, None, None, None)
+    context = model.encode(b["source"])
+    emb = model.tgt_embedding(b["target_in"])
+    state = model.decoder.initial_state(context, tf.shape(emb)[1])
+    self.assertIsNone(model.decoder.sequence(model.decoder.precompute(emb), state, context,
+                                             training=True))  # scan_time takes it
 
 
 @pytest.mark.slow  # trains under each precision

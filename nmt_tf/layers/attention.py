@@ -29,7 +29,12 @@ class _Attention(keras.layers.Layer):
   Args:
     mode: "soft" or "hard".
     hard_inference: for mode="hard" outside training, "expectation" or "argmax".
+
+  Attribute `kernel_choice` (kernels.KernelChoice): the training kernel of tanh scores, set
+  by the decoder that owns the layer when the model is built.
   """
+
+  kernel_choice = kernels.DEFAULT_CHOICE
 
   def __init__(self, mode="soft", hard_inference="expectation", **kwargs):
     super().__init__(**kwargs)
@@ -51,11 +56,10 @@ class _Attention(keras.layers.Layer):
 
   def score(self, query, keys, fused=False):
     """Scores e [batch, src_len] of query [batch, q_dim] against precomputed keys; `fused`:
-    tanh scores as one XLA kernel (`kernels.use_fused`)."""
+    tanh scores as one XLA kernel (KernelChoice.score_kernel)."""
     raise NotImplementedError
 
-  def call(self, query, memory, keys, mask, training=False,
-           kernel_options=kernels.DEFAULT_OPTIONS):
+  def call(self, query, memory, keys, mask, training=False):
     """Attends with one query per batch row.
 
     Args:
@@ -63,15 +67,13 @@ class _Attention(keras.layers.Layer):
       memory: [batch, src_len, mem_dim], the annotations h.
       keys: output of `precompute_keys(memory)`.
       mask: [batch, src_len] bool, True at real source positions.
-      training: in hard mode, sample positions when True.
-      kernel_options: kernels.KernelOptions; its fused_attention picks the score's kernel
-        while training.
+      training: in hard mode, sample positions when True; the training score kernel.
 
     Returns:
       context [batch, mem_dim], weights alpha [batch, src_len] float32, and log_prob [batch]
       float32: log alpha of the sampled position (hard mode while training), else zeros.
     """
-    fused = kernels.use_fused(training, keys, kernel_options.fused_attention)
+    fused = self.kernel_choice.score_kernel(training)
     scores = self.score(query, keys, fused)  # e [batch, src_len]
     weights = kernels.masked_softmax(scores, mask)  # alpha [batch, src_len]
     log_prob = tf.zeros_like(weights[:, 0])  # [batch]
@@ -132,12 +134,13 @@ class BahdanauAttention(_Attention):
     return kernels.additive_score(keys, query, self.v, fused)  # [batch, src_len]
 
   def loop_weights(self, query_dim, dtype):
-    """{"wq": W_a in the product dtype of `dtype` queries (`kernels.weight`), "v": v} for the
-    hand-written decoder loops (`kernels.cgru_sequence`, `kernels.rnnsearch_sequence`)."""
+    """kernels.AdditiveWeights: W_a in the product dtype of `dtype` queries
+    (`kernels.weight`) and v, for the hand-written decoder loops (`kernels.cgru_sequence`,
+    `kernels.rnnsearch_sequence`)."""
     if not self.query_dense.built:
       self.query_dense.build((None, query_dim))
-    return {"wq": kernels.weight(self.query_dense.kernel, dtype),
-            "v": tf.convert_to_tensor(self.v)}
+    return kernels.AdditiveWeights(kernels.weight(self.query_dense.kernel, dtype),
+                                   tf.convert_to_tensor(self.v))
 
   def get_config(self):
     return {**super().get_config(), "units": self.units}

@@ -47,66 +47,43 @@ class ConditionalGRUCell(keras.layers.Layer):
     """GRU1's W E y + b: [..., emb_dim] -> [..., 3*units]."""
     return self.gru1.project_inputs(y_emb)
 
-  def step(self, x_proj, s_prev, memory, keys, mask, training=False,
-           kernel_options=kernels.DEFAULT_OPTIONS):
+  def step(self, x_proj, s_prev, memory, keys, mask, training=False):
     """One step j.
 
     Args:
       x_proj: [batch, 3*units], `project_inputs(E y_{j-1})`.
       s_prev: [batch, units], s_{j-1} (the memory RNN passes its summary s~_j instead).
       memory: [batch, src_len, mem_dim]; keys: precomputed attention keys; mask [batch, src_len].
-      training, kernel_options: passed to the attention.
+      training: passed to the attention.
 
     Returns:
       s_j [batch, units], c_j [batch, mem_dim], alpha_j [batch, src_len] float32, and the hard
       attention log-probability [batch] (zeros for soft attention).
     """
     s_inter = self.gru1.step(x_proj, s_prev)  # s'_j [batch, units]
-    context, weights, log_prob = self.attention(s_inter, memory, keys, mask, training=training,
-                                                kernel_options=kernel_options)
+    context, weights, log_prob = self.attention(s_inter, memory, keys, mask, training=training)
     s = self.gru2.step(self.gru2.project_inputs(context), s_inter)  # [batch, units]
     return s, context, weights, log_prob
 
   @property
   def has_sequence(self):
-    """Whether `sequence` applies: soft additive (Bahdanau) attention."""
+    """Whether `kernels.cgru_sequence` applies: soft additive (Bahdanau) attention."""
     return isinstance(self.attention, BahdanauAttention) and self.attention.mode == "soft"
 
-  def sequence(self, x_proj, s0, memory, keys, mask, fused=False, state_memory=None):
-    """All target steps at once with the hand-written backward pass of
-    `kernels.cgru_sequence` (the same values as `step` at every position).
-
-    Args:
-      x_proj: [batch, time, 3*units], `project_inputs` of the embedded target prefix.
-      s0: [batch, units]; memory, keys, mask: as for `step`.
-      fused: the scores' kernels (`kernels.use_fused`).
-      state_memory: optional StateMemory layer: GRU1 reads its summary s~_j of s_0..s_{j-1}
-        instead of s_{j-1} (the memory RNN).
-
-    Returns:
-      s [batch, time, units], c [batch, time, mem_dim], alpha [batch, time, src_len] float32,
-      and with state_memory s~ [batch, time, units].
-    """
-    if not self.has_sequence:
-      raise ValueError("ConditionalGRUCell.sequence needs soft additive attention; use `step`.")
+  def loop_weights(self, memory_dim, dtype, state_memory=None):
+    """kernels.CGRUWeights for `kernels.cgru_sequence` over `dtype` states and annotations
+    of `memory_dim` dims, the kernels in the product dtype (`kernels.weight`); with a
+    StateMemory layer, its weights too (the memory RNN)."""
     if not self.gru2.built:
-      self.gru2.build((None, memory.shape[-1]))
-    dtype = x_proj.dtype
-    weights = {
-        **self.attention.loop_weights(self.units, dtype),  # wq, v
-        "u1": kernels.weight(self.gru1.recurrent_kernel, dtype),
-        "bu1": tf.convert_to_tensor(self.gru1.recurrent_bias),
-        "w2": kernels.weight(self.gru2.kernel, memory.dtype),
-        "b2": tf.convert_to_tensor(self.gru2.bias),
-        "u2": kernels.weight(self.gru2.recurrent_kernel, dtype),
-        "bu2": tf.convert_to_tensor(self.gru2.recurrent_bias),
-    }
-    if state_memory is not None:
-      weights.update(state_memory.loop_weights(self.units, dtype))  # wm, bm, ws, vm
-    outputs = kernels.cgru_sequence(tf.transpose(x_proj, [1, 0, 2]), s0, memory, keys, mask,
-                                    weights, fused,
-                                    state_memory=state_memory is not None)  # time-major
-    return [tf.transpose(o, [1, 0, 2]) for o in outputs]
+      self.gru2.build((None, memory_dim))
+    return kernels.CGRUWeights(
+        gru1=self.gru1.loop_weights(dtype),
+        attention=self.attention.loop_weights(self.units, dtype),
+        context_kernel=kernels.weight(self.gru2.kernel, dtype),
+        context_bias=tf.convert_to_tensor(self.gru2.bias),
+        gru2=self.gru2.loop_weights(dtype),
+        state_memory=None if state_memory is None else state_memory.loop_weights(self.units,
+                                                                                  dtype))
 
   def get_config(self):
     return {

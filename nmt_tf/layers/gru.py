@@ -93,6 +93,12 @@ class GRUCell(keras.layers.Layer):
       h_tilde = tf.tanh(x_h + u_rh)
     return z * h_prev + (1.0 - z) * h_tilde  # [batch, units]
 
+  def loop_weights(self, dtype):
+    """kernels.GRUWeights: U in the product dtype of `dtype` states (`kernels.weight`) and
+    b_U (None for reset-before), for the hand-written loops of `kernels`."""
+    bias = tf.convert_to_tensor(self.recurrent_bias) if self.reset_after else None
+    return kernels.GRUWeights(kernels.weight(self.recurrent_kernel, dtype), bias)
+
   def call(self, x, h_prev):
     """One step from raw inputs: x [batch, input_dim], h_prev [batch, units] -> [batch, units]."""
     return self.step(self.project_inputs(x), h_prev)
@@ -123,13 +129,5 @@ def cell_sequences(cells, inputs, initial_states):
     Per cell the states h_1 ... h_T [batch, time, units].
   """
   dtype = inputs[0].dtype
-  reset_after = cells[0].reset_after
-  if any(cell.reset_after != reset_after for cell in cells):
-    raise ValueError("cell_sequences needs cells of one reset placement.")
-  outputs = kernels.gru_sequences(
-      [tf.transpose(x, [1, 0, 2]) for x in inputs],  # [time, batch, 3*units] each
-      initial_states,
-      [kernels.weight(cell.recurrent_kernel, dtype) for cell in cells],
-      [tf.convert_to_tensor(cell.recurrent_bias) for cell in cells] if reset_after else None,
-      reset_after=reset_after)
-  return [tf.transpose(o, [1, 0, 2]) for o in outputs]  # [batch, time, units] each
+  return kernels.gru_sequences(inputs, initial_states,
+                               [cell.loop_weights(dtype) for cell in cells])

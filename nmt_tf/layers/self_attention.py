@@ -118,7 +118,12 @@ class PastStates(keras.layers.Layer):
 
   Args:
     units: hidden size of the score MLP.
+
+  Attribute `kernel_choice` (kernels.KernelChoice): the training kernel of the tanh scores,
+  set by the decoder that owns the layer when the model is built.
   """
+
+  kernel_choice = kernels.DEFAULT_CHOICE
 
   def __init__(self, units, **kwargs):
     super().__init__(**kwargs)
@@ -171,26 +176,24 @@ class StateMemory(PastStates):
     return self.write(self.empty_buffers(s0, max_len + 1), s0, 0)
 
   def loop_weights(self, units, dtype):
-    """{"wm", "bm", "ws", "vm"}: W_m, b_m, W_s (in the product dtype of `dtype` states,
+    """kernels.StateMemoryWeights: W_m, b_m, W_s (in the product dtype of `dtype` states,
     `kernels.weight`) and v, for the hand-written loop of `kernels.cgru_sequence`."""
     for dense in (self.key_dense, self.query_dense):
       if not dense.built:
         dense.build((None, units))
     if not self.built:
       self.build()
-    return {"wm": kernels.weight(self.key_dense.kernel, dtype),
-            "bm": tf.convert_to_tensor(self.key_dense.bias),
-            "ws": kernels.weight(self.query_dense.kernel, dtype),
-            "vm": tf.convert_to_tensor(self.v)}
+    return kernels.StateMemoryWeights(
+        kernels.weight(self.key_dense.kernel, dtype), tf.convert_to_tensor(self.key_dense.bias),
+        kernels.AdditiveWeights(kernels.weight(self.query_dense.kernel, dtype),
+                                tf.convert_to_tensor(self.v)))
 
-  def call(self, s_prev, memory, time, training=False,
-           kernel_options=kernels.DEFAULT_OPTIONS):
+  def call(self, s_prev, memory, time, training=False):
     """s~_t over entries 0..time: s_prev [batch, d] -> (s~ [batch, d], weights [batch, L]).
-    The tanh scores may be one fused XLA kernel while training (kernel_options'
-    fused_attention, `kernels.use_fused`)."""
+    While training, the tanh scores take the kernel of `kernel_choice`."""
     query = ops.dense(self.query_dense, s_prev)  # W_s s_{t-1} [batch, units]
     keys = memory["keys"]  # [batch, L, units]
-    fused = kernels.use_fused(training, keys, kernel_options.fused_attention)
+    fused = self.kernel_choice.score_kernel(training)
     scores = kernels.additive_score(keys, query, self.v, fused)  # [batch, L]
     valid = tf.range(tf.shape(scores)[1]) <= time  # [L]
     weights = kernels.masked_softmax(scores, valid[None, :])  # [batch, L]
@@ -212,11 +215,11 @@ class StateAttention(PastStates):
 
   def _scores(self, keys, query):
     """v^T tanh(keys + query): keys [batch, ..., n, units], query [batch, ..., units] ->
-    [batch, ..., n] float32."""
+    [batch, ..., n] (the plain ops of kernels.additive_score: decoding, or all steps at once
+    without a time loop)."""
     if not self.built:
       self.build()
-    hidden = tf.tanh(keys + query[..., None, :])  # [batch, ..., n, units]
-    return tf.cast(tf.reduce_sum(hidden * tf.cast(self.v, hidden.dtype), -1), tf.float32)
+    return kernels.additive_score(keys, query, self.v)  # [batch, ..., n]
 
   def call(self, states):
     """Teacher-forced: states [batch, tgt_len, d] (s_1..s_n) -> s~ [batch, tgt_len, d], row t

@@ -100,16 +100,17 @@ class CGRUDecoder(Decoder):
       x["score"] = self.target_summary.scores(emb)  # [...] float32
     return x
 
-  def transition(self, x_t, state, context, t, training, kernel_options=kernels.DEFAULT_OPTIONS):
+  def scoring_layers(self):
+    return [self.cgru.attention] + ([self.state_memory] if self.uses_memory else [])
+
+  def transition(self, x_t, state, context, t, training):
     s_prev = state["s"]
     new_state = {}
     if self.uses_memory:
       # s~_t [batch, units]
-      s_prev, _ = self.state_memory(s_prev, state["memory"], t, training=training,
-                                    kernel_options=kernel_options)
+      s_prev, _ = self.state_memory(s_prev, state["memory"], t, training=training)
     s, c, alpha, log_prob = self.cgru.step(x_t["gru"], s_prev, context["memory"],
-                                           context["keys"], context["mask"], training=training,
-                                           kernel_options=kernel_options)
+                                           context["keys"], context["mask"], training=training)
     outputs = {"s": s, "context": c, "attention": alpha, "log_prob": log_prob}
     new_state["s"] = s
     if self.uses_memory:
@@ -121,7 +122,7 @@ class CGRUDecoder(Decoder):
           x_t["emb"], state["summary"], t, score=x_t["score"])
     return outputs, new_state
 
-  def sequence(self, x, state, context, training, kernel_options):
+  def sequence(self, x, state, context, training):
     """With soft additive attention (every variant): the cGRU loop, with the state memory of
     the memory RNN, and its hand-written backward pass (`kernels.cgru_sequence`); the
     target summary d_t, which does not depend on the states, and the self-attentive RNN's s~_t,
@@ -129,11 +130,12 @@ class CGRUDecoder(Decoder):
     (no loop)."""
     if not self.cgru.has_sequence:
       return None
-    keys = context["keys"]
-    fused = kernels.use_fused(training, keys, kernel_options.fused_attention)
-    outputs = self.cgru.sequence(x["gru"], state["s"], context["memory"], keys, context["mask"],
-                                 fused, self.state_memory if self.uses_memory else None)
-    s, c, alpha = outputs[:3]
+    memory = context["memory"]
+    weights = self.cgru.loop_weights(memory.shape[-1], x["gru"].dtype,
+                                     self.state_memory if self.uses_memory else None)
+    s, c, alpha = kernels.cgru_sequence(
+        x["gru"], state["s"], memory, context["keys"], context["mask"], weights,
+        self.kernel_choice.score_kernel(training))[:3]  # [batch, tgt_len, ...] each
     outputs = {"s": s, "context": c, "attention": alpha, "log_prob": tf.zeros_like(alpha[..., 0])}
     if self.uses_state_attention:
       outputs["s_tilde"] = self.state_attention(s)  # [batch, tgt_len, units]

@@ -2,15 +2,15 @@
 
 A decoder defines
   precompute(emb)                       step-independent input projections, any leading dims;
-  transition(x_t, state, context, t, training, kernel_options) -> (outputs_t, new_state),
-                                        one target step;
+  transition(x_t, state, context, t, training) -> (outputs_t, new_state), one target step;
   output_inputs(outputs, emb)           the named inputs of its output layer;
-  sequence(x, state, context, training, kernel_options)
-                                        optionally, all steps at once (None: use `transition`).
+  sequence(x, state, context, training) optionally, all steps at once through one kernel of
+                                        `kernels` with a hand-written backward pass (None:
+                                        use `transition`).
 `call` precomputes for all target positions, runs `transition` in one graph-mode loop
 (layers/recurrence.scan_time) and applies the output layer once to all steps; `step` does the
 same for one position. Hence step-by-step decoding reproduces the teacher-forced logits.
-kernel_options (kernels.KernelOptions, from the model) choose the speed paths of training.
+The model hands the decoder its training kernels once, where it is built (`use_kernels`).
 """
 
 import keras
@@ -26,7 +26,11 @@ class Decoder(keras.layers.Layer):
 
   Subclasses create `self.output_layer` (called with the dict from `output_inputs`) and
   implement `make_context`, `initial_state`, `precompute`, `transition`, `output_inputs`.
+
+  Attribute `kernel_choice` (kernels.KernelChoice): the training kernels, set by `use_kernels`.
   """
+
+  kernel_choice = kernels.DEFAULT_CHOICE
 
   def build(self, *args, **kwargs):
     # Sub-layers build lazily on first use (step 0 is run outside the time loop).
@@ -42,6 +46,17 @@ class Decoder(keras.layers.Layer):
     return make_attention(attention, attention_units or units, units, memory_dim, attention_mode,
                           hard_inference)
 
+  def use_kernels(self, choice):
+    """Trains with `choice` (kernels.KernelChoice, resolved by the model): kept here and handed
+    to the layers that score with tanh (`scoring_layers`)."""
+    self.kernel_choice = choice
+    for layer in self.scoring_layers():
+      layer.kernel_choice = choice
+
+  def scoring_layers(self):
+    """The layers whose call takes the training kernel of tanh scores: the attention."""
+    return [self.attention] if hasattr(self, "attention") else []
+
   def make_context(self, memory, summary, mask):
     """Constant decoding context from the encoder: memory [batch, src_len, mem_dim],
     summary [batch, mem_dim], mask [batch, src_len] -> dict of tensors (batch leading)."""
@@ -54,27 +69,26 @@ class Decoder(keras.layers.Layer):
   def precompute(self, emb):
     raise NotImplementedError
 
-  def transition(self, x_t, state, context, t, training, kernel_options=kernels.DEFAULT_OPTIONS):
+  def transition(self, x_t, state, context, t, training):
     raise NotImplementedError
 
   def output_inputs(self, outputs, emb):
     raise NotImplementedError
 
-  def sequence(self, x, state, context, training, kernel_options):
+  def sequence(self, x, state, context, training):
     """Optionally, all of `call`'s steps at once with a hand-written backward pass, asked for
-    while training only (unless kernel_options.gru_backward takes autodiff for the decoder):
-    the outputs `transition` would give, stacked [batch, tgt_len, ...]; None = run it in
+    while training only (unless the kernel choice takes autodiff for the decoder): the
+    outputs `transition` would give, stacked [batch, tgt_len, ...]; None = run it in
     scan_time."""
     return None
 
-  def call(self, emb, context, training=False, kernel_options=kernels.DEFAULT_OPTIONS):
+  def call(self, emb, context, training=False):
     """Teacher-forced decoding.
 
     Args:
       emb: [batch, tgt_len, e], embeddings of BOS y_1 .. y_{n-1} (target_in).
       context: from `make_context`.
       training: dropout, sampled hard attention, and the training kernels.
-      kernel_options: kernels.KernelOptions.
 
     Returns:
       logits [batch, tgt_len, vocab], attention [batch, tgt_len, src_len] float32,
@@ -83,12 +97,12 @@ class Decoder(keras.layers.Layer):
     state = self.initial_state(context, tf.shape(emb)[1])
     x = self.precompute(emb)
     outputs = None
-    if training and kernel_options.manual_backward("decoder"):
-      outputs = self.sequence(x, state, context, training, kernel_options)
+    if training and self.kernel_choice.manual_backward:
+      outputs = self.sequence(x, state, context, training)
     if outputs is None:
-      step = lambda x_t, s, t: self.transition(x_t, s, context, t, training, kernel_options)
+      step = lambda x_t, s, t: self.transition(x_t, s, context, t, training)
       # each [batch, tgt_len, ...]
-      outputs, _ = scan_time(step, x, state, defer=kernel_options.defer_gradients)
+      outputs, _ = scan_time(step, x, state, defer=self.kernel_choice.defer_gradients)
     logits = self.output_layer(self.output_inputs(outputs, emb), training=training)
     return logits, outputs["attention"], outputs["log_prob"]
 

@@ -4,7 +4,8 @@ embedding-only ("concatenation") and convolutional (no pooling), docs/EQUATIONS.
 Each maps embedded source x [batch, src_len, e] and mask [batch, src_len] to
   memory  [batch, src_len, out_dim]: annotations h_i (zero at padded positions);
   summary [batch, out_dim]: the fixed context c of the encdec model;
-the model's kernel_options (kernels.KernelOptions) choose the recurrences' training paths.
+the RNN encoder's `kernel_choice` (kernels.KernelChoice, set by the model where it is built)
+picks the recurrences' training path.
 Sources are left-aligned (real tokens first), so a forward recurrence never sees padding
 before a real token; the backward direction reverses each sentence by its own length
 (tf.reverse_sequence), so it starts at the sentence's last real token.
@@ -43,21 +44,21 @@ def _check_positive(**values):
       raise ValueError(f"Received {key}={value!r}; expected a positive integer.")
 
 
-def _run_cells(cells, projected, initial, training, kernel_options):
+def _run_cells(cells, projected, initial, training, choice):
   """The cells' states over time, [batch, src_len, units] each, from their input projections.
 
   While training, the GRUs run in one loop with a hand-written backward pass (layers/gru.py
-  `cell_sequences`) unless kernel_options.gru_backward takes autodiff for the encoder;
-  otherwise (decoding, export) in scan_time with autodiff.
+  `cell_sequences`) unless the kernel choice takes autodiff for the encoder; otherwise
+  (decoding, export) in scan_time with autodiff.
   """
-  if training and kernel_options.manual_backward("encoder"):
+  if training and choice.manual_backward:
     return cell_sequences(cells, projected, initial)
 
   def step(x_t, states, t):
     new = [cell.step(xp, h) for cell, xp, h in zip(cells, x_t, states)]
     return new, new
 
-  outputs, _ = scan_time(step, projected, initial, defer=kernel_options.defer_gradients)
+  outputs, _ = scan_time(step, projected, initial, defer=choice.defer_gradients)
   return outputs
 
 
@@ -78,7 +79,12 @@ class RNNEncoder(keras.layers.Layer):
     bidirectional: bool.
     reverse_source: bool, unidirectional only.
     reset_after: GRU reset placement.
+
+  Attribute `kernel_choice` (kernels.KernelChoice): the training path of the recurrences, set
+  by the model where it is built.
   """
+
+  kernel_choice = kernels.DEFAULT_CHOICE
 
   def __init__(self, units, num_layers=1, bidirectional=True, reverse_source=False,
                reset_after=True, **kwargs):
@@ -110,7 +116,7 @@ class RNNEncoder(keras.layers.Layer):
   def build(self, *args, **kwargs):
     self.built = True  # the GRU cells build on first use
 
-  def call(self, x, mask, training=False, kernel_options=kernels.DEFAULT_OPTIONS):
+  def call(self, x, mask, training=False):
     lengths = _lengths(mask)
     if self.reverse_source:
       x = _reverse(x, lengths)
@@ -118,10 +124,11 @@ class RNNEncoder(keras.layers.Layer):
     for layer in range(self.num_layers):
       cells = self.cells[layer * self.directions:(layer + 1) * self.directions]
       inputs = [x] + ([_reverse(x, lengths)] if self.bidirectional else [])
-      projected = [cell.project_inputs(inp) for cell, inp in zip(cells, inputs)]  # each [batch, src_len, 3*units]
+      # each [batch, src_len, 3*units]
+      projected = [cell.project_inputs(inp) for cell, inp in zip(cells, inputs)]
       initial = [cell.get_initial_state(batch) for cell in cells]
       # list of [batch, src_len, units]
-      outputs = _run_cells(cells, projected, initial, training, kernel_options)
+      outputs = _run_cells(cells, projected, initial, training, self.kernel_choice)
       if self.bidirectional:
         outputs[1] = _reverse(outputs[1], lengths)  # back to source order
       x = _zero_padding(tf.concat(outputs, axis=-1), mask)  # [batch, src_len, output_dim]
@@ -148,8 +155,7 @@ class EmbeddingEncoder(keras.layers.Layer):
   def build(self, *args, **kwargs):
     self.built = True
 
-  def call(self, x, mask, training=False, kernel_options=kernels.DEFAULT_OPTIONS):
-    del kernel_options  # no time loop
+  def call(self, x, mask, training=False):
     memory = _zero_padding(x, mask)
     return memory, ops.masked_mean(memory, mask)
 
@@ -188,8 +194,7 @@ class ConvEncoder(keras.layers.Layer):
   def build(self, *args, **kwargs):
     self.built = True  # the convolutions build on first use
 
-  def call(self, x, mask, training=False, kernel_options=kernels.DEFAULT_OPTIONS):
-    del kernel_options  # no time loop
+  def call(self, x, mask, training=False):
     for conv in self.convs:
       x = conv(_zero_padding(x, mask))  # [batch, src_len, filters]
     memory = _zero_padding(x, mask)

@@ -69,7 +69,7 @@ class LuongDecoder(Decoder):
   def precompute(self, emb):
     return {"rnn": self.rnn.project_inputs(emb)}  # [..., gates*units]
 
-  def sequence(self, x, state, context, training, kernel_options):
+  def sequence(self, x, state, context, training):
     """With a GRU and a soft dot or general score: the whole loop with the hand-written
     backward pass (`kernels.luong_sequence`)."""
     attention = self.attention
@@ -77,22 +77,22 @@ class LuongDecoder(Decoder):
             and attention.score_type in ("dot", "general") and attention.mode == "soft"):
       return None
     memory = context["memory"]
+    h_tilde, alpha = kernels.luong_sequence(
+        x["rnn"], state["s"], memory, context["keys"], context["mask"],
+        self.loop_weights(memory.shape[-1], x["rnn"].dtype))  # [batch, tgt_len, ...] each
+    return {"h_tilde": h_tilde, "attention": alpha, "log_prob": tf.zeros_like(alpha[..., 0])}
+
+  def loop_weights(self, memory_dim, dtype):
+    """kernels.LuongWeights over `dtype` states, the kernels in the product dtype."""
     if not self.feed_proj.built:
       self.feed_proj.build((None, self.units))
     if not self.combine.built:
-      self.combine.build((None, memory.shape[-1] + self.units))
-    dtype = x["rnn"].dtype
-    weights = {"wf": kernels.weight(self.feed_proj.kernel, dtype),
-               "u": kernels.weight(self.rnn.recurrent_kernel, dtype),
-               "bu": tf.convert_to_tensor(self.rnn.recurrent_bias),
-               "wc": kernels.weight(self.combine.kernel, memory.dtype)}
-    tildes, alphas = kernels.luong_sequence(tf.transpose(x["rnn"], [1, 0, 2]), state["s"],
-                                            memory, context["keys"], context["mask"],
-                                            weights)  # time-major
-    h_tilde, alpha = tf.transpose(tildes, [1, 0, 2]), tf.transpose(alphas, [1, 0, 2])
-    return {"h_tilde": h_tilde, "attention": alpha, "log_prob": tf.zeros_like(alpha[..., 0])}
+      self.combine.build((None, memory_dim + self.units))
+    return kernels.LuongWeights(kernels.weight(self.feed_proj.kernel, dtype),
+                                self.rnn.loop_weights(dtype),
+                                kernels.weight(self.combine.kernel, dtype))
 
-  def transition(self, x_t, state, context, t, training, kernel_options=kernels.DEFAULT_OPTIONS):
+  def transition(self, x_t, state, context, t, training):
     x_proj = x_t["rnn"] + ops.dense(self.feed_proj, state["h_tilde"])
     new_state = {}
     if self.rnn_cell == "lstm":
@@ -100,7 +100,7 @@ class LuongDecoder(Decoder):
     else:
       s = self.rnn.step(x_proj, state["s"])  # [batch, units]
     c, alpha, log_prob = self.attention(s, context["memory"], context["keys"], context["mask"],
-                                        training=training, kernel_options=kernel_options)
+                                        training=training)
     h_tilde = ops.dense(self.combine, tf.concat([c, s], axis=-1))  # [batch, units]
     new_state.update(s=s, h_tilde=h_tilde)
     return {"h_tilde": h_tilde, "attention": alpha, "log_prob": log_prob}, new_state

@@ -63,7 +63,7 @@ class EncDecDecoder(Decoder):
   def precompute(self, emb):
     return {"gru": self.gru.project_inputs(emb)}  # [..., 3*units]
 
-  def transition(self, x_t, state, context, t, training, kernel_options=kernels.DEFAULT_OPTIONS):
+  def transition(self, x_t, state, context, t, training):
     s = self.gru.step(x_t["gru"] + context["summary_proj"], state["s"])  # [batch, units]
     mask = context["mask"]
     return {
@@ -73,7 +73,7 @@ class EncDecDecoder(Decoder):
         "log_prob": tf.zeros(tf.shape(mask)[:1], tf.float32),
     }, {"s": s}
 
-  def sequence(self, x, state, context, training, kernel_options):
+  def sequence(self, x, state, context, training):
     """The GRU over all steps with the hand-written backward pass (layers/gru.py
     `cell_sequences`); its inputs W_y E y_t + C c do not depend on the states."""
     inputs = x["gru"] + context["summary_proj"][:, None, :]  # [batch, tgt_len, 3*units]
@@ -139,33 +139,30 @@ class RNNSearchDecoder(Decoder):
   def precompute(self, emb):
     return {"gru": self.gru.project_inputs(emb)}  # [..., 3*units]
 
-  def sequence(self, x, state, context, training, kernel_options):
+  def sequence(self, x, state, context, training):
     """With soft additive attention: the whole loop with the hand-written backward pass
     (`kernels.rnnsearch_sequence`)."""
-    attention = self.attention
-    if not (isinstance(attention, BahdanauAttention) and attention.mode == "soft"):
+    if not (isinstance(self.attention, BahdanauAttention) and self.attention.mode == "soft"):
       return None
-    memory, keys = context["memory"], context["keys"]
-    if not self.context_proj.built:
-      self.context_proj.build((None, memory.shape[-1]))
-    dtype = x["gru"].dtype
-    weights = {**attention.loop_weights(self.units, dtype),  # wq, v
-               "w2": kernels.weight(self.context_proj.kernel, memory.dtype),
-               "u2": kernels.weight(self.gru.recurrent_kernel, dtype)}
-    if self.reset_after:
-      weights["bu2"] = tf.convert_to_tensor(self.gru.recurrent_bias)
-    fused = kernels.use_fused(training, keys, kernel_options.fused_attention)
-    outputs = kernels.rnnsearch_sequence(
-        tf.transpose(x["gru"], [1, 0, 2]), state["s"], memory, keys, context["mask"], weights,
-        fused, reset_after=self.reset_after)  # time-major
-    s, c, alpha = [tf.transpose(o, [1, 0, 2]) for o in outputs]
+    memory = context["memory"]
+    s, c, alpha = kernels.rnnsearch_sequence(
+        x["gru"], state["s"], memory, context["keys"], context["mask"],
+        self.loop_weights(memory.shape[-1], x["gru"].dtype),
+        self.kernel_choice.score_kernel(training))  # [batch, tgt_len, ...] each
     return {"s": s, "context": c, "attention": alpha, "log_prob": tf.zeros_like(alpha[..., 0])}
 
-  def transition(self, x_t, state, context, t, training, kernel_options=kernels.DEFAULT_OPTIONS):
+  def loop_weights(self, memory_dim, dtype):
+    """kernels.RNNSearchWeights over `dtype` states, the kernels in the product dtype."""
+    if not self.context_proj.built:
+      self.context_proj.build((None, memory_dim))
+    return kernels.RNNSearchWeights(self.attention.loop_weights(self.units, dtype),
+                                    kernels.weight(self.context_proj.kernel, dtype),
+                                    self.gru.loop_weights(dtype))
+
+  def transition(self, x_t, state, context, t, training):
     s_prev = state["s"]
     c, alpha, log_prob = self.attention(s_prev, context["memory"], context["keys"],
-                                        context["mask"], training=training,
-                                        kernel_options=kernel_options)
+                                        context["mask"], training=training)
     s = self.gru.step(x_t["gru"] + ops.dense(self.context_proj, c), s_prev)  # [batch, units]
     return {"s": s, "context": c, "attention": alpha, "log_prob": log_prob}, {"s": s}
 

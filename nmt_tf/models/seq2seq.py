@@ -59,19 +59,19 @@ class Seq2Seq(keras.Model):
 
   Args:
     config: a ModelConfig or a dict of its fields.
-    kernel_options: kernels.KernelOptions, the speed paths of every forward pass (default:
-      the fastest measured); attribute `kernel_options`.
+    kernel_options: kernels.KernelOptions, the speed paths of training (default: the fastest
+      measured); attribute `kernel_options`. Resolved with the precision into one
+      kernels.KernelChoice for the encoder and one for the decoder here, and again when the
+      attribute is set, never at call time.
     matmul_dtype: None, or "bfloat16" for the float32_bf16_matmul precision: the operand
-      dtype of the matrix products of every forward pass (`kernels.precision_scope`);
-      attribute `matmul_dtype`.
+      dtype of the matrix products of every forward pass (`kernels.precision_scope`).
 
   Neither option is part of get_config: they change how the model computes, not the model.
   """
 
   def __init__(self, config, kernel_options=None, matmul_dtype=None, **kwargs):
     super().__init__(**kwargs)
-    self.matmul_dtype = matmul_dtype
-    self.kernel_options = kernel_options or kernels.DEFAULT_OPTIONS
+    self._matmul_dtype = matmul_dtype
     self.model_config = config if isinstance(config, ModelConfig) else \
         ModelConfig.from_dict(config)
     cfg = self.model_config
@@ -97,35 +97,61 @@ class Seq2Seq(keras.Model):
     self.decoder = build_decoder(cfg)
     if cfg.tie_embeddings != "none":
       self.decoder.output_layer.tie(self.tgt_embedding)
+    self.kernel_options = kernel_options or kernels.DEFAULT_OPTIONS
 
-  def call(self, inputs, training=False, kernel_options=None):
+  @property
+  def kernel_options(self):
+    """kernels.KernelOptions of training; setting it resolves the kernels of both parts."""
+    return self._kernel_options
+
+  @kernel_options.setter
+  def kernel_options(self, options):
+    self._kernel_options = options
+    self._resolve_kernels()
+
+  @property
+  def matmul_dtype(self):
+    """The operand dtype of the matrix products (None: the compute dtype); setting it
+    resolves the kernels of both parts again."""
+    return self._matmul_dtype
+
+  @matmul_dtype.setter
+  def matmul_dtype(self, dtype):
+    self._matmul_dtype = dtype
+    self._resolve_kernels()
+
+  def _resolve_kernels(self):
+    """Hands the encoder and the decoder the kernels that the options resolve to with this
+    precision (kernels.KernelOptions.resolve), once: no layer decides at call time."""
+    resolve = lambda part: self._kernel_options.resolve(part, self._matmul_dtype,
+                                                        self.compute_dtype)
+    self.encoder.kernel_choice = resolve("encoder")
+    self.decoder.use_kernels(resolve("decoder"))
+
+  def call(self, inputs, training=False):
     """Teacher-forced forward pass.
 
     Args:
       inputs: dict with `source` and `target_in`.
       training: dropout, sampled hard attention, and the training kernels.
-      kernel_options: kernels.KernelOptions of this pass (default: `self.kernel_options`).
 
     Returns:
       dict: logits [batch, tgt_len, tgt_vocab], attention [batch, tgt_len, src_len] (float32),
       attention_log_prob [batch, tgt_len] (hard attention's sampled log alpha, else zeros).
     """
-    options = self.kernel_options if kernel_options is None else kernel_options
     with kernels.precision_scope(self.matmul_dtype):
-      context = self.encode(inputs["source"], training=training, kernel_options=options)
+      context = self.encode(inputs["source"], training=training)
       emb = self.embed(inputs["target_in"], "target", training)  # [batch, tgt_len, e]
-      logits, attention, log_prob = self.decoder(emb, context, training=training,
-                                                 kernel_options=options)
+      logits, attention, log_prob = self.decoder(emb, context, training=training)
     return {"logits": logits, "attention": attention, "attention_log_prob": log_prob}
 
-  def encode(self, source, training=False, kernel_options=None):
+  def encode(self, source, training=False):
     """source [batch, src_len] ids -> decoding context (dict of batch-leading tensors)."""
-    options = self.kernel_options if kernel_options is None else kernel_options
     mask = tf.not_equal(source, special_tokens.PAD_ID)  # [batch, src_len]
     with kernels.precision_scope(self.matmul_dtype):
       x = self.embed(source, "source", training)  # [batch, src_len, e]
       # [batch, src_len, mem_dim], [batch, mem_dim]
-      memory, summary = self.encoder(x, mask, training=training, kernel_options=options)
+      memory, summary = self.encoder(x, mask, training=training)
       return self.decoder.make_context(memory, summary, mask)
 
   def embed(self, ids, side, training=False):

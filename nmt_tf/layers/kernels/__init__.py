@@ -14,13 +14,18 @@ products are computed fast on CPU stays in this package:
   weight(w, dtype)                W cast (and sliced) once per pass, for the sequence loops
   attend(a, m), score(m, q)       sum_i a_i m_i and m_i . q with m loop-invariant (deferred.py)
   additive_score(k, q, v, fused)  v^T tanh(k_i + q), fused: one XLA kernel each way (fused.py)
-  use_fused(training, k, mode)    which kernel the additive score takes
   masked_softmax(e, mask)         the attention weights over real positions (masking.py)
   LoopProducts                    the deferring protocol of one time loop (layers/recurrence.py)
   gru_sequences, cgru_sequence, rnnsearch_sequence, luong_sequence
                                   whole training loops with hand-written backward passes
-                                  (gru_sequence.py, attention_sequence.py, luong_sequence.py)
-  KernelOptions, DEFAULT_OPTIONS  the paths to take (options.py), handed down by the model
+                                  (gru_sequence.py, attention_sequence.py, luong_sequence.py),
+                                  batch-major in and out
+  GRUWeights, AdditiveWeights, StateMemoryWeights, CGRUWeights, RNNSearchWeights, LuongWeights
+                                  the typed weights those loops take, built by the layers
+                                  that own them (weights.py)
+  KernelOptions, DEFAULT_OPTIONS  the paths a user or benchmark asks for (options.py)
+  KernelChoice, DEFAULT_CHOICE    what they resolve to for one part of one model, once, where
+                                  the model is built
 
 The precision scope and the deferring loop are trace-time state of this package; nothing
 outside it touches them but through these functions. This package imports nothing else of
@@ -33,12 +38,15 @@ from nmt_tf.layers.kernels import deferred
 from nmt_tf.layers.kernels import precision
 from nmt_tf.layers.kernels.attention_sequence import cgru_sequence, rnnsearch_sequence
 from nmt_tf.layers.kernels.deferred import LoopProducts, attend, score
-from nmt_tf.layers.kernels.fused import additive_score, use_fused
+from nmt_tf.layers.kernels.fused import additive_score
 from nmt_tf.layers.kernels.gru_sequence import gru_sequences
 from nmt_tf.layers.kernels.luong_sequence import luong_sequence
 from nmt_tf.layers.kernels.masking import NEG_INF, masked_softmax
-from nmt_tf.layers.kernels.options import DEFAULT_OPTIONS, KernelOptions
+from nmt_tf.layers.kernels.options import DEFAULT_CHOICE, DEFAULT_OPTIONS, KernelChoice
+from nmt_tf.layers.kernels.options import KernelOptions
 from nmt_tf.layers.kernels.precision import weight
+from nmt_tf.layers.kernels.weights import AdditiveWeights, CGRUWeights, GRUWeights
+from nmt_tf.layers.kernels.weights import LuongWeights, RNNSearchWeights, StateMemoryWeights
 
 precision_scope = precision.scope
 matmul_dtype_for = precision.matmul_dtype_for
@@ -89,7 +97,8 @@ def matmul_transposed(x, table):
 
 __all__ = [
     "precision_scope", "matmul_dtype_for", "matmul", "matmul_transposed", "weight", "attend",
-    "score", "additive_score", "use_fused",
-    "NEG_INF", "masked_softmax", "LoopProducts", "gru_sequences", "cgru_sequence",
-    "rnnsearch_sequence", "luong_sequence", "KernelOptions", "DEFAULT_OPTIONS",
+    "score", "additive_score", "NEG_INF", "masked_softmax", "LoopProducts", "gru_sequences",
+    "cgru_sequence", "rnnsearch_sequence", "luong_sequence", "GRUWeights", "AdditiveWeights",
+    "StateMemoryWeights", "CGRUWeights", "RNNSearchWeights", "LuongWeights", "KernelOptions",
+    "DEFAULT_OPTIONS", "KernelChoice", "DEFAULT_CHOICE",
 ]

@@ -35,9 +35,11 @@ with ds~_j = GRU1's ds_{j-1} (plus the output's gradient of s~_j); after the loo
 dW_m = sum_i s_i^T dM_i, db_m = sum_i dM_i, dW_s = sum_j s_{j-1}^T dp_j, and GRU1's recurrent
 kernel's gradient takes s~_j in place of s_{j-1}.
 
-The score's two passes are fused.py's: the XLA kernels when `use_fused` picks them, else
-the same arithmetic in plain ops. Used while training by CGRUDecoder (every variant) and
-RNNSearchDecoder, with soft additive attention; decoding and export run their step-by-step code.
+The score's two passes are fused.py's: the XLA kernels with fused="xla" (the model's
+KernelOptions, resolved once), else the same arithmetic in plain ops. Used while training by
+CGRUDecoder (every variant) and RNNSearchDecoder, with soft additive attention; decoding and
+export run their step-by-step code. The weights come typed (weights.py CGRUWeights,
+RNNSearchWeights), inputs and outputs batch-major.
 """
 
 import tensorflow as tf
@@ -48,12 +50,9 @@ from nmt_tf.layers.kernels.gru_sequence import gru_backward, gru_backward_reset_
 from nmt_tf.layers.kernels.gru_sequence import gru_forward, gru_forward_reset_before
 from nmt_tf.layers.kernels.gru_sequence import kernel_gradient, stacked
 from nmt_tf.layers.kernels.masking import masked_softmax
-
-
-def check_weights(names, weights, who):
-  missing = sorted(set(names) - set(weights))
-  if missing:
-    raise ValueError(f"{who} needs the weights {missing}.")
+from nmt_tf.layers.kernels.weights import AdditiveWeights, CGRUWeights, GRUWeights
+from nmt_tf.layers.kernels.weights import RNNSearchWeights, StateMemoryWeights, flatten
+from nmt_tf.layers.kernels.weights import unflatten
 
 
 def context_backward(memory, alpha, dc, d_alpha=None):
@@ -66,74 +65,70 @@ def context_backward(memory, alpha, dc, d_alpha=None):
   return alpha * (d_weights - tf.reduce_sum(alpha * d_weights, -1, keepdims=True))
 
 
-def cgru_sequence(inputs, initial_state, memory, keys, mask, weights, fused=False,
-                  state_memory=False):
+def cgru_sequence(inputs, initial_state, memory, keys, mask, weights, fused=False):
   """Runs the conditional GRU over all target steps; see the module docstring.
 
   Args:
-    inputs: [time, batch, 3*units], GRU1's input projections x (time-major).
+    inputs: [batch, time, 3*units], GRU1's input projections x.
     initial_state: s_0 [batch, units].
     memory: annotations h [batch, src_len, mem_dim]; keys: [batch, src_len, att_units].
     mask: [batch, src_len] bool, True at real source positions.
-    weights: dict of tensors, the kernels already in the product dtype (precision.weight):
-      u1 [units, 3*units], bu1 [3*units] (GRU1 recurrent), wq [units, att_units], v
-      [att_units], w2 [mem_dim, 3*units], b2 [3*units] (GRU2 input), u2, bu2 (GRU2 recurrent);
-      with state_memory also wm [units, mem_units], bm [mem_units], ws [units, mem_units] and
-      vm [mem_units] (StateMemory's W_m, b_m, W_s and v).
-    fused: the scores' kernels, as `fused.use_fused` returns ("xla" or False).
-    state_memory: GRU1 reads s~_j, the attention over the previous states.
+    weights: CGRUWeights, the kernels already in the product dtype (precision.weight); with
+      its state_memory, GRU1 reads s~_j, the attention over the previous states.
+    fused: the scores' kernels, "xla" or False (KernelOptions.fused_attention resolved).
 
   Returns:
-    (states s_j [time, batch, units], contexts c_j [time, batch, mem_dim], attention weights
-    alpha_j [time, batch, src_len] float32), and with state_memory the summaries s~_j
-    [time, batch, units] as a fourth.
+    (states s_j [batch, time, units], contexts c_j [batch, time, mem_dim], attention weights
+    alpha_j [batch, time, src_len] float32), and with the state memory the summaries s~_j
+    [batch, time, units] as a fourth.
   """
-  return _sequence(inputs, initial_state, memory, keys, mask, weights, fused, first_gru=True,
-                   reset_after=True, state_memory=state_memory)
+  return _sequence(inputs, initial_state, memory, keys, mask, weights, fused)
 
 
-def rnnsearch_sequence(inputs, initial_state, memory, keys, mask, weights, fused=False,
-                       reset_after=False):
+def rnnsearch_sequence(inputs, initial_state, memory, keys, mask, weights, fused=False):
   """Runs the RNNsearch decoder over all target steps; see the module docstring.
 
   Args:
-    inputs: [time, batch, 3*units], the GRU's W E y + b (time-major).
+    inputs: [batch, time, 3*units], the GRU's W E y + b.
     initial_state, memory, keys, mask, fused: as for `cgru_sequence`.
-    weights: wq, v as for `cgru_sequence`; w2 = C [mem_dim, 3*units]; u2 [units, 3*units] the
-      GRU's recurrent kernel, bu2 its recurrent bias (reset_after only).
-    reset_after: the GRU's reset placement (Bahdanau 2015: False).
+    weights: RNNSearchWeights; a GRU bias of None means the reset-before GRU (Bahdanau 2015).
 
   Returns:
     As `cgru_sequence`.
   """
-  return _sequence(inputs, initial_state, memory, keys, mask, weights, fused, first_gru=False,
-                   reset_after=reset_after)
+  return _sequence(inputs, initial_state, memory, keys, mask, weights, fused)
 
 
-def _sequence(inputs, initial_state, memory, keys, mask, weights, fused, first_gru,
-              reset_after, state_memory=False):
-  names = (("u1", "bu1") if first_gru else ()) + ("wq", "v", "w2")
-  names += (("b2",) if first_gru else ()) + ("u2",) + (("bu2",) if reset_after else ())
-  names += ("wm", "bm", "ws", "vm") if state_memory else ()
-  check_weights(names, weights, "cgru_sequence" if first_gru else "rnnsearch_sequence")
+def _sequence(inputs, initial_state, memory, keys, mask, weights, fused):
+  first_gru = isinstance(weights, CGRUWeights)  # else RNNSearchWeights
+  gru = weights.gru2 if first_gru else weights.gru
+  reset_after = gru.bias is not None
+  state_memory = first_gru and weights.state_memory is not None
   mask = tf.cast(mask, tf.bool)
 
   @tf.custom_gradient
   def run(x, s0, memory, keys, *flat):
-    w = dict(zip(names, flat))
+    w = unflatten(weights, flat)
     dtype = x.dtype
-    biases = {n: tf.cast(w[n], dtype) for n in ("bu1", "b2", "bu2", "bm") if n in w}
-    v = tf.cast(w["v"], keys.dtype)
+    wq, w2 = w.attention.query_kernel, w.context_kernel
+    u2 = (w.gru2 if first_gru else w.gru).kernel
+    v = tf.cast(w.attention.v, keys.dtype)
+    if first_gru:
+      u1, bu1, b2 = w.gru1.kernel, tf.cast(w.gru1.bias, dtype), tf.cast(w.context_bias, dtype)
+    if state_memory:
+      wm, ws = w.state_memory.key_kernel, w.state_memory.score.query_kernel
+      bm = tf.cast(w.state_memory.key_bias, dtype)
     length = tf.shape(x)[0]
     units = s0.shape[-1]
     if reset_after:
-      second_forward = lambda x2, h: gru_forward(x2, h, w["u2"], biases["bu2"])
+      bu2 = tf.cast((w.gru2 if first_gru else w.gru).bias, dtype)
+      second_forward = lambda x2, h: gru_forward(x2, h, u2, bu2)
     else:
-      u2_split = (w["u2"][:, :2 * units], w["u2"][:, 2 * units:])  # U_zr, U_h
+      u2_split = (u2[:, :2 * units], u2[:, 2 * units:])  # U_zr, U_h
       second_forward = lambda x2, h: gru_forward_reset_before(x2, h, *u2_split)
     num_kept2 = 4 if reset_after else 3
     if state_memory:
-      vm = tf.cast(w["vm"], dtype)
+      vm = tf.cast(w.state_memory.score.v, dtype)
       rows = tf.range(length + 1)  # buffer rows 0..n
 
       def write(buffer, t, value):  # row t of buffer [batch, n + 1, dim] := value [batch, dim]
@@ -143,30 +138,30 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused, first_g
       s_read, read_values = s, ()
       if state_memory:
         states_buf, keys_buf = buffers  # S, M [batch, n + 1, units|mem_units]
-        p = precision.matmul(s, w["ws"])  # p_j = W_s s_{j-1} [batch, mem_units]
+        p = precision.matmul(s, ws)  # p_j = W_s s_{j-1} [batch, mem_units]
         scores = fused_kernels.additive_score(keys_buf, p, vm, fused)  # [batch, n + 1]
         beta = masked_softmax(scores, (rows <= t)[None])  # [batch, n + 1] float32
         s_read = tf.matmul(tf.cast(beta, dtype)[:, None, :], states_buf)[:, 0]  # s~_j
         read_values = (s_read, beta, p)
       if first_gru:
-        s_inter, kept1 = gru_forward(x[t], s_read, w["u1"], biases["bu1"])  # s'_j [batch, units]
+        s_inter, kept1 = gru_forward(x[t], s_read, u1, bu1)  # s'_j [batch, units]
       else:
         s_inter, kept1 = s, ()
-      q = tf.cast(precision.matmul(s_inter, w["wq"]), keys.dtype)  # [batch, att_units]
+      q = tf.cast(precision.matmul(s_inter, wq), keys.dtype)  # [batch, att_units]
       scores = fused_kernels.additive_score(keys, q, v, fused)  # [batch, src_len]
       alpha = masked_softmax(scores, mask)  # [batch, src_len] float32
       c = tf.matmul(tf.cast(alpha, memory.dtype)[:, None, :], memory)[:, 0]  # [batch, mem_dim]
-      x2 = precision.matmul(c, w["w2"]) + (biases["b2"] if first_gru else x[t])  # [batch, 3*units]
+      x2 = precision.matmul(c, w2) + (b2 if first_gru else x[t])  # [batch, 3*units]
       s, kept2 = second_forward(x2, s_inter)
       if state_memory:
         buffers = (write(states_buf, t + 1, s),
-                   write(keys_buf, t + 1, precision.matmul(s, w["wm"]) + biases["bm"]))
+                   write(keys_buf, t + 1, precision.matmul(s, wm) + bm))
       values = (s, c, alpha, q) + ((s_inter,) if first_gru else ()) + kept1 + kept2 + read_values
       return t + 1, s, buffers, [a.write(t, value) for a, value in zip(arrays, values)]
 
     buffers = ()
     if state_memory:
-      m0 = precision.matmul(s0, w["wm"]) + biases["bm"]  # [batch, mem_units]
+      m0 = precision.matmul(s0, wm) + bm  # [batch, mem_units]
       # S, M [batch, n + 1, units|mem_units] holding s_0 and m_0 in row 0
       buffers = tuple(write(tf.tile(tf.zeros_like(row)[:, None], [1, length + 1, 1]), 0, row)
                       for row in (s0, m0))
@@ -198,24 +193,24 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused, first_g
         if state_memory:  # buffer row t + 1 holds states[t]: the later steps' gradients of it
           d_buf_states, d_buf_keys, _ = buffer_grads
           ds = ds + tf.cast(d_buf_states[:, t + 1], dtype) + precision.matmul(
-              tf.cast(d_buf_keys[:, t + 1], dtype), w["wm"], transpose_b=True)
+              tf.cast(d_buf_keys[:, t + 1], dtype), wm, transpose_b=True)
         kept2_t = [value[t] for value in kept2]
         if reset_after:
-          dx2, du2, ds_inter = gru_backward(ds, inters[t], kept2_t, w["u2"])
+          dx2, du2, ds_inter = gru_backward(ds, inters[t], kept2_t, u2)
         else:
           dx2, ds_inter = gru_backward_reset_before(ds, inters[t], kept2_t, *u2_split)
           du2 = None
-        dc = precision.matmul(dx2, w["w2"], transpose_b=True)  # [batch, mem_dim]
+        dc = precision.matmul(dx2, w2, transpose_b=True)  # [batch, mem_dim]
         if d_contexts is not None:
           dc = dc + d_contexts[t]
         d_scores = context_backward(memory, alphas[t], dc,
                                     None if d_alphas is None else d_alphas[t])
         dk_t, dq, dv_t = fused_kernels.score_gradient(keys, queries[t], v, d_scores, fused)
-        ds_inter = ds_inter + precision.matmul(tf.cast(dq, dtype), w["wq"], transpose_b=True)
+        ds_inter = ds_inter + precision.matmul(tf.cast(dq, dtype), wq, transpose_b=True)
         values = [dq, dx2, dc]
         if first_gru:
           dx1, du1, ds_prev = gru_backward(ds_inter, gru1_inputs[t], [k1[t] for k1 in kept1],
-                                           w["u1"])
+                                           u1)
           values += [dx1, du1]
         else:
           ds_prev = ds_inter
@@ -231,7 +226,7 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused, first_g
                                                          d_mem_scores, fused)
           buffer_grads = (d_buf_states, d_buf_keys + tf.cast(dm_t, tf.float32),
                           d_vm + tf.cast(dvm_t, tf.float32))
-          ds_prev = precision.matmul(dp, w["ws"], transpose_b=True)  # ds_{j-1} [batch, units]
+          ds_prev = precision.matmul(dp, ws, transpose_b=True)  # ds_{j-1} [batch, units]
           values.append(dp)
         return t - 1, ds_prev, dk + dk_t, dv + dv_t, buffer_grads, [
             a.write(t, value) for a, value in zip(arrays, values)]
@@ -250,35 +245,45 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused, first_g
           maximum_iterations=length)
       stacks = [a.stack() for a in arrays]  # [time, batch, ...] each
       d_q, d_x2, d_c = stacks[:3]
-      sums = lambda d, name: tf.cast(tf.reduce_sum(d, axis=[0, 1]), w[name].dtype)
-      grads = {"wq": kernel_gradient(inters, d_q, w["wq"]), "v": tf.cast(d_v, w["v"].dtype),
-               "w2": kernel_gradient(contexts, d_x2, w["w2"])}
+      sums = lambda d, like: tf.cast(tf.reduce_sum(d, axis=[0, 1]), like.dtype)
+      attention = AdditiveWeights(kernel_gradient(inters, d_q, wq),
+                                  tf.cast(d_v, w.attention.v.dtype))
+      d_w2 = kernel_gradient(contexts, d_x2, w2)
+      memory_grads = None
       if state_memory:
         d_buf_states, d_buf_keys, d_vm = buffer_grads  # row 0 holds s_0
         d_s0 = d_s0 + tf.cast(d_buf_states[:, 0], dtype) + precision.matmul(
-            tf.cast(d_buf_keys[:, 0], dtype), w["wm"], transpose_b=True)
-        grads.update(wm=kernel_gradient(buffers[0], d_buf_keys, w["wm"]),
-                     bm=sums(d_buf_keys, "bm"), ws=kernel_gradient(s_prevs, stacks.pop(), w["ws"]),
-                     vm=tf.cast(d_vm, w["vm"].dtype))
+            tf.cast(d_buf_keys[:, 0], dtype), wm, transpose_b=True)
+        memory_grads = StateMemoryWeights(
+            kernel_gradient(buffers[0], d_buf_keys, wm),
+            sums(d_buf_keys, w.state_memory.key_bias),
+            AdditiveWeights(kernel_gradient(s_prevs, stacks.pop(), ws),
+                            tf.cast(d_vm, w.state_memory.score.v.dtype)))
       if first_gru:
         d_x, d_u1 = stacks[3:5]
-        grads.update(u1=kernel_gradient(gru1_inputs, d_u1, w["u1"]), bu1=sums(d_u1, "bu1"),
-                     b2=sums(d_x2, "b2"))
+        gru1 = GRUWeights(kernel_gradient(gru1_inputs, d_u1, u1), sums(d_u1, w.gru1.bias))
       else:
         d_x = d_x2
       if reset_after:
         d_u2 = stacks[-1]
-        grads.update(u2=kernel_gradient(inters, d_u2, w["u2"]), bu2=sums(d_u2, "bu2"))
+        gru2 = GRUWeights(kernel_gradient(inters, d_u2, u2), sums(d_u2, gru.bias))
       else:
         r2 = kept2[1]  # the reset gates [time, batch, units]
-        grads["u2"] = tf.concat(
-            [kernel_gradient(inters, d_x2[..., :2 * units], w["u2"]),
-             kernel_gradient(r2 * inters, d_x2[..., 2 * units:], w["u2"])], axis=1)
+        gru2 = GRUWeights(tf.concat(
+            [kernel_gradient(inters, d_x2[..., :2 * units], u2),
+             kernel_gradient(r2 * inters, d_x2[..., 2 * units:], u2)], axis=1))
+      if first_gru:
+        d_weights = CGRUWeights(gru1, attention, d_w2, sums(d_x2, w.context_bias), gru2,
+                                memory_grads)
+      else:
+        d_weights = RNNSearchWeights(attention, d_w2, gru2)
       # dh_i = sum_j alpha_ji dc_j  [batch, src_len, mem_dim]
       d_memory = tf.einsum("tbn,tbm->bnm", tf.cast(alphas, memory.dtype), d_c)
-      return [d_x, d_s0, d_memory, d_keys] + [grads[n] for n in names]
+      return [d_x, d_s0, d_memory, d_keys] + flatten(d_weights)
 
     outputs = (states, contexts, alphas) + ((reads,) if state_memory else ())
     return outputs, grad
 
-  return run(inputs, initial_state, memory, keys, *(weights[n] for n in names))
+  outputs = run(tf.transpose(inputs, [1, 0, 2]), initial_state, memory, keys,
+                *flatten(weights))  # time-major
+  return tuple(tf.transpose(o, [1, 0, 2]) for o in outputs)  # [batch, time, ...] each

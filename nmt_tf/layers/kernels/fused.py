@@ -19,43 +19,19 @@ XLA:CPU runs a fused kernel on one thread, where the unfused ops use every core,
 not always pay: in interleaved train-step A/Bs of the reference model
 (docs/PERFORMANCE.md) it gave +4.7% and +6.4% target tokens/s with bfloat16
 products and float32 keys (`float32_bf16_matmul`, the multi30k recipes' precision) but -10.6%
-and -5.3% in plain float32. `use_fused` therefore picks it (mode "auto", the default of
-KernelOptions.fused_attention) only while training with bfloat16 products of float32 keys
-(mixed_bfloat16 was not measured and keeps the plain ops); decoding and the exported SavedModel
-always keep the plain ops, so serving never waits for a compilation. Modes "off" and "xla"
-(bench/bench_train.py --fused_attention false, xla) choose the training kernel whatever the
-precision.
+and -5.3% in plain float32. KernelOptions.fused_attention="auto" (the default) therefore
+resolves to it only for a model trained with bfloat16 products of float32 keys (options.py
+`resolve`; mixed_bfloat16 was not measured and keeps the plain ops); decoding and the exported
+SavedModel always keep the plain ops, so serving never waits for a compilation. Modes "off"
+and "xla" (bench/bench_train.py --fused_attention false, xla) choose the training kernel
+whatever the precision.
 """
 
 import tensorflow as tf
 
-from nmt_tf.layers.kernels import precision
-from nmt_tf.layers.kernels.options import FUSED_ATTENTION
-
-
-def use_fused(training, keys, mode="auto"):
-  """The kernel of a score of `keys` [batch, src_len, units], False for the plain ops.
-
-  Args:
-    training: plain ops outside training, whatever the mode.
-    keys: the key side of the score; its dtype and the product dtype (precision.py) decide
-      in mode "auto".
-    mode: KernelOptions.fused_attention: "auto" = "xla" with bfloat16 products of float32
-      keys, else plain ops; "xla"; "off" = plain ops.
-  """
-  if mode not in FUSED_ATTENTION:
-    raise ValueError(f"Received fused_attention={mode!r}; expected one of {FUSED_ATTENTION}.")
-  if not training or mode == "off":
-    return False
-  if mode == "xla":
-    return "xla"
-  if keys.dtype == tf.float32 and precision.product_dtype(keys.dtype) == tf.bfloat16:
-    return "xla"
-  return False
-
 
 def _plain_score(keys, query, v):
-  hidden = tf.tanh(keys + query[:, None, :])  # [batch, src_len, units]
+  hidden = tf.tanh(keys + query[..., None, :])  # [batch, src_len, units]
   return tf.reduce_sum(hidden * v, axis=-1)  # [batch, src_len]
 
 
@@ -91,14 +67,15 @@ def additive_score(keys, query, v, fused=False):
   """e [batch, src_len] = v^T tanh(keys + query) over the last axis.
 
   Args:
-    keys: [batch, src_len, units], the precomputed key side.
-    query: [batch, units], the projected query of this step.
+    keys: [batch, src_len, units], the precomputed key side; with fused=False any
+      [batch, ..., src_len, units] that broadcasts against the query.
+    query: [batch, units] (or [batch, ..., units]), the projected query.
     v: [units] variable or tensor.
-    fused: "xla" (or True) = the XLA kernels above; False = plain TensorFlow ops (see
-      `use_fused`). The same values up to float rounding.
+    fused: "xla" (or True) = the XLA kernels above; False = plain TensorFlow ops
+      (KernelChoice.score_kernel). The same values up to float rounding.
 
   Returns:
-    [batch, src_len] in keys' dtype.
+    [batch, src_len] (or [batch, ..., src_len]) in keys' dtype.
   """
   v = tf.cast(v, keys.dtype)
   query = tf.cast(query, keys.dtype)

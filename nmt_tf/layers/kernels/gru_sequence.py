@@ -97,26 +97,27 @@ def gru_backward_reset_before(dh, h_prev, kept, kernel_zr, kernel_h):
   return tf.concat([d_zr, dn], axis=-1), dh_prev
 
 
-def gru_sequences(inputs, initial_states, kernels, biases=None, reset_after=True):
+def gru_sequences(inputs, initial_states, weights):
   """Runs independent GRUs over time in one loop; see the module docstring.
 
   Args:
-    inputs: list of time-major input projections W x + b, each [time, batch, 3*units].
+    inputs: list of input projections W x + b, each [batch, time, 3*units].
     initial_states: list of h_0, each [batch, units], in the inputs' dtype.
-    kernels: list of recurrent kernels U [units, 3*units], already in the product dtype
-      (precision.py `weight`).
-    biases: list of recurrent biases b_U [3*units] (reset_after only; reset-before GRUs have
-      none).
-    reset_after: the reset placement of every GRU (docs/EQUATIONS.md "GRU conventions").
+    weights: list of GRUWeights, the recurrent kernels already in the product dtype
+      (precision.py `weight`); all reset-after (with a bias) or all reset-before (None).
 
   Returns:
-    List of the states h_1 ... h_T, each [time, batch, units].
+    List of the states h_1 ... h_T, each [batch, time, units].
   """
   k = len(inputs)
-  biases = list(biases or [])
-  if not (len(initial_states) == len(kernels) == k and len(biases) == (k if reset_after else 0)):
-    raise ValueError("gru_sequences needs one initial state and kernel per input, and one "
-                     "recurrent bias per input for reset-after GRUs only.")
+  reset_after = weights[0].bias is not None
+  if not len(initial_states) == len(weights) == k:
+    raise ValueError("gru_sequences needs one initial state and one GRUWeights per input.")
+  if any((w.bias is not None) != reset_after for w in weights):
+    raise ValueError("gru_sequences needs GRUs of one reset placement.")
+  kernels = [w.kernel for w in weights]
+  biases = [w.bias for w in weights] if reset_after else []
+  inputs = [tf.transpose(x, [1, 0, 2]) for x in inputs]  # [time, batch, 3*units] each
 
   @tf.custom_gradient
   def run(*flat):
@@ -185,5 +186,6 @@ def gru_sequences(inputs, initial_states, kernels, biases=None, reset_after=True
 
     return outputs, grad
 
-  return run(*inputs, *initial_states, *kernels, *biases)
+  outputs = run(*inputs, *initial_states, *kernels, *biases)
+  return [tf.transpose(o, [1, 0, 2]) for o in outputs]  # [batch, time, units] each
 

@@ -7,10 +7,11 @@ run its step-by-step code.
 import tensorflow as tf
 
 from nmt_tf.layers.kernels import precision
-from nmt_tf.layers.kernels.attention_sequence import check_weights, context_backward
+from nmt_tf.layers.kernels.attention_sequence import context_backward
 from nmt_tf.layers.kernels.gru_sequence import gru_backward, gru_forward, kernel_gradient
 from nmt_tf.layers.kernels.gru_sequence import stacked
 from nmt_tf.layers.kernels.masking import masked_softmax
+from nmt_tf.layers.kernels.weights import GRUWeights, LuongWeights, flatten, unflatten
 
 
 def luong_sequence(inputs, initial_state, memory, keys, mask, weights):
@@ -29,34 +30,31 @@ def luong_sequence(inputs, initial_state, memory, keys, mask, weights):
   dU and db_U, dh_i = sum_j alpha_ji dc_j and dk_i = sum_j de_ji s_j.
 
   Args:
-    inputs: [time, batch, 3*units], the GRU's W E y + b (time-major).
+    inputs: [batch, time, 3*units], the GRU's W E y + b.
     initial_state: s_0 [batch, units].
     memory: [batch, src_len, mem_dim]; keys: [batch, src_len, units]; mask: [batch, src_len].
-    weights: dict of tensors in the product dtype: wf [units, 3*units] (input feeding), u
-      [units, 3*units], bu [3*units] (the GRU's recurrent kernel and bias), wc
-      [mem_dim + units, units].
+    weights: LuongWeights, the kernels in the product dtype (precision.weight).
 
   Returns:
-    (h~_j [time, batch, units], alpha_j [time, batch, src_len] float32).
+    (h~_j [batch, time, units], alpha_j [batch, time, src_len] float32).
   """
-  names = ("wf", "u", "bu", "wc")
-  check_weights(names, weights, "luong_sequence")
   mask = tf.cast(mask, tf.bool)
 
   @tf.custom_gradient
   def run(x, s0, memory, keys, *flat):
-    w = dict(zip(names, flat))
-    bu = tf.cast(w["bu"], x.dtype)
+    w = unflatten(weights, flat)
+    wf, u, wc = w.feed_kernel, w.gru.kernel, w.combine_kernel
+    bu = tf.cast(w.gru.bias, x.dtype)
     length = tf.shape(x)[0]
     mem_dim = memory.shape[-1]
 
     def body(t, s, h_tilde, arrays):
-      x_in = x[t] + precision.matmul(h_tilde, w["wf"])  # [batch, 3*units]
-      s, kept = gru_forward(x_in, s, w["u"], bu)  # [batch, units]
+      x_in = x[t] + precision.matmul(h_tilde, wf)  # [batch, 3*units]
+      s, kept = gru_forward(x_in, s, u, bu)  # [batch, units]
       scores = tf.matmul(keys, tf.cast(s, keys.dtype)[:, :, None])[:, :, 0]  # [batch, src_len]
       alpha = masked_softmax(scores, mask)  # [batch, src_len] float32
       c = tf.matmul(tf.cast(alpha, memory.dtype)[:, None, :], memory)[:, 0]  # [batch, mem_dim]
-      h_tilde = tf.tanh(precision.matmul(tf.concat([c, tf.cast(s, c.dtype)], -1), w["wc"]))
+      h_tilde = tf.tanh(precision.matmul(tf.concat([c, tf.cast(s, c.dtype)], -1), wc))
       values = (s, h_tilde, c, alpha) + kept
       return t + 1, s, h_tilde, [a.write(t, value) for a, value in zip(arrays, values)]
 
@@ -76,15 +74,15 @@ def luong_sequence(inputs, initial_state, memory, keys, mask, weights):
           d_tilde = d_tilde + d_tildes[t]
         h_tilde = tildes[t]
         dp = d_tilde * (1.0 - h_tilde * h_tilde)  # [batch, units]
-        d_cs = precision.matmul(dp, w["wc"], transpose_b=True)  # [batch, mem_dim + units]
+        d_cs = precision.matmul(dp, wc, transpose_b=True)  # [batch, mem_dim + units]
         dc = d_cs[:, :mem_dim]
         d_scores = context_backward(memory, alphas[t], dc,
                                      None if d_alphas is None else d_alphas[t])
         d_scores = tf.cast(d_scores, keys.dtype)  # [batch, src_len]
         ds_score = tf.matmul(d_scores[:, None, :], keys)[:, 0]  # [batch, units]
         ds = ds + tf.cast(d_cs[:, mem_dim:], ds.dtype) + tf.cast(ds_score, ds.dtype)
-        dx, du, ds_prev = gru_backward(ds, s_prevs[t], [k[t] for k in kept], w["u"])
-        d_tilde_prev = precision.matmul(dx, w["wf"], transpose_b=True)
+        dx, du, ds_prev = gru_backward(ds, s_prevs[t], [k[t] for k in kept], u)
+        d_tilde_prev = precision.matmul(dx, wf, transpose_b=True)
         values = (dx, du, dp, d_scores, dc)
         return t - 1, ds_prev, d_tilde_prev, [a.write(t, value) for a, value in
                                               zip(arrays, values)]
@@ -96,17 +94,17 @@ def luong_sequence(inputs, initial_state, memory, keys, mask, weights):
            [stacked(a, length) for a in templates]),
           maximum_iterations=length)
       d_x, d_u, d_p, d_scores, d_c = [a.stack() for a in arrays]  # [time, batch, ...]
-      grads = {
-          "wf": kernel_gradient(tilde_prevs, d_x, w["wf"]),
-          "u": kernel_gradient(s_prevs, d_u, w["u"]),
-          "bu": tf.cast(tf.reduce_sum(d_u, axis=[0, 1]), w["bu"].dtype),
-          "wc": kernel_gradient(tf.concat([contexts, tf.cast(states, contexts.dtype)], -1), d_p,
-                                w["wc"]),
-      }
+      d_weights = LuongWeights(
+          kernel_gradient(tilde_prevs, d_x, wf),
+          GRUWeights(kernel_gradient(s_prevs, d_u, u),
+                     tf.cast(tf.reduce_sum(d_u, axis=[0, 1]), w.gru.bias.dtype)),
+          kernel_gradient(tf.concat([contexts, tf.cast(states, contexts.dtype)], -1), d_p, wc))
       d_memory = tf.einsum("tbn,tbm->bnm", tf.cast(alphas, memory.dtype), d_c)
       d_keys = tf.einsum("tbn,tbu->bnu", d_scores, tf.cast(states, keys.dtype))
-      return [d_x, d_s0, d_memory, d_keys] + [grads[n] for n in names]
+      return [d_x, d_s0, d_memory, d_keys] + flatten(d_weights)
 
     return (tildes, alphas), grad
 
-  return run(inputs, initial_state, memory, keys, *(weights[n] for n in names))
+  tildes, alphas = run(tf.transpose(inputs, [1, 0, 2]), initial_state, memory, keys,
+                       *flatten(weights))  # time-major
+  return tf.transpose(tildes, [1, 0, 2]), tf.transpose(alphas, [1, 0, 2])
