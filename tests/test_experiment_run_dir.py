@@ -83,6 +83,14 @@ class ExperimentConfigTest(tf.test.TestCase):
     with self.assertRaisesRegex(ConfigError, "together they cancel out: set only one"):
       config.replace(pipeline=dataclasses.replace(config.pipeline, reverse_source=True))
 
+  def test_pipeline_reversal_is_deprecated(self):
+    config_module._WARNED.clear()  # pylint: disable=protected-access
+    config = tiny_experiment()
+    with self.assertLogs(level="WARNING") as logs:
+      config.replace(pipeline=dataclasses.replace(config.pipeline, reverse_source=True))
+    self.assertIn("pipeline.reverse_source=True is deprecated and will be removed; write "
+                  "model.reverse_source=True (model.encoder='rnn')", logs.output[0])
+
   def test_one_embedding_table_needs_one_vocabulary(self):
     values = tiny_experiment().to_dict()
     values["model"].update(tie_embeddings="all", src_vocab_size=values["model"]["tgt_vocab_size"])

@@ -34,7 +34,8 @@ class PipelineConfig:
     max_source_len: training pairs with more source tokens (EOS not counted) are
       skipped; 0 keeps all.
     max_target_len: the same for the target side.
-    reverse_source: reverse the real source tokens, EOS stays last (Sutskever et al., 2014).
+    reverse_source: reverse the real source tokens, EOS stays last (Sutskever et al., 2014);
+      deprecated: model.reverse_source reverses inside the rnn encoder instead.
     batch_tokens: budget of padded tokens per training batch: batch_size * max(length)
       stays <= batch_tokens, length counting EOS/BOS.
     batch_size: when > 0, training batches of this many pairs instead (still bucketed).

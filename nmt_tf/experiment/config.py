@@ -208,6 +208,11 @@ class ExperimentConfig:
     _check(not (self.model.reverse_source and self.pipeline.reverse_source),
            "Received model.reverse_source=True and pipeline.reverse_source=True; together they "
            "cancel out: set only one (model.reverse_source reverses inside the encoder).")
+    if self.pipeline.reverse_source:
+      # Kept for the runs trained with it (their checkpoints read reversed sources).
+      deprecated("pipeline.reverse_source=True",
+                 "model.reverse_source=True (model.encoder='rnn'), which reverses inside the "
+                 "encoder and keeps the attention in source order")
     _check(self.model.tie_embeddings != "all" or self.tokenizer.shared,
            "Received model.tie_embeddings='all' with tokenizer.shared=False; one embedding "
            "table for both sides needs one vocabulary: set tokenizer.shared=True.")
