@@ -27,6 +27,8 @@ sys.path.insert(0, HERE)
 import page
 import records
 
+from nmt_tf.data import multi30k
+
 ROWS = os.path.join(HERE, "rows")
 
 
@@ -69,7 +71,7 @@ def row(args):
 
 
 def report(args):
-  body = page.write_page(records.load(args.rows), args.page, args.figures)
+  body = page.write_page(records.load(args.rows), args.page, args.figures, args.references)
   print(f"{args.page}: {body.count(chr(10))} generated lines, figures in {args.figures}")
   return 0
 
@@ -95,6 +97,10 @@ def parser():
   p.add_argument("--rows", default=ROWS)
   p.add_argument("--page", default=os.path.join(ROOT, "docs", "RESULTS.md"))
   p.add_argument("--figures", default=os.path.join(ROOT, "docs", "results"))
+  p.add_argument("--references", default=multi30k.default_dir(),
+                 help="The Multi30k files, for the lowercased BLEU of records made before "
+                      "`nmt-tf evaluate` reported it (default: $NMT_TF_MULTI30K_DIR or the "
+                      "shared copy).")
   return main
 
 

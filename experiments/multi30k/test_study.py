@@ -2,13 +2,17 @@
 `nmt-tf` command line and records the row, `record` makes an immutable record of a run
 directory, `report` draws the results page from the records alone."""
 
+import gzip
+import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 
 import pytest
+import sacrebleu
 import tensorflow as tf
 
 import page
@@ -174,6 +178,66 @@ class MachineTest(tf.test.TestCase):
     self.assertEqual(page._stop({"stop": {"steps": 2500}}), "2,500 steps")
     self.assertEqual(page._stop({"stop": {"minutes": 120.0}}), "2 h budget")
     self.assertEqual(page._stop({"stop": {"minutes": 45.0}}), "45 min budget")
+
+
+class PublishedScoringTest(tf.test.TestCase):
+  """Rows beside published results: BLEU of lowercased text, from a record's score or from its
+  stored outputs and the test references it was scored on."""
+
+  def setUp(self):
+    super().setUp()
+    self.tmp = tempfile.mkdtemp()
+    self.addCleanup(shutil.rmtree, self.tmp)
+    self.data = os.path.join(self.tmp, "data")
+    os.makedirs(self.data)
+    self.references = ["A dog runs on the grass.", "Two men play chess."]
+    raw = gzip.compress("\n".join(self.references).encode() + b"\n")
+    self.reference_file = os.path.join(self.data, "test_2016_flickr.en.gz")
+    with open(self.reference_file, "wb") as f:
+      f.write(raw)
+    self.sha256 = hashlib.sha256(raw).hexdigest()
+
+  def record(self, name, corpus=True, stored=None):
+    path = os.path.join(self.tmp, "rows", name)
+    os.makedirs(os.path.join(path, "eval", "test_beam5"))
+    with open(records.hypotheses_path({"path": path}), "w", encoding="utf-8") as f:
+      f.write("a dog runs on grass.\nTwo Men play chess.\n")
+    record = {"name": name, "path": path, "dataset": "multi30k", "direction": "de-en",
+              "model": "cgru", "tokenizer": "sentencepiece",
+              "scores": {"beam5": {"bleu_lowercase": stored}, "greedy": None}}
+    if corpus:
+      record["corpus"] = {"test": {"files": [
+          {"path": "/elsewhere/test_2016_flickr.de.gz", "sha256": "0"},
+          {"path": "/elsewhere/test_2016_flickr.en.gz", "sha256": self.sha256}]}}
+    return record
+
+  def test_from_outputs_and_references(self):
+    want = sacrebleu.corpus_bleu(["a dog runs on grass.", "two men play chess."],
+                                 [[r.lower() for r in self.references]]).score
+    for corpus in (True, False):  # a fingerprint, or the Multi30k file of the target language
+      record = self.record(f"row_{corpus}", corpus=corpus)
+      references = records.test_references(record, self.data)
+      self.assertEqual(references, self.references)
+      self.assertAlmostEqual(records.lowercase_bleu(record, "beam5", references), want)
+    self.assertEqual(records.lowercase_bleu(self.record("stored", stored=41.5), "beam5", None),
+                     41.5)
+    self.assertIsNone(records.lowercase_bleu(self.record("no_refs"), "beam5", None))
+    self.assertIsNone(records.test_references(self.record("no_data"), None))
+
+  def test_other_reference_bytes_are_not_used(self):
+    record = self.record("changed")
+    with open(self.reference_file, "wb") as f:
+      f.write(gzip.compress(b"Other text.\nMore.\n"))
+    self.assertIsNone(records.test_references(record, self.data))
+
+  def test_table(self):
+    # pylint: disable-next=protected-access
+    lines = page._published([self.record("ours"), self.record("old", stored=None)], self.data)
+    text = "\n".join(lines)
+    self.assertIn("| Lample et al. 2018 (ICLR), Table 2, supervised row |", text)
+    self.assertIn("| de-en | 38.38 | |", text)
+    self.assertIn("| `ours` | cgru (sentencepiece) | sacrebleu, case:lc, 13a | de-en | n/a |",
+                  text)  # no greedy outputs kept
 
 
 if __name__ == "__main__":
