@@ -27,9 +27,16 @@ sys.path.insert(0, HERE)
 import page
 import records
 
-from nmt_tf.data import multi30k
-
 ROWS = os.path.join(HERE, "rows")
+
+
+def multi30k_dir():
+  """The Multi30k files: $NMT_TF_MULTI30K_DIR, else the shared copy beside the checkout if it
+  exists (where `nmt-tf` looks too), else None."""
+  if os.environ.get("NMT_TF_MULTI30K_DIR"):
+    return os.environ["NMT_TF_MULTI30K_DIR"]
+  shared = os.path.normpath(os.path.join(ROOT, "..", "shared", "data", "multi30k"))
+  return shared if os.path.isdir(shared) else None
 
 
 def _nmt_tf(args):
@@ -97,7 +104,7 @@ def parser():
   p.add_argument("--rows", default=ROWS)
   p.add_argument("--page", default=os.path.join(ROOT, "docs", "RESULTS.md"))
   p.add_argument("--figures", default=os.path.join(ROOT, "docs", "results"))
-  p.add_argument("--references", default=multi30k.default_dir(),
+  p.add_argument("--references", default=multi30k_dir(),
                  help="The Multi30k files, for the lowercased BLEU of records made before "
                       "`nmt-tf evaluate` reported it (default: $NMT_TF_MULTI30K_DIR or the "
                       "shared copy).")
