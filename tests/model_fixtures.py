@@ -26,6 +26,8 @@ VARIANTS.update({
     "encdec_birnn_2layers": dict(decoder="encdec", encoder_layers=2),
     "cgru_hard": dict(decoder="cgru", attention_mode="hard", hard_inference="argmax"),
     "cgru_tied": dict(decoder="cgru", tie_embeddings="target"),
+    "cgru_layer_norm": dict(decoder="cgru", layer_norm=True),
+    "memory_rnn_layer_norm": dict(decoder="memory_rnn", layer_norm=True),
     "luong_tied_all": dict(decoder="luong", tie_embeddings="all", decoder_units=8,
                            src_vocab_size=19),
 })

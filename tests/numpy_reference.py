@@ -56,6 +56,32 @@ def gru_step(x, h_prev, kernel, recurrent_kernel, bias, recurrent_bias=None, res
   return z * h_prev + (1.0 - z) * h_tilde
 
 
+def segment_layer_norm(a, d, eps=1e-5):
+  """a [..., 3d] normalized in the segments [0, 2d) (gates) and [2d, 3d) (proposal), each
+  (a - mean) / sqrt(var + eps) over its own features (docs/EQUATIONS.md "Layer normalization")."""
+  parts = []
+  for part in (a[..., :2 * d], a[..., 2 * d:]):
+    mean = part.mean(-1, keepdims=True)
+    var = ((part - mean) ** 2).mean(-1, keepdims=True)
+    parts.append((part - mean) / np.sqrt(var + eps))
+  return np.concatenate(parts, -1)
+
+
+def ln_gru_step(x, h_prev, kernel, recurrent_kernel, bias, recurrent_bias, input_gain,
+                recurrent_gain):
+  """The layer-normalized reset-after GRU (Nematus):
+  [x_z, x_r, x_h] = g_x (.) LN(W x) + b,  [u_z, u_r, u_h] = g_h (.) LN(U h_prev) + b_U,
+  z = sigma(x_z + u_z), r = sigma(x_r + u_r), h~ = tanh(x_h + r (.) u_h),
+  h = z (.) h_prev + (1 - z) (.) h~."""
+  d = h_prev.shape[-1]
+  xs = input_gain * segment_layer_norm(x @ kernel, d) + bias
+  us = recurrent_gain * segment_layer_norm(h_prev @ recurrent_kernel, d) + recurrent_bias
+  z = sigmoid(xs[:, :d] + us[:, :d])
+  r = sigmoid(xs[:, d:2 * d] + us[:, d:2 * d])
+  h_tilde = np.tanh(xs[:, 2 * d:] + r * us[:, 2 * d:])
+  return z * h_prev + (1.0 - z) * h_tilde
+
+
 def gru_weights(cell):
   """(kernel, recurrent_kernel, bias, recurrent_bias or None, reset_after) of a built GRUCell."""
   rb = cell.recurrent_bias.numpy() if cell.reset_after else None

@@ -15,8 +15,8 @@ from tests import numpy_reference as ref
 BATCH, IN_DIM, UNITS, TIME = 3, 5, 4, 6
 
 
-def make_cell(seed, reset_after=True):
-  cell = GRUCell(UNITS, reset_after=reset_after)
+def make_cell(seed, reset_after=True, layer_norm=False):
+  cell = GRUCell(UNITS, reset_after=reset_after, layer_norm=layer_norm)
   cell(tf.zeros([1, IN_DIM]), tf.zeros([1, UNITS]))
   rng = np.random.RandomState(seed)
   cell.set_weights([rng.normal(0.0, 0.5, w.shape).astype(np.float32)
@@ -68,10 +68,12 @@ class GRUSequencesTest(tf.test.TestCase, parameterized.TestCase):
     super().setUp()
     self.cells = [make_cell(0), make_cell(1)]
     self.cells_reset_before = [make_cell(2, False), make_cell(3, False)]
+    self.cells_layer_norm = [make_cell(4, layer_norm=True), make_cell(5, layer_norm=True)]
 
   def check(self, chains, time=TIME, matmul_dtype=None, graph=False, rtol=1e-5, atol=1e-5,
-            reset_after=True):
-    cells = (self.cells if reset_after else self.cells_reset_before)[:chains]
+            reset_after=True, layer_norm=False):
+    cells = (self.cells_layer_norm if layer_norm else
+             self.cells if reset_after else self.cells_reset_before)[:chains]
     batches = [data(10 + i, time) for i in range(chains)]
     xs, h0s, d_outs = ([b[j] for b in batches] for j in range(3))
 
@@ -84,7 +86,7 @@ class GRUSequencesTest(tf.test.TestCase, parameterized.TestCase):
     for cell, x, h0, out, expected in zip(cells, xs, h0s, manual, auto):
       self.assertEqual(out.shape, (BATCH, time, UNITS))
       self.assertAllClose(out, expected, rtol=rtol, atol=atol)
-      if matmul_dtype is None:
+      if matmul_dtype is None and not layer_norm:
         self.assertAllClose(out, ref.gru_run(x.numpy(), h0.numpy(), ref.gru_weights(cell)),
                             atol=1e-5)
     self.assertLen(manual_grads, len(auto_grads))
@@ -112,6 +114,25 @@ class GRUSequencesTest(tf.test.TestCase, parameterized.TestCase):
     # sums (the kernel's gradient: one product over all steps instead of a sum of per-step
     # bfloat16 products), so the tolerance is bfloat16's.
     self.check(2, matmul_dtype="bfloat16", rtol=3e-2, atol=3e-2, reset_after=reset_after)
+
+  @parameterized.named_parameters(("eager", False, None), ("graph", True, None),
+                                  ("bfloat16_products", True, "bfloat16"))
+  def test_layer_norm_matches_autodiff(self, graph, matmul_dtype):
+    # The hand-written backward pass through the normalization (kernels/layer_norm.py) against
+    # TensorFlow's gradient of GRUCell.step, gains and biases included.
+    tolerance = 1e-5 if matmul_dtype is None else 3e-2
+    self.check(2, graph=graph, matmul_dtype=matmul_dtype, layer_norm=True, rtol=tolerance,
+               atol=tolerance)
+
+  def test_layer_norm_step_is_the_equation(self):
+    cell = self.cells_layer_norm[0]
+    x, h0, _ = data(6, time=1)
+    got = cell(x[:, 0], h0)
+    weights = [w.numpy() for w in (cell.kernel, cell.recurrent_kernel, cell.bias,
+                                   cell.recurrent_bias, cell.input_gain, cell.recurrent_gain)]
+    self.assertAllClose(got, ref.ln_gru_step(x[:, 0].numpy(), h0.numpy(), *weights), atol=1e-5)
+    with self.assertRaisesRegex(ValueError, "layer_norm=True with reset_after=False"):
+      GRUCell(UNITS, reset_after=False, layer_norm=True)
 
   def test_unknown_time_in_tf_function(self):
     traces = []
@@ -155,6 +176,10 @@ class GRUSequencesTest(tf.test.TestCase, parameterized.TestCase):
     with self.assertRaisesRegex(ValueError, "one reset placement"):
       kernels.gru_sequences([x, x], [h0, h0], [kernels.GRUWeights(u, tf.zeros([3 * UNITS])),
                                               kernels.GRUWeights(u)])
+    with self.assertRaisesRegex(ValueError, "all GRUs layer-normalized or none"):
+      b, g = tf.zeros([3 * UNITS]), tf.ones([3 * UNITS])
+      kernels.gru_sequences([x, x], [h0, h0], [kernels.GRUWeights(u, b, g),
+                                              kernels.GRUWeights(u, b)])
 
 
 if __name__ == "__main__":

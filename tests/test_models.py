@@ -276,7 +276,7 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
                                   "encdec_birnn_2layers", "self_attentive_residual",
                                   "self_attentive_residual_cavg", "memory_rnn",
                                   "self_attentive_rnn", "luong", "luong_dot", "luong_concat",
-                                  "luong_lstm_dot")])
+                                  "luong_lstm_dot", "cgru_layer_norm", "memory_rnn_layer_norm")])
   def test_same_outputs_and_gradients_as_autodiff(self, variant):
     keras.utils.set_random_seed(7)
     overrides = {"rnnsearch_reset_after": dict(decoder="rnnsearch", gru_reset="after"),
@@ -307,6 +307,7 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
                       "self_attentive_residual": ["cgru"],
                       "self_attentive_residual_cavg": ["cgru"], "memory_rnn": ["cgru"],
                       "self_attentive_rnn": ["cgru"], "rnnsearch": ["rnnsearch"],
+                      "cgru_layer_norm": ["cgru"], "memory_rnn_layer_norm": ["cgru"],
                       "rnnsearch_reset_after": ["rnnsearch"], "luong": ["luong"],
                       "luong_dot": ["luong"]}.get(variant, [])
     settings = [(None, None, "float32 eager"), (None, tf.function, "float32 graph"),
@@ -655,6 +656,10 @@ class ConfigTest(tf.test.TestCase):
         "tie_embeddings='target' with decoder_units=16 and embedding_dim=8; .* set "
         "decoder_units=8": dict(tie_embeddings="target", decoder="luong"),
         "tie_embeddings='all' with vocabularies of 23 and 19 words": dict(tie_embeddings="all"),
+        "layer_norm=1; expected a bool": dict(layer_norm=1),
+        "layer_norm=True with decoder='rnnsearch'; the layer-normalized GRUs are those of the "
+        "cgru-family": dict(layer_norm=True, decoder="rnnsearch"),
+        "layer_norm=True with gru_reset='before'": dict(layer_norm=True, gru_reset="before"),
     }
     for message, overrides in cases.items():
       with self.subTest(message), self.assertRaisesRegex(ConfigError, message):

@@ -26,9 +26,10 @@ class ConditionalGRUCell(keras.layers.Layer):
     units: positive int, the decoder state size d.
     attention: an attention layer (default: BahdanauAttention(units)); any layer of
       nmt_tf.layers.attention works.
+    layer_norm: layer-normalized GRUs (layers/gru.py), as Nematus' cGRU.
   """
 
-  def __init__(self, units, attention=None, **kwargs):
+  def __init__(self, units, attention=None, layer_norm=False, **kwargs):
     super().__init__(**kwargs)
     if not isinstance(units, int) or units <= 0:
       raise ValueError(f"Received units={units!r}; expected a positive integer.")
@@ -36,8 +37,9 @@ class ConditionalGRUCell(keras.layers.Layer):
     if isinstance(attention, dict):
       attention = keras.saving.deserialize_keras_object(attention)
     self.attention = attention or BahdanauAttention(units, name="attention")
-    self.gru1 = GRUCell(units, reset_after=True, name="gru1")
-    self.gru2 = GRUCell(units, reset_after=True, name="gru2")
+    self.layer_norm = bool(layer_norm)
+    self.gru1 = GRUCell(units, reset_after=True, layer_norm=layer_norm, name="gru1")
+    self.gru2 = GRUCell(units, reset_after=True, layer_norm=layer_norm, name="gru2")
     self.state_size = units
 
   def build(self, *args, **kwargs):
@@ -83,11 +85,13 @@ class ConditionalGRUCell(keras.layers.Layer):
         context_bias=tf.convert_to_tensor(self.gru2.bias),
         gru2=self.gru2.loop_weights(dtype),
         state_memory=None if state_memory is None else state_memory.loop_weights(self.units,
-                                                                                  dtype))
+                                                                                  dtype),
+        context_gain=tf.convert_to_tensor(self.gru2.input_gain) if self.layer_norm else None)
 
   def get_config(self):
     return {
         **super().get_config(),
         "units": self.units,
         "attention": keras.saving.serialize_keras_object(self.attention),
+        "layer_norm": self.layer_norm,
     }

@@ -6,6 +6,10 @@ docs/EQUATIONS.md, "GRU conventions":
   reset_after=True  (dl4mt, Nematus, cuDNN):    h~ = tanh(W x + r (.) (U h_prev))
   h = z (.) h_prev + (1 - z) (.) h~
 Gate order in the fused kernels is [z, r, h~], as in keras.layers.GRUCell.
+layer_norm=True (reset-after only; Nematus' layer-normalized GRU, docs/EQUATIONS.md "Layer
+normalization"): the input and the state projections are each normalized in two segments,
+gates [z ; r] and proposal h~ (kernels.segment_norm), then scaled by a learnt gain:
+  W x + b  ->  g_x (.) LN(W x) + b,     U h_prev + b_U  ->  g_h (.) LN(U h_prev) + b_U.
 `cell_sequences` runs GRUCells over whole sequences with a hand-written backward pass
 (kernels.gru_sequences), the same values as `step` in a time loop.
 """
@@ -27,15 +31,20 @@ class GRUCell(keras.layers.Layer):
   Args:
     units: positive int, the state size d.
     reset_after: bool, where the reset gate is applied (see module docstring).
+    layer_norm: bool, layer-normalized projections (reset_after only; module docstring).
   """
 
   def __init__(self, units, reset_after=True, kernel_initializer="glorot_uniform",
-               recurrent_initializer="orthogonal", **kwargs):
+               recurrent_initializer="orthogonal", layer_norm=False, **kwargs):
     super().__init__(**kwargs)
     if not isinstance(units, int) or units <= 0:
       raise ValueError(f"Received units={units!r}; expected a positive integer.")
+    if layer_norm and not reset_after:
+      raise ValueError("Received layer_norm=True with reset_after=False; the layer-normalized "
+                       "GRU is the reset-after one (Nematus).")
     self.units = units
     self.reset_after = bool(reset_after)
+    self.layer_norm = bool(layer_norm)
     self.kernel_initializer = keras.initializers.get(kernel_initializer)
     self.recurrent_initializer = keras.initializers.get(recurrent_initializer)
     self.state_size = units
@@ -52,12 +61,24 @@ class GRUCell(keras.layers.Layer):
       # r (.) (U h + b_U): the recurrent bias sits inside the reset product.
       self.recurrent_bias = self.add_weight(name="recurrent_bias", shape=(3 * d,),
                                             initializer="zeros")
+    if self.layer_norm:
+      self.input_gain = self.add_weight(name="input_gain", shape=(3 * d,), initializer="ones")
+      self.recurrent_gain = self.add_weight(name="recurrent_gain", shape=(3 * d,),
+                                            initializer="ones")
 
   def project_inputs(self, x):
-    """W x + b for any leading dims: [..., input_dim] -> [..., 3*units]."""
+    """W x + b (layer_norm: g_x (.) LN(W x) + b) for any leading dims:
+    [..., input_dim] -> [..., 3*units]."""
     if not self.built:
       self.build(x.shape)
-    return ops.project(x, self.kernel, self.bias)
+    if not self.layer_norm:
+      return ops.project(x, self.kernel, self.bias)
+    return self.normalize(ops.project(x, self.kernel), self.input_gain, self.bias)
+
+  def normalize(self, a, gain, bias):
+    """g (.) LN(a) + b over the gates and proposal segments of a [..., 3*units]."""
+    hat, _ = kernels.segment_norm(a, self.units)
+    return hat * tf.cast(gain, a.dtype) + tf.cast(bias, a.dtype)
 
   def step(self, x_proj, h_prev):
     """One step from a precomputed input projection x = W x_t + b = [x_z, x_r, x_h]:
@@ -75,8 +96,11 @@ class GRUCell(keras.layers.Layer):
     d = self.units
     x_z, x_r, x_h = tf.split(x_proj, 3, axis=-1)  # 3 x [batch, units]
     if self.reset_after:
-      b = tf.cast(self.recurrent_bias, h_prev.dtype)  # b_U [3*units]
-      hu = kernels.matmul(h_prev, self.recurrent_kernel) + b  # U h + b_U [batch, 3*units]
+      hu = kernels.matmul(h_prev, self.recurrent_kernel)  # U h [batch, 3*units]
+      if self.layer_norm:
+        hu = self.normalize(hu, self.recurrent_gain, self.recurrent_bias)
+      else:
+        hu = hu + tf.cast(self.recurrent_bias, h_prev.dtype)  # U h + b_U
       h_z, h_r, h_h = tf.split(hu, 3, axis=-1)  # 3 x [batch, units]
       z = tf.sigmoid(x_z + h_z)
       r = tf.sigmoid(x_r + h_r)
@@ -94,10 +118,12 @@ class GRUCell(keras.layers.Layer):
     return z * h_prev + (1.0 - z) * h_tilde  # [batch, units]
 
   def loop_weights(self, dtype):
-    """kernels.GRUWeights: U in the product dtype of `dtype` states (`kernels.weight`) and
-    b_U (None for reset-before), for the hand-written loops of `kernels`."""
+    """kernels.GRUWeights: U in the product dtype of `dtype` states (`kernels.weight`), b_U
+    (None for reset-before) and g_h (None without layer norm), for the hand-written loops of
+    `kernels`."""
     bias = tf.convert_to_tensor(self.recurrent_bias) if self.reset_after else None
-    return kernels.GRUWeights(kernels.weight(self.recurrent_kernel, dtype), bias)
+    gain = tf.convert_to_tensor(self.recurrent_gain) if self.layer_norm else None
+    return kernels.GRUWeights(kernels.weight(self.recurrent_kernel, dtype), bias, gain)
 
   def call(self, x, h_prev):
     """One step from raw inputs: x [batch, input_dim], h_prev [batch, units] -> [batch, units]."""
@@ -111,6 +137,7 @@ class GRUCell(keras.layers.Layer):
         **super().get_config(),
         "units": self.units,
         "reset_after": self.reset_after,
+        "layer_norm": self.layer_norm,
         "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
         "recurrent_initializer": keras.initializers.serialize(self.recurrent_initializer),
     }

@@ -39,12 +39,13 @@ class CGRUDecoder(Decoder):
     summary: "avg" or "cavg" (self_attentive_residual).
     summary_units: hidden size of the cavg score and of the state-memory score.
     dropout: deep-output dropout rate.
+    layer_norm: layer-normalized GRUs in the cGRU (Nematus).
   """
 
   def __init__(self, units, vocab_size, output_units, memory_dim, embedding_dim, variant="cgru",
                attention="additive", attention_units=None, attention_mode="soft",
                hard_inference="expectation", summary="avg", summary_units=None, dropout=0.0,
-               **kwargs):
+               layer_norm=False, **kwargs):
     super().__init__(**kwargs)
     if variant not in VARIANTS:
       raise ValueError(f"Received variant={variant!r}; expected one of {VARIANTS}.")
@@ -59,7 +60,9 @@ class CGRUDecoder(Decoder):
     self.dropout = dropout
     attention_layer = self.source_attention(units, memory_dim, attention, attention_units,
                                             attention_mode, hard_inference)
-    self.cgru = ConditionalGRUCell(units, attention=attention_layer, name="cgru")
+    self.layer_norm = bool(layer_norm)
+    self.cgru = ConditionalGRUCell(units, attention=attention_layer, layer_norm=layer_norm,
+                                   name="cgru")
     self.bridge = Bridge(units, name="bridge")
     self.uses_summary = variant == "self_attentive_residual"
     self.uses_memory = variant == "memory_rnn"  # s~ feeds the recurrence
@@ -157,4 +160,5 @@ class CGRUDecoder(Decoder):
     return {**super().get_config(), "units": self.units, "vocab_size": self.vocab_size,
             "output_units": self.output_units, "memory_dim": self.memory_dim,
             "embedding_dim": self.embedding_dim, "variant": self.variant, **self.attention_config,
-            "summary": self.summary, "summary_units": self.summary_units, "dropout": self.dropout}
+            "summary": self.summary, "summary_units": self.summary_units, "dropout": self.dropout,
+            "layer_norm": self.layer_norm}

@@ -60,6 +60,9 @@ class ModelConfig:
     source_word_dropout, target_word_dropout: rates at which whole words are dropped while
       training: every dimension of a token's embedding zeroed together, the kept ones scaled
       by 1 / (1 - rate) (Nematus' dropout_source / dropout_target; Sennrich and Zhang 2019).
+    layer_norm: layer-normalized GRU transitions, as Nematus' (docs/EQUATIONS.md "Layer
+      normalization"): every GRU of the encoder and of the cgru-family decoders normalizes
+      its input and state projections (reset-after GRUs only).
     tie_embeddings: none | target (the output projection is the target embedding table,
       scaled by embedding_dim^-1/2; Press and Wolf 2017) | all (also the source embeddings:
       one table, which needs a shared vocabulary).
@@ -94,6 +97,7 @@ class ModelConfig:
   source_word_dropout: float = 0.0
   target_word_dropout: float = 0.0
   tie_embeddings: str = "none"
+  layer_norm: bool = False
 
   def __post_init__(self):
     for field in dataclasses.fields(self):
@@ -113,8 +117,9 @@ class ModelConfig:
     if self.gru_reset is not None and self.gru_reset not in GRU_RESETS:
       raise ConfigError(f"Received gru_reset={self.gru_reset!r}; expected one of {GRU_RESETS} "
                         "or None for the paper's choice.")
-    if not isinstance(self.reverse_source, bool):
-      raise ConfigError(f"Received reverse_source={self.reverse_source!r}; expected a bool.")
+    for key in ("reverse_source", "layer_norm"):
+      if not isinstance(getattr(self, key), bool):
+        raise ConfigError(f"Received {key}={getattr(self, key)!r}; expected a bool.")
     if self.reverse_source and self.encoder != "rnn":
       raise ConfigError(f"Received reverse_source=True with encoder={self.encoder!r}; source "
                         "reversal needs encoder='rnn'.")
@@ -149,6 +154,13 @@ class ModelConfig:
       raise ConfigError(f"Received tie_embeddings='all' with vocabularies of "
                         f"{self.src_vocab_size} and {self.tgt_vocab_size} words; one table "
                         "needs one shared vocabulary (tokenizer.shared=True).")
+    if self.layer_norm and self.decoder in ("encdec", "rnnsearch", "luong"):
+      raise ConfigError(f"Received layer_norm=True with decoder={self.decoder!r}; the "
+                        "layer-normalized GRUs are those of the cgru-family decoders (cgru, "
+                        "self_attentive_residual, memory_rnn, self_attentive_rnn).")
+    if self.layer_norm and not self.reset_after:
+      raise ConfigError("Received layer_norm=True with gru_reset='before'; the layer-normalized "
+                        "GRU is the reset-after one: set gru_reset='after' or None.")
     if self.attention_mode == "hard" and self.decoder == "encdec":
       raise ConfigError("Received attention_mode='hard' with decoder='encdec', which has no "
                         "attention; pick an attention decoder.")

@@ -79,6 +79,7 @@ class RNNEncoder(keras.layers.Layer):
     bidirectional: bool.
     reverse_source: bool, unidirectional only.
     reset_after: GRU reset placement.
+    layer_norm: layer-normalized GRUs (layers/gru.py; reset_after only).
 
   Attribute `kernel_choice` (kernels.KernelChoice): the training path of the recurrences, set
   by the model where it is built.
@@ -87,7 +88,7 @@ class RNNEncoder(keras.layers.Layer):
   kernel_choice = kernels.DEFAULT_CHOICE
 
   def __init__(self, units, num_layers=1, bidirectional=True, reverse_source=False,
-               reset_after=True, **kwargs):
+               reset_after=True, layer_norm=False, **kwargs):
     super().__init__(**kwargs)
     _check_positive(units=units, num_layers=num_layers)
     if bidirectional and reverse_source:
@@ -98,13 +99,14 @@ class RNNEncoder(keras.layers.Layer):
     self.bidirectional = bool(bidirectional)
     self.reverse_source = bool(reverse_source)
     self.reset_after = bool(reset_after)
+    self.layer_norm = bool(layer_norm)
     directions = 2 if bidirectional else 1
     self.directions = directions
     # Attributes, not a list: tf.train.Checkpoint does not look into Keras' tracked lists.
     for l in range(num_layers):
       for d in range(directions):
         setattr(self, f"gru_l{l}_d{d}", GRUCell(units, reset_after=reset_after,
-                                                name=f"gru_l{l}_d{d}"))
+                                                layer_norm=layer_norm, name=f"gru_l{l}_d{d}"))
     self.output_dim = directions * units
 
   @property
@@ -144,7 +146,7 @@ class RNNEncoder(keras.layers.Layer):
     return {
         **super().get_config(), "units": self.units, "num_layers": self.num_layers,
         "bidirectional": self.bidirectional, "reverse_source": self.reverse_source,
-        "reset_after": self.reset_after,
+        "reset_after": self.reset_after, "layer_norm": self.layer_norm,
     }
 
 

@@ -21,7 +21,7 @@ def build_encoder(cfg):
   if cfg.encoder in ("birnn", "rnn"):
     return RNNEncoder(cfg.encoder_units, cfg.encoder_layers, bidirectional=cfg.encoder == "birnn",
                       reverse_source=cfg.reverse_source, reset_after=cfg.reset_after,
-                      name="encoder")
+                      layer_norm=cfg.layer_norm, name="encoder")
   if cfg.encoder == "conv":
     return ConvEncoder(cfg.encoder_units, cfg.conv_kernel_size, cfg.encoder_layers,
                        name="encoder")
@@ -46,8 +46,8 @@ def build_decoder(cfg):
   variant = cfg.decoder  # the cgru family
   return CGRUDecoder(cfg.decoder_units, cfg.tgt_vocab_size, output_units, cfg.memory_dim,
                      cfg.embedding_dim, variant=variant, summary=cfg.summary,
-                     summary_units=cfg.summary_units, dropout=cfg.dropout, name="decoder",
-                     **attention)
+                     summary_units=cfg.summary_units, dropout=cfg.dropout,
+                     layer_norm=cfg.layer_norm, name="decoder", **attention)
 
 
 @keras.saving.register_keras_serializable(package="nmt_tf")

@@ -15,6 +15,8 @@ products are computed fast on CPU stays in this package:
   attend(a, m), score(m, q)       sum_i a_i m_i and m_i . q with m loop-invariant (deferred.py)
   additive_score(k, q, v, fused)  v^T tanh(k_i + q), fused: one XLA kernel each way (fused.py)
   masked_softmax(e, mask)         the attention weights over real positions (masking.py)
+  segment_norm(a, units)          a GRU projection layer-normalized per gates/proposal segment
+                                  (layer_norm.py)
   LoopProducts                    the deferring protocol of one time loop (layers/recurrence.py)
   gru_sequences, cgru_sequence, rnnsearch_sequence, luong_sequence
                                   whole training loops with hand-written backward passes
@@ -40,6 +42,7 @@ from nmt_tf.layers.kernels.attention_sequence import cgru_sequence, rnnsearch_se
 from nmt_tf.layers.kernels.deferred import LoopProducts, attend, score
 from nmt_tf.layers.kernels.fused import additive_score
 from nmt_tf.layers.kernels.gru_sequence import gru_sequences
+from nmt_tf.layers.kernels.layer_norm import segment_norm
 from nmt_tf.layers.kernels.luong_sequence import luong_sequence
 from nmt_tf.layers.kernels.masking import NEG_INF, masked_softmax
 from nmt_tf.layers.kernels.options import DEFAULT_CHOICE, DEFAULT_OPTIONS, KernelChoice
@@ -97,7 +100,7 @@ def matmul_transposed(x, table):
 
 __all__ = [
     "precision_scope", "matmul_dtype_for", "matmul", "matmul_transposed", "weight", "attend",
-    "score", "additive_score", "NEG_INF", "masked_softmax", "LoopProducts", "gru_sequences",
+    "score", "additive_score", "segment_norm", "NEG_INF", "masked_softmax", "LoopProducts", "gru_sequences",
     "cgru_sequence", "rnnsearch_sequence", "luong_sequence", "GRUWeights", "AdditiveWeights",
     "StateMemoryWeights", "CGRUWeights", "RNNSearchWeights", "LuongWeights", "KernelOptions",
     "DEFAULT_OPTIONS", "KernelChoice", "DEFAULT_CHOICE",

@@ -48,7 +48,8 @@ from nmt_tf.layers.kernels import fused as fused_kernels
 from nmt_tf.layers.kernels import precision
 from nmt_tf.layers.kernels.gru_sequence import gru_backward, gru_backward_reset_before
 from nmt_tf.layers.kernels.gru_sequence import gru_forward, gru_forward_reset_before
-from nmt_tf.layers.kernels.gru_sequence import kernel_gradient, stacked
+from nmt_tf.layers.kernels.gru_sequence import kernel_gradient, norm_stats, stacked
+from nmt_tf.layers.kernels.layer_norm import segment_norm, segment_norm_backward
 from nmt_tf.layers.kernels.masking import masked_softmax
 from nmt_tf.layers.kernels.weights import AdditiveWeights, CGRUWeights, GRUWeights
 from nmt_tf.layers.kernels.weights import RNNSearchWeights, StateMemoryWeights, flatten
@@ -99,34 +100,46 @@ def rnnsearch_sequence(inputs, initial_state, memory, keys, mask, weights, fused
   return _sequence(inputs, initial_state, memory, keys, mask, weights, fused)
 
 
+def _take(values, n):
+  """The next n values of an iterator, as a list."""
+  return [next(values) for _ in range(n)]
+
+
 def _sequence(inputs, initial_state, memory, keys, mask, weights, fused):
   first_gru = isinstance(weights, CGRUWeights)  # else RNNSearchWeights
   gru = weights.gru2 if first_gru else weights.gru
   reset_after = gru.bias is not None
+  normalized = gru.gain is not None
   state_memory = first_gru and weights.state_memory is not None
+  if normalized and not (first_gru and weights.gru1.gain is not None
+                         and weights.context_gain is not None):
+    raise ValueError("Layer normalization in the attention loops needs CGRUWeights with the "
+                     "gains of both GRUs and of GRU2's input (context_gain).")
   mask = tf.cast(mask, tf.bool)
 
   @tf.custom_gradient
   def run(x, s0, memory, keys, *flat):
     w = unflatten(weights, flat)
     dtype = x.dtype
+    cast = lambda t: None if t is None else tf.cast(t, dtype)
     wq, w2 = w.attention.query_kernel, w.context_kernel
-    u2 = (w.gru2 if first_gru else w.gru).kernel
+    gru_w = w.gru2 if first_gru else w.gru  # the GRU that reads the context
+    u2 = gru_w.kernel
     v = tf.cast(w.attention.v, keys.dtype)
     if first_gru:
-      u1, bu1, b2 = w.gru1.kernel, tf.cast(w.gru1.bias, dtype), tf.cast(w.context_bias, dtype)
+      u1, bu1, b2 = w.gru1.kernel, cast(w.gru1.bias), cast(w.context_bias)
+      g1, g2x = cast(w.gru1.gain), cast(w.context_gain)  # None without layer norm
     if state_memory:
       wm, ws = w.state_memory.key_kernel, w.state_memory.score.query_kernel
-      bm = tf.cast(w.state_memory.key_bias, dtype)
+      bm = cast(w.state_memory.key_bias)
     length = tf.shape(x)[0]
     units = s0.shape[-1]
     if reset_after:
-      bu2 = tf.cast((w.gru2 if first_gru else w.gru).bias, dtype)
-      second_forward = lambda x2, h: gru_forward(x2, h, u2, bu2)
+      bu2, g2 = cast(gru_w.bias), cast(gru_w.gain)
+      second_forward = lambda x2, h: gru_forward(x2, h, u2, bu2, g2)
     else:
       u2_split = (u2[:, :2 * units], u2[:, 2 * units:])  # U_zr, U_h
       second_forward = lambda x2, h: gru_forward_reset_before(x2, h, *u2_split)
-    num_kept2 = 4 if reset_after else 3
     if state_memory:
       vm = tf.cast(w.state_memory.score.v, dtype)
       rows = tf.range(length + 1)  # buffer rows 0..n
@@ -144,19 +157,25 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused):
         s_read = tf.matmul(tf.cast(beta, dtype)[:, None, :], states_buf)[:, 0]  # s~_j
         read_values = (s_read, beta, p)
       if first_gru:
-        s_inter, kept1 = gru_forward(x[t], s_read, u1, bu1)  # s'_j [batch, units]
+        s_inter, kept1 = gru_forward(x[t], s_read, u1, bu1, g1)  # s'_j [batch, units]
       else:
         s_inter, kept1 = s, ()
       q = tf.cast(precision.matmul(s_inter, wq), keys.dtype)  # [batch, att_units]
       scores = fused_kernels.additive_score(keys, q, v, fused)  # [batch, src_len]
       alpha = masked_softmax(scores, mask)  # [batch, src_len] float32
       c = tf.matmul(tf.cast(alpha, memory.dtype)[:, None, :], memory)[:, 0]  # [batch, mem_dim]
-      x2 = precision.matmul(c, w2) + (b2 if first_gru else x[t])  # [batch, 3*units]
+      a2 = precision.matmul(c, w2)  # W2 c_j [batch, 3*units]
+      input_values = ()
+      if normalized:  # GRU2's input g (.) a^ + b2
+        hat2, inv2 = segment_norm(a2, units)
+        a2, input_values = hat2 * g2x, (hat2, inv2)
+      x2 = a2 + (b2 if first_gru else x[t])  # [batch, 3*units]
       s, kept2 = second_forward(x2, s_inter)
       if state_memory:
         buffers = (write(states_buf, t + 1, s),
                    write(keys_buf, t + 1, precision.matmul(s, wm) + bm))
-      values = (s, c, alpha, q) + ((s_inter,) if first_gru else ()) + kept1 + kept2 + read_values
+      values = ((s, c, alpha, q) + ((s_inter,) if first_gru else ()) + kept1 + kept2
+                + input_values + read_values)
       return t + 1, s, buffers, [a.write(t, value) for a, value in zip(arrays, values)]
 
     buffers = ()
@@ -165,24 +184,31 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused):
       # S, M [batch, n + 1, units|mem_units] holding s_0 and m_0 in row 0
       buffers = tuple(write(tf.tile(tf.zeros_like(row)[:, None], [1, length + 1, 1]), 0, row)
                       for row in (s0, m0))
-    # Per step: s, c, alpha, q, then for cgru s' and GRU1's kept values, then GRU2's, then with
+    # Per step: s, c, alpha, q; for cgru s' and GRU1's kept values (z, r, n, u_h, and with
+    # layer norm a^, 1 / sigma); GRU2's; with layer norm GRU2's input a^ and 1 / sigma; with
     # the state memory s~, beta and p.
-    templates = [s0, memory[:, 0], tf.cast(mask, tf.float32), keys[:, 0]]
-    templates += [s0] * ((1 + 4 if first_gru else 0) + num_kept2)
-    if state_memory:
-      templates += [s0, tf.cast(buffers[1][:, :, 0], tf.float32), buffers[1][:, 0]]
-    _, _, buffers, arrays = tf.while_loop(
-        lambda t, *_: t < length, body,
-        (0, s0, buffers, [stacked(a, length) for a in templates]), maximum_iterations=length)
-    kept = [a.stack() for a in arrays]  # [time, batch, ...] each
-    states, contexts, alphas, queries = kept[:4]
-    s_prevs = tf.concat([s0[None], states[:-1]], axis=0)  # s_{j-1} [time, batch, units]
-    if state_memory:
-      kept, (reads, betas, mem_queries) = kept[:-3], kept[-3:]  # s~_j, beta_j, p_j
+    norm = lambda: [stacked(x[0], length), norm_stats(s0, length)] if normalized else []
+    arrays = [stacked(a, length) for a in (s0, memory[:, 0], tf.cast(mask, tf.float32),
+                                           keys[:, 0])]
     if first_gru:
-      inters, kept1, kept2 = kept[4], kept[5:9], kept[9:]
+      arrays += [stacked(s0, length) for _ in range(1 + 4)] + norm()
+    arrays += [stacked(s0, length) for _ in range(4 if reset_after else 3)] + norm() + norm()
+    if state_memory:
+      arrays += [stacked(a, length) for a in (s0, tf.cast(buffers[1][:, :, 0], tf.float32),
+                                              buffers[1][:, 0])]
+    _, _, buffers, arrays = tf.while_loop(
+        lambda t, *_: t < length, body, (0, s0, buffers, arrays), maximum_iterations=length)
+    kept = iter([a.stack() for a in arrays])  # [time, batch, ...] each
+    states, contexts, alphas, queries = _take(kept, 4)
+    s_prevs = tf.concat([s0[None], states[:-1]], axis=0)  # s_{j-1} [time, batch, units]
+    num_norm = 2 if normalized else 0
+    if first_gru:
+      inters, kept1 = next(kept), _take(kept, 4 + num_norm)
     else:
-      inters, kept1, kept2 = s_prevs, [], kept[4:]
+      inters, kept1 = s_prevs, []
+    kept2 = _take(kept, (4 if reset_after else 3) + num_norm)
+    input_hats, input_invs = _take(kept, 2) if normalized else (None, None)
+    reads, betas, mem_queries = _take(kept, 3) if state_memory else (None, None, None)
     gru1_inputs = reads if state_memory else s_prevs  # the state GRU1 reads at step j
 
     def grad(d_states, d_contexts, d_alphas, d_reads=None):
@@ -196,11 +222,14 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused):
               tf.cast(d_buf_keys[:, t + 1], dtype), wm, transpose_b=True)
         kept2_t = [value[t] for value in kept2]
         if reset_after:
-          dx2, du2, ds_inter = gru_backward(ds, inters[t], kept2_t, u2)
+          dx2, du2, da2, ds_inter = gru_backward(ds, inters[t], kept2_t, u2, g2)
         else:
           dx2, ds_inter = gru_backward_reset_before(ds, inters[t], kept2_t, *u2_split)
           du2 = None
-        dc = precision.matmul(dx2, w2, transpose_b=True)  # [batch, mem_dim]
+        d_a2 = dx2  # the gradient of W2 c_j
+        if normalized:
+          d_a2 = segment_norm_backward(dx2 * g2x, input_hats[t], input_invs[t], units)
+        dc = precision.matmul(d_a2, w2, transpose_b=True)  # [batch, mem_dim]
         if d_contexts is not None:
           dc = dc + d_contexts[t]
         d_scores = context_backward(memory, alphas[t], dc,
@@ -209,13 +238,15 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused):
         ds_inter = ds_inter + precision.matmul(tf.cast(dq, dtype), wq, transpose_b=True)
         values = [dq, dx2, dc]
         if first_gru:
-          dx1, du1, ds_prev = gru_backward(ds_inter, gru1_inputs[t], [k1[t] for k1 in kept1],
-                                           u1)
-          values += [dx1, du1]
+          dx1, du1, da1, ds_prev = gru_backward(ds_inter, gru1_inputs[t],
+                                                [k1[t] for k1 in kept1], u1, g1)
+          values += [dx1, du1] + ([da1] if normalized else [])
         else:
           ds_prev = ds_inter
         if du2 is not None:
-          values.append(du2)
+          values += [du2] + ([da2] if normalized else [])
+        if normalized:
+          values.append(d_a2)
         if state_memory:  # ds_prev is ds~_j: back through s~_j = sum_i beta_ji s_i
           if d_reads is not None:
             ds_prev = ds_prev + d_reads[t]
@@ -231,8 +262,10 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused):
         return t - 1, ds_prev, dk + dk_t, dv + dv_t, buffer_grads, [
             a.write(t, value) for a, value in zip(arrays, values)]
 
-      templates = [queries[0], x[0], contexts[0]] + [x[0]] * ((2 if first_gru else 0)
-                                                              + (1 if reset_after else 0))
+      num_grads = (3 + (2 + (1 if normalized else 0) if first_gru else 0)
+                   + ((1 + (1 if normalized else 0)) if reset_after else 0)
+                   + (1 if normalized else 0))
+      templates = [queries[0], x[0], contexts[0]] + [x[0]] * (num_grads - 3)
       buffer_grads = ()
       if state_memory:
         templates.append(mem_queries[0])
@@ -243,12 +276,22 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused):
           (length - 1, tf.zeros_like(s0), tf.zeros_like(keys), tf.zeros_like(v), buffer_grads,
            [stacked(a, length) for a in templates]),
           maximum_iterations=length)
-      stacks = [a.stack() for a in arrays]  # [time, batch, ...] each
-      d_q, d_x2, d_c = stacks[:3]
+      stacks = iter([a.stack() for a in arrays])  # [time, batch, ...] each
+      d_q, d_x2, d_c = _take(stacks, 3)
+      if first_gru:
+        d_x, d_u1 = _take(stacks, 2)
+        d_a1 = next(stacks) if normalized else d_u1
+      else:
+        d_x = d_x2
+      if reset_after:
+        d_u2 = next(stacks)
+        d_a2 = next(stacks) if normalized else d_u2
+      d_w2_products = next(stacks) if normalized else d_x2  # the gradients of W2 c_j
       sums = lambda d, like: tf.cast(tf.reduce_sum(d, axis=[0, 1]), like.dtype)
+      gain_grad = lambda d, hats, like: None if like is None else sums(d * hats, like)
       attention = AdditiveWeights(kernel_gradient(inters, d_q, wq),
                                   tf.cast(d_v, w.attention.v.dtype))
-      d_w2 = kernel_gradient(contexts, d_x2, w2)
+      d_w2 = kernel_gradient(contexts, d_w2_products, w2)
       memory_grads = None
       if state_memory:
         d_buf_states, d_buf_keys, d_vm = buffer_grads  # row 0 holds s_0
@@ -257,16 +300,14 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused):
         memory_grads = StateMemoryWeights(
             kernel_gradient(buffers[0], d_buf_keys, wm),
             sums(d_buf_keys, w.state_memory.key_bias),
-            AdditiveWeights(kernel_gradient(s_prevs, stacks.pop(), ws),
+            AdditiveWeights(kernel_gradient(s_prevs, next(stacks), ws),
                             tf.cast(d_vm, w.state_memory.score.v.dtype)))
       if first_gru:
-        d_x, d_u1 = stacks[3:5]
-        gru1 = GRUWeights(kernel_gradient(gru1_inputs, d_u1, u1), sums(d_u1, w.gru1.bias))
-      else:
-        d_x = d_x2
+        gru1 = GRUWeights(kernel_gradient(gru1_inputs, d_a1, u1), sums(d_u1, w.gru1.bias),
+                          gain_grad(d_u1, kept1[4] if normalized else None, w.gru1.gain))
       if reset_after:
-        d_u2 = stacks[-1]
-        gru2 = GRUWeights(kernel_gradient(inters, d_u2, u2), sums(d_u2, gru.bias))
+        gru2 = GRUWeights(kernel_gradient(inters, d_a2, u2), sums(d_u2, gru_w.bias),
+                          gain_grad(d_u2, kept2[4] if normalized else None, gru_w.gain))
       else:
         r2 = kept2[1]  # the reset gates [time, batch, units]
         gru2 = GRUWeights(tf.concat(
@@ -274,7 +315,7 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused):
              kernel_gradient(r2 * inters, d_x2[..., 2 * units:], u2)], axis=1))
       if first_gru:
         d_weights = CGRUWeights(gru1, attention, d_w2, sums(d_x2, w.context_bias), gru2,
-                                memory_grads)
+                                memory_grads, gain_grad(d_x2, input_hats, w.context_gain))
       else:
         d_weights = RNNSearchWeights(attention, d_w2, gru2)
       # dh_i = sum_j alpha_ji dc_j  [batch, src_len, mem_dim]

@@ -81,7 +81,7 @@ def luong_sequence(inputs, initial_state, memory, keys, mask, weights):
         d_scores = tf.cast(d_scores, keys.dtype)  # [batch, src_len]
         ds_score = tf.matmul(d_scores[:, None, :], keys)[:, 0]  # [batch, units]
         ds = ds + tf.cast(d_cs[:, mem_dim:], ds.dtype) + tf.cast(ds_score, ds.dtype)
-        dx, du, ds_prev = gru_backward(ds, s_prevs[t], [k[t] for k in kept], u)
+        dx, du, _, ds_prev = gru_backward(ds, s_prevs[t], [k[t] for k in kept], u)
         d_tilde_prev = precision.matmul(dx, wf, transpose_b=True)
         values = (dx, du, dp, d_scores, dc)
         return t - 1, ds_prev, d_tilde_prev, [a.write(t, value) for a, value in

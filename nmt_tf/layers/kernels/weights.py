@@ -18,9 +18,12 @@ class GRUWeights(NamedTuple):
 
   kernel: U [units, 3*units], gate order [z, r, h~].
   bias: b_U [3*units] of a reset-after GRU (inside the reset product); None for reset-before.
+  gain: g [3*units] of a layer-normalized GRU, whose state projection is g (.) a^ + b_U with
+    a^ = U h normalized per segment (layer_norm.py); None without layer normalization.
   """
   kernel: tf.Tensor
   bias: Optional[tf.Tensor] = None
+  gain: Optional[tf.Tensor] = None
 
 
 class AdditiveWeights(NamedTuple):
@@ -55,6 +58,8 @@ class CGRUWeights(NamedTuple):
   context_kernel: GRU2's input kernel W2 [mem_dim, 3*units]; context_bias: its b2 [3*units].
   gru2: GRU2's recurrent weights (reset-after).
   state_memory: StateMemoryWeights of the memory RNN, else None.
+  context_gain: with layer normalization, the gain g2 [3*units] of GRU2's input
+    g2 (.) a^ + b2, a^ = W2 c_j normalized per segment; else None.
   """
   gru1: GRUWeights
   attention: AdditiveWeights
@@ -62,6 +67,7 @@ class CGRUWeights(NamedTuple):
   context_bias: tf.Tensor
   gru2: GRUWeights
   state_memory: Optional[StateMemoryWeights] = None
+  context_gain: Optional[tf.Tensor] = None
 
 
 class RNNSearchWeights(NamedTuple):
