@@ -57,4 +57,7 @@ ablation tied_all cgru_joint8k_de-en_2500steps \
 ablation worddrop cgru_de-en_2500steps \
   "Word dropout of 0.1 on source and target tokens (Sennrich and Zhang 2019)." \
   --config.model.source_word_dropout=0.1 --config.model.target_word_dropout=0.1
+ablation layernorm cgru_de-en_2500steps \
+  "Layer-normalized GRUs in the encoder and the cGRU (Nematus)." \
+  --config.model.layer_norm=True
 "$PYTHON" experiments/multi30k/study.py report

@@ -100,8 +100,8 @@ def matmul_transposed(x, table):
 
 __all__ = [
     "precision_scope", "matmul_dtype_for", "matmul", "matmul_transposed", "weight", "attend",
-    "score", "additive_score", "segment_norm", "NEG_INF", "masked_softmax", "LoopProducts", "gru_sequences",
-    "cgru_sequence", "rnnsearch_sequence", "luong_sequence", "GRUWeights", "AdditiveWeights",
+    "score", "additive_score", "segment_norm", "NEG_INF", "masked_softmax", "LoopProducts",
+    "gru_sequences", "cgru_sequence", "rnnsearch_sequence", "luong_sequence", "GRUWeights", "AdditiveWeights",
     "StateMemoryWeights", "CGRUWeights", "RNNSearchWeights", "LuongWeights", "KernelOptions",
     "DEFAULT_OPTIONS", "KernelChoice", "DEFAULT_CHOICE",
 ]
