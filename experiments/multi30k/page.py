@@ -227,7 +227,7 @@ def _published(rows, data_dir):
          "way: sacrebleu BLEU with `lowercase` and its 13a tokenization (close to, not the same "
          "as, the Moses tokenizer and multi-bleu.perl of the papers), from each record's "
          "score, or from its stored test outputs and the test references (n/a where a record "
-         "kept no outputs). Lowercasing raises BLEU by 0.2-0.5 over the cased scores of the "
+         "kept no outputs). Lowercasing raises BLEU by 0.1-0.5 over the cased scores of the "
          "tables above.", "",
          "| system | model | scoring | direction | BLEU greedy | BLEU beam 5 |",
          "|---|---|---|---|---:|---:|"]
