@@ -32,25 +32,28 @@ def masked_mean(x, mask):
 # --- GRU conventions -------------------------------------------------------------------------
 
 
-def gru_step(x, h_prev, kernel, recurrent_kernel, bias, recurrent_bias=None, reset_after=True):
+def gru_step(x, h_prev, kernel, recurrent_kernel, bias, recurrent_bias=None, reset_after=True,
+             drop=None):
   """One GRU step (docs/EQUATIONS.md "GRU conventions").
 
   z = sigma(W_z x + U_z h + b_z), r = sigma(W_r x + U_r h + b_r)
   reset-before: h~ = tanh(W x + U (r (.) h) + b)
   reset-after:  h~ = tanh(W x + r (.) (U h + b_U) + b)
   h = z (.) h_prev + (1 - z) (.) h~
+  With a recurrent dropout mask m (reset-after): U (m (.) h) in z, r and h~, h_prev in h.
   """
   d = h_prev.shape[-1]
+  read = h_prev if drop is None else h_prev * drop
   w_z, w_r, w_h = kernel[:, :d], kernel[:, d:2 * d], kernel[:, 2 * d:]
   u_z, u_r, u_h = recurrent_kernel[:, :d], recurrent_kernel[:, d:2 * d], recurrent_kernel[:, 2 * d:]
   b_z, b_r, b_h = bias[:d], bias[d:2 * d], bias[2 * d:]
   if recurrent_bias is None:
     recurrent_bias = np.zeros(3 * d)
   c_z, c_r, c_h = recurrent_bias[:d], recurrent_bias[d:2 * d], recurrent_bias[2 * d:]
-  z = sigmoid(x @ w_z + b_z + h_prev @ u_z + c_z)
-  r = sigmoid(x @ w_r + b_r + h_prev @ u_r + c_r)
+  z = sigmoid(x @ w_z + b_z + read @ u_z + c_z)
+  r = sigmoid(x @ w_r + b_r + read @ u_r + c_r)
   if reset_after:
-    h_tilde = np.tanh(x @ w_h + b_h + r * (h_prev @ u_h + c_h))
+    h_tilde = np.tanh(x @ w_h + b_h + r * (read @ u_h + c_h))
   else:
     h_tilde = np.tanh(x @ w_h + b_h + (r * h_prev) @ u_h)
   return z * h_prev + (1.0 - z) * h_tilde

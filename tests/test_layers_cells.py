@@ -39,6 +39,17 @@ class GRUCellTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(cell.step(cell.project_inputs(tf.constant(x)), tf.constant(h)), expected,
                         atol=1e-5)
 
+  def test_recurrent_dropout_mask_reads_into_the_projection_only(self):
+    cell = self.build(True)
+    x, h = inputs(1), inputs(2, (BATCH, UNITS))
+    m = (inputs(3, (BATCH, UNITS)) > 0).astype(np.float32) / 0.7  # kept units scaled
+    expected = ref.gru_step(x, h, *ref.gru_weights(cell)[:4], drop=m)
+    self.assertNotAllClose(expected, ref.gru_step(x, h, *ref.gru_weights(cell)[:4]))
+    got = cell.step(cell.project_inputs(tf.constant(x)), tf.constant(h), tf.constant(m))
+    self.assertAllClose(got, expected, atol=1e-5)
+    with self.assertRaisesRegex(ValueError, "reset-after"):
+      self.build(False).step(cell.project_inputs(tf.constant(x)), tf.constant(h), m)
+
   @parameterized.named_parameters(("float32", None), ("bf16_matmul", "bfloat16"))
   def test_reset_before_slices_kernel_once_per_pass(self, matmul_dtype):
     """A time loop of the reset-before cell reads U_zr and U_h sliced outside the loop: its

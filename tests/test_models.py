@@ -276,21 +276,28 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
                                   "encdec_birnn_2layers", "self_attentive_residual",
                                   "self_attentive_residual_cavg", "memory_rnn",
                                   "self_attentive_rnn", "luong", "luong_dot", "luong_concat",
-                                  "luong_lstm_dot", "cgru_layer_norm", "memory_rnn_layer_norm")])
+                                  "luong_lstm_dot", "cgru_layer_norm", "memory_rnn_layer_norm",
+                                  "memory_rnn_dropouts")])
   def test_same_outputs_and_gradients_as_autodiff(self, variant):
     keras.utils.set_random_seed(7)
     overrides = {"rnnsearch_reset_after": dict(decoder="rnnsearch", gru_reset="after"),
                  "luong_dot": dict(decoder="luong", attention="dot", decoder_units=16,
-                                   encoder_units=8)}.get(variant) or VARIANTS[variant]
+                                   encoder_units=8),
+                 # Recurrent dropout in the encoder's GRUs and GRU1 (reading s~) and GRU2,
+                 # with layer norm and the per-sentence embedding dropout.
+                 "memory_rnn_dropouts": dict(decoder="memory_rnn", layer_norm=True,
+                                             hidden_dropout=0.3, embedding_dropout=0.2),
+                 }.get(variant) or VARIANTS[variant]
     model = Seq2Seq(tiny_config(**overrides))
     b = batch()
     model(b)
-    # Hard attention samples positions while training: the same seed for both runs.
-    seeded = variant == "cgru_hard"
+    # Dropout masks and hard attention's samples: the same seeds for both runs.
+    generators = [layer.seed_generator for layer in model._flatten_layers()
+                  if getattr(layer, "seed_generator", None) is not None]
 
     def outputs_and_gradients(kernel_options=None):
-      if seeded:
-        model.decoder.cgru.attention.seed_generator.state.assign([7, 0])
+      for generator in generators:
+        generator.state.assign([7, 0])
       with tf.GradientTape() as tape:
         out = train_forward(model, b, kernel_options)
         loss = mean_token_nll(out["logits"], b["target_out"])
@@ -308,6 +315,7 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
                       "self_attentive_residual_cavg": ["cgru"], "memory_rnn": ["cgru"],
                       "self_attentive_rnn": ["cgru"], "rnnsearch": ["rnnsearch"],
                       "cgru_layer_norm": ["cgru"], "memory_rnn_layer_norm": ["cgru"],
+                      "memory_rnn_dropouts": ["cgru"],
                       "rnnsearch_reset_after": ["rnnsearch"], "luong": ["luong"],
                       "luong_dot": ["luong"]}.get(variant, [])
     settings = [(None, None, "float32 eager"), (None, tf.function, "float32 graph"),
@@ -660,6 +668,10 @@ class ConfigTest(tf.test.TestCase):
         "layer_norm=True with decoder='rnnsearch'; the layer-normalized GRUs are those of the "
         "cgru-family": dict(layer_norm=True, decoder="rnnsearch"),
         "layer_norm=True with gru_reset='before'": dict(layer_norm=True, gru_reset="before"),
+        "embedding_dropout=1; expected a rate": dict(embedding_dropout=1),
+        "hidden_dropout=0.2 with decoder='luong'; recurrent dropout is that of the "
+        "cgru-family": dict(hidden_dropout=0.2, decoder="luong"),
+        "hidden_dropout with gru_reset='before'": dict(hidden_dropout=0.2, gru_reset="before"),
     }
     for message, overrides in cases.items():
       with self.subTest(message), self.assertRaisesRegex(ConfigError, message):
@@ -697,6 +709,29 @@ class ConfigTest(tf.test.TestCase):
     # Off by default, with no random stream of its own (checkpoints of older runs fit).
     plain = Seq2Seq(tiny_config())
     self.assertFalse(hasattr(plain, "source_word_dropout"))
+
+  def test_variational_dropout_masks_are_one_per_sentence(self):
+    keras.utils.set_random_seed(4)
+    model = Seq2Seq(tiny_config(embedding_dropout=0.5, hidden_dropout=0.4))
+    b = batch()
+    model(b)
+    ids = b["source"]
+    table = model.src_embedding(ids).numpy()  # [batch, len, e]
+    self.assertAllClose(model.embed(ids, "source"), table)  # not while decoding
+    kept = model.embed(ids, "source", training=True).numpy() != 0.0  # [batch, len, e]
+    # The same dimensions at every position of a sentence, other ones in another sentence.
+    self.assertTrue(np.all(kept == kept[:, :1]))
+    self.assertFalse(np.all(kept[0] == kept[1]))
+    context = model.decoder.with_dropout_masks(model.encode(ids, training=True))
+    m1, m2 = (m.numpy() for m in context["drops"])  # [batch, units] each
+    self.assertEqual(m1.shape, (3, 16))
+    self.assertAllClose(np.unique(np.concatenate([m1, m2])), [0.0, 1.0 / 0.6])
+    self.assertNotAllClose(m1, m2)
+    # Off by default, with no random stream of its own.
+    plain = Seq2Seq(tiny_config())
+    self.assertFalse(hasattr(plain.decoder, "state_dropout"))
+    self.assertFalse(hasattr(plain.encoder, "state_dropout"))
+    self.assertFalse(hasattr(plain, "variational_dropout"))
 
   def test_paper_reset_defaults(self):
     self.assertFalse(tiny_config(decoder="rnnsearch").reset_after)

@@ -60,4 +60,10 @@ ablation worddrop cgru_de-en_2500steps \
 ablation layernorm cgru_de-en_2500steps \
   "Layer-normalized GRUs in the encoder and the cGRU (Nematus)." \
   --config.model.layer_norm=True
+ablation hiddendrop cgru_de-en_2500steps \
+  "Variational dropout of 0.2 on the GRUs' recurrent states (Gal and Ghahramani 2016)." \
+  --config.model.hidden_dropout=0.2
+ablation embdrop cgru_de-en_2500steps \
+  "Variational dropout of 0.2 on the embeddings, one mask per sentence (Nematus)." \
+  --config.model.embedding_dropout=0.2
 "$PYTHON" experiments/multi30k/study.py report

@@ -49,7 +49,7 @@ class ConditionalGRUCell(keras.layers.Layer):
     """GRU1's W E y + b: [..., emb_dim] -> [..., 3*units]."""
     return self.gru1.project_inputs(y_emb)
 
-  def step(self, x_proj, s_prev, memory, keys, mask, training=False):
+  def step(self, x_proj, s_prev, memory, keys, mask, training=False, drops=None):
     """One step j.
 
     Args:
@@ -57,14 +57,17 @@ class ConditionalGRUCell(keras.layers.Layer):
       s_prev: [batch, units], s_{j-1} (the memory RNN passes its summary s~_j instead).
       memory: [batch, src_len, mem_dim]; keys: precomputed attention keys; mask [batch, src_len].
       training: passed to the attention.
+      drops: optional recurrent dropout masks (m1, m2) [batch, units] of GRU1 and GRU2
+        (layers/gru.py), one per sequence.
 
     Returns:
       s_j [batch, units], c_j [batch, mem_dim], alpha_j [batch, src_len] float32, and the hard
       attention log-probability [batch] (zeros for soft attention).
     """
-    s_inter = self.gru1.step(x_proj, s_prev)  # s'_j [batch, units]
+    m1, m2 = drops or (None, None)
+    s_inter = self.gru1.step(x_proj, s_prev, m1)  # s'_j [batch, units]
     context, weights, log_prob = self.attention(s_inter, memory, keys, mask, training=training)
-    s = self.gru2.step(self.gru2.project_inputs(context), s_inter)  # [batch, units]
+    s = self.gru2.step(self.gru2.project_inputs(context), s_inter, m2)  # [batch, units]
     return s, context, weights, log_prob
 
   @property

@@ -10,6 +10,9 @@ layer_norm=True (reset-after only; Nematus' layer-normalized GRU, docs/EQUATIONS
 normalization"): the input and the state projections are each normalized in two segments,
 gates [z ; r] and proposal h~ (kernels.segment_norm), then scaled by a learnt gain:
   W x + b  ->  g_x (.) LN(W x) + b,     U h_prev + b_U  ->  g_h (.) LN(U h_prev) + b_U.
+Recurrent dropout (variational, Gal and Ghahramani 2016; Nematus' dropout_hidden): with a mask
+m [batch, units] drawn once per sequence, the state's projection reads U (m (.) h_prev) at
+every step, while the update z (.) h_prev keeps the whole state (reset-after only).
 `cell_sequences` runs GRUCells over whole sequences with a hand-written backward pass
 (kernels.gru_sequences), the same values as `step` in a time loop.
 """
@@ -80,15 +83,16 @@ class GRUCell(keras.layers.Layer):
     hat, _ = kernels.segment_norm(a, self.units)
     return hat * tf.cast(gain, a.dtype) + tf.cast(bias, a.dtype)
 
-  def step(self, x_proj, h_prev):
+  def step(self, x_proj, h_prev, drop=None):
     """One step from a precomputed input projection x = W x_t + b = [x_z, x_r, x_h]:
-      reset_after:   [u_z, u_r, u_h] = U h_prev + b_U,  h~ = tanh(x_h + r (.) u_h)
+      reset_after:   [u_z, u_r, u_h] = U (m (.) h_prev) + b_U,  h~ = tanh(x_h + r (.) u_h)
       reset-before:  [u_z, u_r] = U_zr h_prev,          h~ = tanh(x_h + U_h (r (.) h_prev))
       z = sigma(x_z + u_z),  r = sigma(x_r + u_r),  h = z (.) h_prev + (1 - z) (.) h~
 
     Args:
       x_proj: [batch, 3*units], W x + b (plus any extra input terms).
       h_prev: [batch, units].
+      drop: optional recurrent dropout mask m [batch, units] (reset_after only; else m = 1).
 
     Returns:
       h: [batch, units].
@@ -96,7 +100,8 @@ class GRUCell(keras.layers.Layer):
     d = self.units
     x_z, x_r, x_h = tf.split(x_proj, 3, axis=-1)  # 3 x [batch, units]
     if self.reset_after:
-      hu = kernels.matmul(h_prev, self.recurrent_kernel)  # U h [batch, 3*units]
+      read = h_prev if drop is None else h_prev * tf.cast(drop, h_prev.dtype)
+      hu = kernels.matmul(read, self.recurrent_kernel)  # U h [batch, 3*units]
       if self.layer_norm:
         hu = self.normalize(hu, self.recurrent_gain, self.recurrent_bias)
       else:
@@ -106,6 +111,8 @@ class GRUCell(keras.layers.Layer):
       r = tf.sigmoid(x_r + h_r)
       h_tilde = tf.tanh(x_h + r * h_h)
     else:
+      if drop is not None:
+        raise ValueError("Recurrent dropout needs the reset-after GRU (reset_after=True).")
       # U = [U_zr, U_h]: each part cast and sliced once per forward pass, not at every step.
       # U_zr h [batch, 2*units]
       hu = kernels.matmul(h_prev, self.recurrent_kernel, columns=(0, 2 * d))
@@ -143,7 +150,7 @@ class GRUCell(keras.layers.Layer):
     }
 
 
-def cell_sequences(cells, inputs, initial_states):
+def cell_sequences(cells, inputs, initial_states, drops=None):
   """GRUCells of one reset placement over whole sequences, in one loop with the hand-written
   backward pass of kernels.gru_sequences (the states `step` gives, other gradient ops).
 
@@ -151,10 +158,11 @@ def cell_sequences(cells, inputs, initial_states):
     cells: built GRUCells, one per independent recurrence.
     inputs: per cell [batch, time, 3*units], `cell.project_inputs` plus any other input terms.
     initial_states: per cell h_0 [batch, units].
+    drops: optional per cell a recurrent dropout mask [batch, units] (see `step`).
 
   Returns:
     Per cell the states h_1 ... h_T [batch, time, units].
   """
   dtype = inputs[0].dtype
   return kernels.gru_sequences(inputs, initial_states,
-                               [cell.loop_weights(dtype) for cell in cells])
+                               [cell.loop_weights(dtype) for cell in cells], drops)

@@ -40,12 +40,14 @@ class CGRUDecoder(Decoder):
     summary_units: hidden size of the cavg score and of the state-memory score.
     dropout: deep-output dropout rate.
     layer_norm: layer-normalized GRUs in the cGRU (Nematus).
+    hidden_dropout: recurrent dropout rate of GRU1 and GRU2 while training, one mask per
+      sentence and GRU (layers/gru.py; Nematus' dropout_hidden).
   """
 
   def __init__(self, units, vocab_size, output_units, memory_dim, embedding_dim, variant="cgru",
                attention="additive", attention_units=None, attention_mode="soft",
                hard_inference="expectation", summary="avg", summary_units=None, dropout=0.0,
-               layer_norm=False, **kwargs):
+               layer_norm=False, hidden_dropout=0.0, **kwargs):
     super().__init__(**kwargs)
     if variant not in VARIANTS:
       raise ValueError(f"Received variant={variant!r}; expected one of {VARIANTS}.")
@@ -61,6 +63,9 @@ class CGRUDecoder(Decoder):
     attention_layer = self.source_attention(units, memory_dim, attention, attention_units,
                                             attention_mode, hard_inference)
     self.layer_norm = bool(layer_norm)
+    self.hidden_dropout = float(hidden_dropout)
+    if self.hidden_dropout:  # created only when on: a model without keeps its random streams
+      self.state_dropout = keras.layers.Dropout(self.hidden_dropout, name="state_dropout")
     self.cgru = ConditionalGRUCell(units, attention=attention_layer, layer_norm=layer_norm,
                                    name="cgru")
     self.bridge = Bridge(units, name="bridge")
@@ -81,6 +86,15 @@ class CGRUDecoder(Decoder):
   def make_context(self, memory, summary, mask):
     keys = self.cgru.attention.precompute_keys(memory)
     return {"memory": memory, "keys": keys, "mask": mask}
+
+  def with_dropout_masks(self, context):
+    """With hidden_dropout: the masks (m1, m2) [batch, units] of GRU1 and GRU2 as "drops"."""
+    if not self.hidden_dropout:
+      return context
+    memory = context["memory"]
+    ones = tf.ones([tf.shape(memory)[0], self.units], memory.dtype)
+    return {**context, "drops": tuple(self.state_dropout(ones, training=True)
+                                      for _ in range(2))}
 
   def initial_state(self, context, max_length):
     s0 = self.bridge(context["memory"], source_mask=context["mask"])  # [batch, units]
@@ -113,7 +127,8 @@ class CGRUDecoder(Decoder):
       # s~_t [batch, units]
       s_prev, _ = self.state_memory(s_prev, state["memory"], t, training=training)
     s, c, alpha, log_prob = self.cgru.step(x_t["gru"], s_prev, context["memory"],
-                                           context["keys"], context["mask"], training=training)
+                                           context["keys"], context["mask"], training=training,
+                                           drops=context.get("drops"))
     outputs = {"s": s, "context": c, "attention": alpha, "log_prob": log_prob}
     new_state["s"] = s
     if self.uses_memory:
@@ -138,7 +153,8 @@ class CGRUDecoder(Decoder):
                                      self.state_memory if self.uses_memory else None)
     s, c, alpha = kernels.cgru_sequence(
         x["gru"], state["s"], memory, context["keys"], context["mask"], weights,
-        self.kernel_choice.score_kernel(training))[:3]  # [batch, tgt_len, ...] each
+        self.kernel_choice.score_kernel(training),
+        context.get("drops"))[:3]  # [batch, tgt_len, ...] each
     outputs = {"s": s, "context": c, "attention": alpha, "log_prob": tf.zeros_like(alpha[..., 0])}
     if self.uses_state_attention:
       outputs["s_tilde"] = self.state_attention(s)  # [batch, tgt_len, units]
@@ -161,4 +177,4 @@ class CGRUDecoder(Decoder):
             "output_units": self.output_units, "memory_dim": self.memory_dim,
             "embedding_dim": self.embedding_dim, "variant": self.variant, **self.attention_config,
             "summary": self.summary, "summary_units": self.summary_units, "dropout": self.dropout,
-            "layer_norm": self.layer_norm}
+            "layer_norm": self.layer_norm, "hidden_dropout": self.hidden_dropout}

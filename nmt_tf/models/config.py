@@ -60,6 +60,12 @@ class ModelConfig:
     source_word_dropout, target_word_dropout: rates at which whole words are dropped while
       training: every dimension of a token's embedding zeroed together, the kept ones scaled
       by 1 / (1 - rate) (Nematus' dropout_source / dropout_target; Sennrich and Zhang 2019).
+    embedding_dropout: variational dropout on both sides' embeddings while training: one mask
+      per sentence over the embedding dimensions, the same at every position (Gal and
+      Ghahramani 2016; Nematus' dropout_embedding), after word dropout and `dropout`.
+    hidden_dropout: variational (recurrent) dropout while training: every GRU of the encoder
+      and of the cgru-family decoders reads U (m (.) h_{t-1}) with one mask m per sentence
+      (Gal and Ghahramani 2016; Nematus' dropout_hidden; reset-after GRUs only).
     layer_norm: layer-normalized GRU transitions, as Nematus' (docs/EQUATIONS.md "Layer
       normalization"): every GRU of the encoder and of the cgru-family decoders normalizes
       its input and state projections (reset-after GRUs only).
@@ -98,6 +104,8 @@ class ModelConfig:
   target_word_dropout: float = 0.0
   tie_embeddings: str = "none"
   layer_norm: bool = False
+  embedding_dropout: float = 0.0
+  hidden_dropout: float = 0.0
 
   def __post_init__(self):
     for field in dataclasses.fields(self):
@@ -123,7 +131,8 @@ class ModelConfig:
     if self.reverse_source and self.encoder != "rnn":
       raise ConfigError(f"Received reverse_source=True with encoder={self.encoder!r}; source "
                         "reversal needs encoder='rnn'.")
-    for key in ("dropout", "source_word_dropout", "target_word_dropout"):
+    for key in ("dropout", "source_word_dropout", "target_word_dropout", "embedding_dropout",
+                "hidden_dropout"):
       value = getattr(self, key)
       if not _is_number(value) or not 0.0 <= value < 1.0:
         raise ConfigError(f"Received {key}={value!r}; expected a rate in [0, 1).")
@@ -161,6 +170,14 @@ class ModelConfig:
     if self.layer_norm and not self.reset_after:
       raise ConfigError("Received layer_norm=True with gru_reset='before'; the layer-normalized "
                         "GRU is the reset-after one: set gru_reset='after' or None.")
+    if self.hidden_dropout and self.decoder in ("encdec", "rnnsearch", "luong"):
+      raise ConfigError(f"Received hidden_dropout={self.hidden_dropout} with decoder="
+                        f"{self.decoder!r}; recurrent dropout is that of the cgru-family "
+                        "decoders (cgru, self_attentive_residual, memory_rnn, "
+                        "self_attentive_rnn) and their GRU encoders.")
+    if self.hidden_dropout and not self.reset_after:
+      raise ConfigError("Received hidden_dropout with gru_reset='before'; recurrent dropout "
+                        "needs the reset-after GRU: set gru_reset='after' or None.")
     if self.attention_mode == "hard" and self.decoder == "encdec":
       raise ConfigError("Received attention_mode='hard' with decoder='encdec', which has no "
                         "attention; pick an attention decoder.")

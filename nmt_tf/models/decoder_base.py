@@ -75,6 +75,11 @@ class Decoder(keras.layers.Layer):
   def output_inputs(self, outputs, emb):
     raise NotImplementedError
 
+  def with_dropout_masks(self, context):
+    """The context of a training pass with the dropout masks drawn once per sequence
+    (recurrent dropout), or `context` itself for a decoder without."""
+    return context
+
   def sequence(self, x, state, context, training):
     """Optionally, all of `call`'s steps at once with a hand-written backward pass, asked for
     while training only (unless the kernel choice takes autodiff for the decoder): the
@@ -95,6 +100,8 @@ class Decoder(keras.layers.Layer):
       log_prob [batch, tgt_len] float32 (hard attention's sampled log alpha, else zeros).
     """
     state = self.initial_state(context, tf.shape(emb)[1])
+    if training:
+      context = self.with_dropout_masks(context)
     x = self.precompute(emb)
     outputs = None
     if training and self.kernel_choice.manual_backward:

@@ -44,18 +44,20 @@ def _check_positive(**values):
       raise ValueError(f"Received {key}={value!r}; expected a positive integer.")
 
 
-def _run_cells(cells, projected, initial, training, choice):
+def _run_cells(cells, projected, initial, training, choice, drops=None):
   """The cells' states over time, [batch, src_len, units] each, from their input projections.
 
   While training, the GRUs run in one loop with a hand-written backward pass (layers/gru.py
   `cell_sequences`) unless the kernel choice takes autodiff for the encoder; otherwise
-  (decoding, export) in scan_time with autodiff.
+  (decoding, export) in scan_time with autodiff. drops: per cell a recurrent dropout mask
+  [batch, units] (layers/gru.py), or None.
   """
   if training and choice.manual_backward:
-    return cell_sequences(cells, projected, initial)
+    return cell_sequences(cells, projected, initial, drops)
+  drops = drops or [None] * len(cells)
 
   def step(x_t, states, t):
-    new = [cell.step(xp, h) for cell, xp, h in zip(cells, x_t, states)]
+    new = [cell.step(xp, h, m) for cell, xp, h, m in zip(cells, x_t, states, drops)]
     return new, new
 
   outputs, _ = scan_time(step, projected, initial, defer=choice.defer_gradients)
@@ -80,6 +82,8 @@ class RNNEncoder(keras.layers.Layer):
     reverse_source: bool, unidirectional only.
     reset_after: GRU reset placement.
     layer_norm: layer-normalized GRUs (layers/gru.py; reset_after only).
+    hidden_dropout: recurrent dropout rate while training: one mask per sentence and GRU on
+      the state its recurrent kernel reads (layers/gru.py; reset_after only).
 
   Attribute `kernel_choice` (kernels.KernelChoice): the training path of the recurrences, set
   by the model where it is built.
@@ -88,9 +92,12 @@ class RNNEncoder(keras.layers.Layer):
   kernel_choice = kernels.DEFAULT_CHOICE
 
   def __init__(self, units, num_layers=1, bidirectional=True, reverse_source=False,
-               reset_after=True, layer_norm=False, **kwargs):
+               reset_after=True, layer_norm=False, hidden_dropout=0.0, **kwargs):
     super().__init__(**kwargs)
     _check_positive(units=units, num_layers=num_layers)
+    if hidden_dropout and not reset_after:
+      raise ValueError("Received hidden_dropout with reset_after=False; recurrent dropout "
+                       "needs the reset-after GRU.")
     if bidirectional and reverse_source:
       raise ValueError("Received reverse_source=True with bidirectional=True; source reversal "
                        "only applies to the unidirectional rnn encoder.")
@@ -100,6 +107,10 @@ class RNNEncoder(keras.layers.Layer):
     self.reverse_source = bool(reverse_source)
     self.reset_after = bool(reset_after)
     self.layer_norm = bool(layer_norm)
+    self.hidden_dropout = float(hidden_dropout)
+    # Created only when on, so that a model without keeps the random streams it had.
+    if self.hidden_dropout:
+      self.state_dropout = keras.layers.Dropout(self.hidden_dropout, name="state_dropout")
     directions = 2 if bidirectional else 1
     self.directions = directions
     # Attributes, not a list: tf.train.Checkpoint does not look into Keras' tracked lists.
@@ -129,8 +140,11 @@ class RNNEncoder(keras.layers.Layer):
       # each [batch, src_len, 3*units]
       projected = [cell.project_inputs(inp) for cell, inp in zip(cells, inputs)]
       initial = [cell.get_initial_state(batch) for cell in cells]
+      drops = None
+      if training and self.hidden_dropout:  # one mask per sentence and GRU
+        drops = [self.state_dropout(tf.ones_like(h), training=True) for h in initial]
       # list of [batch, src_len, units]
-      outputs = _run_cells(cells, projected, initial, training, self.kernel_choice)
+      outputs = _run_cells(cells, projected, initial, training, self.kernel_choice, drops)
       if self.bidirectional:
         outputs[1] = _reverse(outputs[1], lengths)  # back to source order
       x = _zero_padding(tf.concat(outputs, axis=-1), mask)  # [batch, src_len, output_dim]
@@ -147,6 +161,7 @@ class RNNEncoder(keras.layers.Layer):
         **super().get_config(), "units": self.units, "num_layers": self.num_layers,
         "bidirectional": self.bidirectional, "reverse_source": self.reverse_source,
         "reset_after": self.reset_after, "layer_norm": self.layer_norm,
+        "hidden_dropout": self.hidden_dropout,
     }
 
 

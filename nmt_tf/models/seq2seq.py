@@ -21,7 +21,8 @@ def build_encoder(cfg):
   if cfg.encoder in ("birnn", "rnn"):
     return RNNEncoder(cfg.encoder_units, cfg.encoder_layers, bidirectional=cfg.encoder == "birnn",
                       reverse_source=cfg.reverse_source, reset_after=cfg.reset_after,
-                      layer_norm=cfg.layer_norm, name="encoder")
+                      layer_norm=cfg.layer_norm, hidden_dropout=cfg.hidden_dropout,
+                      name="encoder")
   if cfg.encoder == "conv":
     return ConvEncoder(cfg.encoder_units, cfg.conv_kernel_size, cfg.encoder_layers,
                        name="encoder")
@@ -47,7 +48,8 @@ def build_decoder(cfg):
   return CGRUDecoder(cfg.decoder_units, cfg.tgt_vocab_size, output_units, cfg.memory_dim,
                      cfg.embedding_dim, variant=variant, summary=cfg.summary,
                      summary_units=cfg.summary_units, dropout=cfg.dropout,
-                     layer_norm=cfg.layer_norm, name="decoder", **attention)
+                     layer_norm=cfg.layer_norm, hidden_dropout=cfg.hidden_dropout,
+                     name="decoder", **attention)
 
 
 @keras.saving.register_keras_serializable(package="nmt_tf")
@@ -93,6 +95,9 @@ class Seq2Seq(keras.Model):
     if cfg.target_word_dropout:
       self.target_word_dropout = keras.layers.Dropout(cfg.target_word_dropout,
                                                       noise_shape=(None, None, 1))
+    if cfg.embedding_dropout:  # one mask per sentence: the same at every position
+      self.variational_dropout = keras.layers.Dropout(cfg.embedding_dropout,
+                                                      noise_shape=(None, 1, None))
     self.encoder = build_encoder(cfg)
     self.decoder = build_decoder(cfg)
     if cfg.tie_embeddings != "none":
@@ -156,13 +161,16 @@ class Seq2Seq(keras.Model):
 
   def embed(self, ids, side, training=False):
     """ids [batch, len] -> embeddings [batch, len, e] of side "source" or "target", with
-    word dropout (whole tokens) and then dropout (single dimensions) while training."""
+    word dropout (whole tokens), dropout (single dimensions) and the embedding dropout (one
+    mask per sentence) while training."""
     table = self.src_embedding if side == "source" else self.tgt_embedding
     x = table(ids)
     word_dropout = getattr(self, f"{side}_word_dropout", None)
     if word_dropout is not None:
       x = word_dropout(x, training=training)
-    return self.embedding_dropout(x, training=training)
+    x = self.embedding_dropout(x, training=training)
+    variational = getattr(self, "variational_dropout", None)
+    return x if variational is None else variational(x, training=training)
 
   def initial_state(self, context, max_length):
     """Decoder state before the first step, for up to `max_length` steps."""

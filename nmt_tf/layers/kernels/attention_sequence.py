@@ -66,7 +66,7 @@ def context_backward(memory, alpha, dc, d_alpha=None):
   return alpha * (d_weights - tf.reduce_sum(alpha * d_weights, -1, keepdims=True))
 
 
-def cgru_sequence(inputs, initial_state, memory, keys, mask, weights, fused=False):
+def cgru_sequence(inputs, initial_state, memory, keys, mask, weights, fused=False, drops=None):
   """Runs the conditional GRU over all target steps; see the module docstring.
 
   Args:
@@ -77,13 +77,16 @@ def cgru_sequence(inputs, initial_state, memory, keys, mask, weights, fused=Fals
     weights: CGRUWeights, the kernels already in the product dtype (precision.weight); with
       its state_memory, GRU1 reads s~_j, the attention over the previous states.
     fused: the scores' kernels, "xla" or False (KernelOptions.fused_attention resolved).
+    drops: optional recurrent dropout masks (m1, m2), each [batch, units], one per sequence:
+      GRU1 reads U1 (m1 (.) s_{j-1}) (s~_j with the state memory), GRU2 U2 (m2 (.) s'_j)
+      (gru_sequence.gru_forward).
 
   Returns:
     (states s_j [batch, time, units], contexts c_j [batch, time, mem_dim], attention weights
     alpha_j [batch, time, src_len] float32), and with the state memory the summaries s~_j
     [batch, time, units] as a fourth.
   """
-  return _sequence(inputs, initial_state, memory, keys, mask, weights, fused)
+  return _sequence(inputs, initial_state, memory, keys, mask, weights, fused, drops)
 
 
 def rnnsearch_sequence(inputs, initial_state, memory, keys, mask, weights, fused=False):
@@ -97,7 +100,7 @@ def rnnsearch_sequence(inputs, initial_state, memory, keys, mask, weights, fused
   Returns:
     As `cgru_sequence`.
   """
-  return _sequence(inputs, initial_state, memory, keys, mask, weights, fused)
+  return _sequence(inputs, initial_state, memory, keys, mask, weights, fused, None)
 
 
 def _take(values, n):
@@ -105,7 +108,7 @@ def _take(values, n):
   return [next(values) for _ in range(n)]
 
 
-def _sequence(inputs, initial_state, memory, keys, mask, weights, fused):
+def _sequence(inputs, initial_state, memory, keys, mask, weights, fused, drops):
   first_gru = isinstance(weights, CGRUWeights)  # else RNNSearchWeights
   gru = weights.gru2 if first_gru else weights.gru
   reset_after = gru.bias is not None
@@ -116,12 +119,16 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused):
     raise ValueError("Layer normalization in the attention loops needs CGRUWeights with the "
                      "gains of both GRUs and of GRU2's input (context_gain).")
   mask = tf.cast(mask, tf.bool)
+  dropped = drops is not None
+  if dropped and not (first_gru and reset_after):
+    raise ValueError("Recurrent dropout masks in the attention loops need CGRUWeights.")
 
   @tf.custom_gradient
   def run(x, s0, memory, keys, *flat):
-    w = unflatten(weights, flat)
     dtype = x.dtype
     cast = lambda t: None if t is None else tf.cast(t, dtype)
+    m1, m2 = (cast(m) for m in flat[-2:]) if dropped else (None, None)
+    w = unflatten(weights, flat[:-2] if dropped else flat)
     wq, w2 = w.attention.query_kernel, w.context_kernel
     gru_w = w.gru2 if first_gru else w.gru  # the GRU that reads the context
     u2 = gru_w.kernel
@@ -136,7 +143,7 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused):
     units = s0.shape[-1]
     if reset_after:
       bu2, g2 = cast(gru_w.bias), cast(gru_w.gain)
-      second_forward = lambda x2, h: gru_forward(x2, h, u2, bu2, g2)
+      second_forward = lambda x2, h: gru_forward(x2, h, u2, bu2, g2, m2)
     else:
       u2_split = (u2[:, :2 * units], u2[:, 2 * units:])  # U_zr, U_h
       second_forward = lambda x2, h: gru_forward_reset_before(x2, h, *u2_split)
@@ -157,7 +164,7 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused):
         s_read = tf.matmul(tf.cast(beta, dtype)[:, None, :], states_buf)[:, 0]  # s~_j
         read_values = (s_read, beta, p)
       if first_gru:
-        s_inter, kept1 = gru_forward(x[t], s_read, u1, bu1, g1)  # s'_j [batch, units]
+        s_inter, kept1 = gru_forward(x[t], s_read, u1, bu1, g1, m1)  # s'_j [batch, units]
       else:
         s_inter, kept1 = s, ()
       q = tf.cast(precision.matmul(s_inter, wq), keys.dtype)  # [batch, att_units]
@@ -222,7 +229,7 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused):
               tf.cast(d_buf_keys[:, t + 1], dtype), wm, transpose_b=True)
         kept2_t = [value[t] for value in kept2]
         if reset_after:
-          dx2, du2, da2, ds_inter = gru_backward(ds, inters[t], kept2_t, u2, g2)
+          dx2, du2, da2, ds_inter = gru_backward(ds, inters[t], kept2_t, u2, g2, m2)
         else:
           dx2, ds_inter = gru_backward_reset_before(ds, inters[t], kept2_t, *u2_split)
           du2 = None
@@ -239,7 +246,7 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused):
         values = [dq, dx2, dc]
         if first_gru:
           dx1, du1, da1, ds_prev = gru_backward(ds_inter, gru1_inputs[t],
-                                                [k1[t] for k1 in kept1], u1, g1)
+                                                [k1[t] for k1 in kept1], u1, g1, m1)
           values += [dx1, du1] + ([da1] if normalized else [])
         else:
           ds_prev = ds_inter
@@ -302,11 +309,14 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused):
             sums(d_buf_keys, w.state_memory.key_bias),
             AdditiveWeights(kernel_gradient(s_prevs, next(stacks), ws),
                             tf.cast(d_vm, w.state_memory.score.v.dtype)))
+      # The states the recurrent kernels multiplied: m (.) s with dropout masks.
+      masked = lambda states, m: states if m is None else states * m[None]
       if first_gru:
-        gru1 = GRUWeights(kernel_gradient(gru1_inputs, d_a1, u1), sums(d_u1, w.gru1.bias),
+        gru1 = GRUWeights(kernel_gradient(masked(gru1_inputs, m1), d_a1, u1),
+                          sums(d_u1, w.gru1.bias),
                           gain_grad(d_u1, kept1[4] if normalized else None, w.gru1.gain))
       if reset_after:
-        gru2 = GRUWeights(kernel_gradient(inters, d_a2, u2), sums(d_u2, gru_w.bias),
+        gru2 = GRUWeights(kernel_gradient(masked(inters, m2), d_a2, u2), sums(d_u2, gru_w.bias),
                           gain_grad(d_u2, kept2[4] if normalized else None, gru_w.gain))
       else:
         r2 = kept2[1]  # the reset gates [time, batch, units]
@@ -320,11 +330,11 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused):
         d_weights = RNNSearchWeights(attention, d_w2, gru2)
       # dh_i = sum_j alpha_ji dc_j  [batch, src_len, mem_dim]
       d_memory = tf.einsum("tbn,tbm->bnm", tf.cast(alphas, memory.dtype), d_c)
-      return [d_x, d_s0, d_memory, d_keys] + flatten(d_weights)
+      return [d_x, d_s0, d_memory, d_keys] + flatten(d_weights) + [None] * (2 if dropped else 0)
 
     outputs = (states, contexts, alphas) + ((reads,) if state_memory else ())
     return outputs, grad
 
   outputs = run(tf.transpose(inputs, [1, 0, 2]), initial_state, memory, keys,
-                *flatten(weights))  # time-major
+                *flatten(weights), *(drops or ()))  # time-major
   return tuple(tf.transpose(o, [1, 0, 2]) for o in outputs)  # [batch, time, ...] each

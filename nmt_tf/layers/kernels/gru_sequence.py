@@ -36,12 +36,15 @@ from nmt_tf.layers.kernels import precision
 from nmt_tf.layers.kernels.layer_norm import segment_norm, segment_norm_backward
 
 
-def gru_forward(x, h_prev, kernel, bias, gain=None):
+def gru_forward(x, h_prev, kernel, bias, gain=None, drop=None):
   """One step: x [batch, 3*units] (W x + b), h_prev [batch, units] -> (h, kept), where kept =
   (z, r, n, u_h) are what `gru_backward` needs besides h_prev; with a layer-norm gain g
   [3*units] the state's projection is g (.) a^ + b_U, a^ = layer_norm.segment_norm(U h), and
-  kept also holds a^ and the segments' 1 / sigma."""
-  a = precision.matmul(h_prev, kernel)  # U h [batch, 3*units]
+  kept also holds a^ and the segments' 1 / sigma. With a dropout mask m [batch, units] (one
+  per sequence, scaled by 1 / (1 - rate)), the projection reads U (m (.) h_prev); the update
+  z (.) h_prev keeps the whole state."""
+  read = h_prev if drop is None else h_prev * drop
+  a = precision.matmul(read, kernel)  # U h [batch, 3*units]
   normalized = ()
   if gain is not None:
     hat, inv = segment_norm(a, h_prev.shape[-1])
@@ -55,11 +58,12 @@ def gru_forward(x, h_prev, kernel, bias, gain=None):
   return z * h_prev + (1.0 - z) * n, (z, r, n, u_h) + normalized  # h [batch, units]
 
 
-def gru_backward(dh, h_prev, kept, kernel, gain=None):
+def gru_backward(dh, h_prev, kept, kernel, gain=None, drop=None):
   """One step back: dh [batch, units] -> (dx [batch, 3*units], du [batch, 3*units],
   da [batch, 3*units], dh_prev [batch, units]); du is the gradient of the state's projection
   u = U h_prev + b_U (summed over steps into db_U), da that of U h_prev (into dU): du itself
-  without layer norm, through `segment_norm_backward` with it (g's gradient: sum du (.) a^)."""
+  without layer norm, through `segment_norm_backward` with it (g's gradient: sum du (.) a^).
+  With a dropout mask m: dh_prev = dh (.) z + m (.) (da U^T), and dU takes m (.) h_prev."""
   z, r, n, u_h = kept[:4]
   dn = dh * (1.0 - z) * (1.0 - n * n)
   dz = dh * (h_prev - n) * z * (1.0 - z)
@@ -69,7 +73,8 @@ def gru_backward(dh, h_prev, kept, kernel, gain=None):
   if gain is not None:
     hat, inv = kept[4:]
     da = segment_norm_backward(du * gain, hat, inv, h_prev.shape[-1])
-  dh_prev = dh * z + precision.matmul(da, kernel, transpose_b=True)
+  d_read = precision.matmul(da, kernel, transpose_b=True)  # [batch, units]
+  dh_prev = dh * z + (d_read if drop is None else d_read * drop)
   return tf.concat([dz, dr, dn], axis=-1), du, da, dh_prev
 
 
@@ -118,7 +123,7 @@ def gru_backward_reset_before(dh, h_prev, kept, kernel_zr, kernel_h):
   return tf.concat([d_zr, dn], axis=-1), dh_prev
 
 
-def gru_sequences(inputs, initial_states, weights):
+def gru_sequences(inputs, initial_states, weights, drops=None):
   """Runs independent GRUs over time in one loop; see the module docstring.
 
   Args:
@@ -127,6 +132,8 @@ def gru_sequences(inputs, initial_states, weights):
     weights: list of GRUWeights, the recurrent kernels already in the product dtype
       (precision.py `weight`); all reset-after (with a bias) or all reset-before (None); all
       layer-normalized (a gain, reset-after only) or none.
+    drops: optional list of recurrent dropout masks m [batch, units], one per GRU (reset-after
+      only): each step's projection reads U (m (.) h_{t-1}) (`gru_forward`).
 
   Returns:
     List of the states h_1 ... h_T, each [batch, time, units].
@@ -142,6 +149,10 @@ def gru_sequences(inputs, initial_states, weights):
                                                                      reset_after):
     raise ValueError("gru_sequences needs all GRUs layer-normalized or none, and layer "
                      "normalization needs reset-after GRUs.")
+  dropped = drops is not None
+  if dropped and (len(drops) != k or not reset_after):
+    raise ValueError("gru_sequences needs one dropout mask per GRU, and reset-after GRUs "
+                     "with dropout masks.")
   kernels = [w.kernel for w in weights]
   biases = [w.bias for w in weights] if reset_after else []
   gains = [w.gain for w in weights] if normalized else []
@@ -152,11 +163,13 @@ def gru_sequences(inputs, initial_states, weights):
     xs, h0s, us = (list(flat[i * k:(i + 1) * k]) for i in range(3))
     length = tf.shape(xs[0])[0]
     gs = [None] * k
+    ms = [tf.cast(m, x.dtype) for m, x in zip(flat[-k:], xs)] if dropped else [None] * k
     if reset_after:
       bs = [tf.cast(b, x.dtype) for b, x in zip(flat[3 * k:4 * k], xs)]
       if normalized:
-        gs = [tf.cast(g, x.dtype) for g, x in zip(flat[4 * k:], xs)]
-      step = [lambda x, h, i=i: gru_forward(x, h, us[i], bs[i], gs[i]) for i in range(k)]
+        gs = [tf.cast(g, x.dtype) for g, x in zip(flat[4 * k:5 * k], xs)]
+      step = [lambda x, h, i=i: gru_forward(x, h, us[i], bs[i], gs[i], ms[i])
+              for i in range(k)]
     else:
       units = [h0.shape[-1] for h0 in h0s]
       splits = [(u[:, :2 * d], u[:, 2 * d:]) for u, d in zip(us, units)]  # U_zr, U_h
@@ -191,7 +204,7 @@ def gru_sequences(inputs, initial_states, weights):
           h_prev = h_prevs[i][t]
           kept_t = [v[t] for v in kept[i][1:]]
           if reset_after:
-            dx, du, da, dh_prev = gru_backward(dh, h_prev, kept_t, us[i], gs[i])
+            dx, du, da, dh_prev = gru_backward(dh, h_prev, kept_t, us[i], gs[i], ms[i])
             new_d_us.append(d_us[i].write(t, du))
             if normalized:
               new_d_as.append(d_as[i].write(t, da))
@@ -217,14 +230,16 @@ def gru_sequences(inputs, initial_states, weights):
         return d_xs + dh0s + d_kernels
       d_us = [a.stack() for a in d_us]  # [time, batch, 3*units]
       d_as = [a.stack() for a in d_as] if normalized else d_us  # U h's gradient
-      d_kernels = [kernel_gradient(h, d, u) for h, d, u in zip(h_prevs, d_as, us)]
+      # dU = sum_t (m (.) h_{t-1})^T da_t
+      reads = h_prevs if not dropped else [h * m[None] for h, m in zip(h_prevs, ms)]
+      d_kernels = [kernel_gradient(h, d, u) for h, d, u in zip(reads, d_as, us)]
       d_biases = [tf.cast(tf.reduce_sum(d, axis=[0, 1]), b.dtype)
                   for d, b in zip(d_us, flat[3 * k:4 * k])]
       d_gains = [tf.cast(tf.reduce_sum(d * chain[5], axis=[0, 1]), g.dtype)  # sum du (.) a^
-                 for d, chain, g in zip(d_us, kept, flat[4 * k:])]
-      return d_xs + dh0s + d_kernels + d_biases + d_gains
+                 for d, chain, g in zip(d_us, kept, gains)]
+      return d_xs + dh0s + d_kernels + d_biases + d_gains + [None] * len(drops or ())
 
     return outputs, grad
 
-  outputs = run(*inputs, *initial_states, *kernels, *biases, *gains)
+  outputs = run(*inputs, *initial_states, *kernels, *biases, *gains, *(drops or ()))
   return [tf.transpose(o, [1, 0, 2]) for o in outputs]  # [batch, time, units] each
