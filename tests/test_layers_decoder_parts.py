@@ -70,6 +70,29 @@ class ConditionalGRUCellTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(context.shape, (BATCH, MEM))
     self.assertEqual(alpha.shape, (BATCH, SRC))
 
+  def test_deep_transition_adds_grus_without_input(self):
+    cell = ConditionalGRUCell(UNITS, transition_depth=4)
+    memory, mask = source(3)
+    y_emb, s_prev = normal((BATCH, EMB), 4), np.tanh(normal((BATCH, UNITS), 5))
+    self.run_step(cell, y_emb, s_prev, memory, mask)
+    randomize(cell, 1)
+    self.assertEqual([c.name for c in cell.deep_cells], ["gru3", "gru4"])
+    self.assertFalse(hasattr(cell.gru3, "kernel"))  # no input: x = b_k
+    s, context, _, _ = self.run_step(cell, y_emb, s_prev, memory, mask)
+    exp_s, exp_c, _ = ref.cgru_step(
+        y_emb, s_prev, memory, mask, ref.gru_weights(cell.gru1),
+        additive_weights(cell.attention), ref.gru_weights(cell.gru2))
+    for deep in cell.deep_cells:  # s <- GRU_k(b_k, s), the input x of width 0
+      exp_s = ref.gru_step(np.zeros((BATCH, 0), np.float32), exp_s,
+                           np.zeros((0, 3 * UNITS), np.float32), deep.recurrent_kernel.numpy(),
+                           deep.bias.numpy(), deep.recurrent_bias.numpy())
+    self.assertAllClose(context, exp_c, atol=1e-5)
+    self.assertAllClose(s, exp_s, atol=1e-5)
+    restored = ConditionalGRUCell.from_config(cell.get_config())
+    self.assertEqual(restored.transition_depth, 4)
+    with self.assertRaisesRegex(ValueError, "transition_depth=1"):
+      ConditionalGRUCell(UNITS, transition_depth=1)
+
   def test_both_grus_are_reset_after(self):
     cell = self.build()
     self.assertTrue(cell.gru1.reset_after)

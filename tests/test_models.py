@@ -277,16 +277,18 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
                                   "self_attentive_residual_cavg", "memory_rnn",
                                   "self_attentive_rnn", "luong", "luong_dot", "luong_concat",
                                   "luong_lstm_dot", "cgru_layer_norm", "memory_rnn_layer_norm",
-                                  "memory_rnn_dropouts")])
+                                  "memory_rnn_dropouts", "cgru_deep_transition")])
   def test_same_outputs_and_gradients_as_autodiff(self, variant):
     keras.utils.set_random_seed(7)
     overrides = {"rnnsearch_reset_after": dict(decoder="rnnsearch", gru_reset="after"),
                  "luong_dot": dict(decoder="luong", attention="dot", decoder_units=16,
                                    encoder_units=8),
-                 # Recurrent dropout in the encoder's GRUs and GRU1 (reading s~) and GRU2,
-                 # with layer norm and the per-sentence embedding dropout.
+                 # Recurrent dropout in the encoder's GRUs and in GRU1 (reading s~), GRU2 and
+                 # GRU3, with layer norm and the per-sentence embedding dropout.
                  "memory_rnn_dropouts": dict(decoder="memory_rnn", layer_norm=True,
-                                             hidden_dropout=0.3, embedding_dropout=0.2),
+                                             hidden_dropout=0.3, embedding_dropout=0.2,
+                                             decoder_transition_depth=3),
+                 "cgru_deep_transition": dict(decoder="cgru", decoder_transition_depth=4),
                  }.get(variant) or VARIANTS[variant]
     model = Seq2Seq(tiny_config(**overrides))
     b = batch()
@@ -315,7 +317,7 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
                       "self_attentive_residual_cavg": ["cgru"], "memory_rnn": ["cgru"],
                       "self_attentive_rnn": ["cgru"], "rnnsearch": ["rnnsearch"],
                       "cgru_layer_norm": ["cgru"], "memory_rnn_layer_norm": ["cgru"],
-                      "memory_rnn_dropouts": ["cgru"],
+                      "memory_rnn_dropouts": ["cgru"], "cgru_deep_transition": ["cgru"],
                       "rnnsearch_reset_after": ["rnnsearch"], "luong": ["luong"],
                       "luong_dot": ["luong"]}.get(variant, [])
     settings = [(None, None, "float32 eager"), (None, tf.function, "float32 graph"),
@@ -672,6 +674,10 @@ class ConfigTest(tf.test.TestCase):
         "hidden_dropout=0.2 with decoder='luong'; recurrent dropout is that of the "
         "cgru-family": dict(hidden_dropout=0.2, decoder="luong"),
         "hidden_dropout with gru_reset='before'": dict(hidden_dropout=0.2, gru_reset="before"),
+        "decoder_transition_depth=1 with decoder='cgru'; expected 2":
+            dict(decoder_transition_depth=1),
+        "decoder_transition_depth=3 with decoder='rnnsearch'":
+            dict(decoder_transition_depth=3, decoder="rnnsearch"),
     }
     for message, overrides in cases.items():
       with self.subTest(message), self.assertRaisesRegex(ConfigError, message):

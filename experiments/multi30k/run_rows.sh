@@ -66,4 +66,7 @@ ablation hiddendrop cgru_de-en_2500steps \
 ablation embdrop cgru_de-en_2500steps \
   "Variational dropout of 0.2 on the embeddings, one mask per sentence (Nematus)." \
   --config.model.embedding_dropout=0.2
+ablation deeptrans cgru_de-en_2500steps \
+  "A deep-transition decoder: four GRU transitions per step instead of two (Nematus)." \
+  --config.model.decoder_transition_depth=4
 "$PYTHON" experiments/multi30k/study.py report

@@ -4,6 +4,9 @@ Per target step j:
   1. s'_j = GRU1(E y_{j-1}, s_{j-1})        reset-after
   2. c_j  = ATT(C, q = s'_j)                 e_ij = v^T tanh(U_a s'_j + W_a h_i)
   3. s_j  = GRU2(input c_j, state s'_j)      reset-after: s~ = tanh(W c_j + r (.) (U s'_j))
+A deep transition (transition_depth D > 2; Miceli Barone et al. 2017, Nematus'
+dec_base_recurrence_transition_depth) continues with GRUs that have no input:
+  4. s_j <- GRU_k(b_k, s_j)   for k = 3..D     (x = b_k: the input projection is the bias)
 """
 
 import keras
@@ -27,9 +30,10 @@ class ConditionalGRUCell(keras.layers.Layer):
     attention: an attention layer (default: BahdanauAttention(units)); any layer of
       nmt_tf.layers.attention works.
     layer_norm: layer-normalized GRUs (layers/gru.py), as Nematus' cGRU.
+    transition_depth: GRU transitions per step, >= 2: GRU1, GRU2 and D - 2 GRUs without input.
   """
 
-  def __init__(self, units, attention=None, layer_norm=False, **kwargs):
+  def __init__(self, units, attention=None, layer_norm=False, transition_depth=2, **kwargs):
     super().__init__(**kwargs)
     if not isinstance(units, int) or units <= 0:
       raise ValueError(f"Received units={units!r}; expected a positive integer.")
@@ -40,7 +44,24 @@ class ConditionalGRUCell(keras.layers.Layer):
     self.layer_norm = bool(layer_norm)
     self.gru1 = GRUCell(units, reset_after=True, layer_norm=layer_norm, name="gru1")
     self.gru2 = GRUCell(units, reset_after=True, layer_norm=layer_norm, name="gru2")
+    if not isinstance(transition_depth, int) or transition_depth < 2:
+      raise ValueError(f"Received transition_depth={transition_depth!r}; expected an integer "
+                       ">= 2 (GRU1 and GRU2).")
+    self.transition_depth = transition_depth
+    # Attributes, not a list: tf.train.Checkpoint does not look into Keras' tracked lists.
+    for k in range(3, transition_depth + 1):
+      setattr(self, f"gru{k}", GRUCell(units, reset_after=True, layer_norm=layer_norm,
+                                       name=f"gru{k}"))
     self.state_size = units
+
+  @property
+  def deep_cells(self):
+    """The GRUs without input after GRU2 (built), [GRU3, ..., GRU_D]."""
+    cells = [getattr(self, f"gru{k}") for k in range(3, self.transition_depth + 1)]
+    for cell in cells:
+      if not cell.built:
+        cell.build((None, 0))
+    return cells
 
   def build(self, *args, **kwargs):
     self.built = True  # the GRUs and the attention build on first use
@@ -57,17 +78,19 @@ class ConditionalGRUCell(keras.layers.Layer):
       s_prev: [batch, units], s_{j-1} (the memory RNN passes its summary s~_j instead).
       memory: [batch, src_len, mem_dim]; keys: precomputed attention keys; mask [batch, src_len].
       training: passed to the attention.
-      drops: optional recurrent dropout masks (m1, m2) [batch, units] of GRU1 and GRU2
-        (layers/gru.py), one per sequence.
+      drops: optional recurrent dropout masks [batch, units] of GRU1, GRU2, GRU3, ...
+        (layers/gru.py), one per sequence and GRU.
 
     Returns:
       s_j [batch, units], c_j [batch, mem_dim], alpha_j [batch, src_len] float32, and the hard
       attention log-probability [batch] (zeros for soft attention).
     """
-    m1, m2 = drops or (None, None)
-    s_inter = self.gru1.step(x_proj, s_prev, m1)  # s'_j [batch, units]
+    drops = drops or [None] * self.transition_depth
+    s_inter = self.gru1.step(x_proj, s_prev, drops[0])  # s'_j [batch, units]
     context, weights, log_prob = self.attention(s_inter, memory, keys, mask, training=training)
-    s = self.gru2.step(self.gru2.project_inputs(context), s_inter, m2)  # [batch, units]
+    s = self.gru2.step(self.gru2.project_inputs(context), s_inter, drops[1])  # [batch, units]
+    for cell, drop in zip(self.deep_cells, drops[2:]):
+      s = cell.transition(s, drop)  # [batch, units]
     return s, context, weights, log_prob
 
   @property
@@ -89,7 +112,10 @@ class ConditionalGRUCell(keras.layers.Layer):
         gru2=self.gru2.loop_weights(dtype),
         state_memory=None if state_memory is None else state_memory.loop_weights(self.units,
                                                                                   dtype),
-        context_gain=tf.convert_to_tensor(self.gru2.input_gain) if self.layer_norm else None)
+        context_gain=tf.convert_to_tensor(self.gru2.input_gain) if self.layer_norm else None,
+        transitions=tuple(kernels.TransitionWeights(tf.convert_to_tensor(cell.bias),
+                                                    cell.loop_weights(dtype))
+                          for cell in self.deep_cells))
 
   def get_config(self):
     return {
@@ -97,4 +123,5 @@ class ConditionalGRUCell(keras.layers.Layer):
         "units": self.units,
         "attention": keras.saving.serialize_keras_object(self.attention),
         "layer_norm": self.layer_norm,
+        "transition_depth": self.transition_depth,
     }

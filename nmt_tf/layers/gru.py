@@ -53,10 +53,13 @@ class GRUCell(keras.layers.Layer):
     self.state_size = units
 
   def build(self, input_shape):
+    """input_shape [..., input_dim]; input_dim 0 builds a GRU without input (a deep
+    transition's further step, `transition`): no W, and b is its whole input projection."""
     input_dim = input_shape[-1]
     d = self.units
-    self.kernel = self.add_weight(name="kernel", shape=(input_dim, 3 * d),
-                                  initializer=self.kernel_initializer)
+    if input_dim:
+      self.kernel = self.add_weight(name="kernel", shape=(input_dim, 3 * d),
+                                    initializer=self.kernel_initializer)
     self.recurrent_kernel = self.add_weight(name="recurrent_kernel", shape=(d, 3 * d),
                                             initializer=self.recurrent_initializer)
     self.bias = self.add_weight(name="bias", shape=(3 * d,), initializer="zeros")
@@ -64,8 +67,9 @@ class GRUCell(keras.layers.Layer):
       # r (.) (U h + b_U): the recurrent bias sits inside the reset product.
       self.recurrent_bias = self.add_weight(name="recurrent_bias", shape=(3 * d,),
                                             initializer="zeros")
-    if self.layer_norm:
+    if self.layer_norm and input_dim:
       self.input_gain = self.add_weight(name="input_gain", shape=(3 * d,), initializer="ones")
+    if self.layer_norm:
       self.recurrent_gain = self.add_weight(name="recurrent_gain", shape=(3 * d,),
                                             initializer="ones")
 
@@ -123,6 +127,10 @@ class GRUCell(keras.layers.Layer):
       u_rh = kernels.matmul(r * h_prev, self.recurrent_kernel, columns=(2 * d, 3 * d))
       h_tilde = tf.tanh(x_h + u_rh)
     return z * h_prev + (1.0 - z) * h_tilde  # [batch, units]
+
+  def transition(self, h_prev, drop=None):
+    """One step of a GRU without input (built with input_dim 0): `step` from x = b."""
+    return self.step(tf.cast(self.bias, h_prev.dtype)[None], h_prev, drop)  # [batch, units]
 
   def loop_weights(self, dtype):
     """kernels.GRUWeights: U in the product dtype of `dtype` states (`kernels.weight`), b_U

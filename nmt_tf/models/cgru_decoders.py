@@ -40,14 +40,15 @@ class CGRUDecoder(Decoder):
     summary_units: hidden size of the cavg score and of the state-memory score.
     dropout: deep-output dropout rate.
     layer_norm: layer-normalized GRUs in the cGRU (Nematus).
-    hidden_dropout: recurrent dropout rate of GRU1 and GRU2 while training, one mask per
+    hidden_dropout: recurrent dropout rate of the cGRU's GRUs while training, one mask per
       sentence and GRU (layers/gru.py; Nematus' dropout_hidden).
+    transition_depth: GRU transitions per target step (layers/conditional_gru.py), >= 2.
   """
 
   def __init__(self, units, vocab_size, output_units, memory_dim, embedding_dim, variant="cgru",
                attention="additive", attention_units=None, attention_mode="soft",
                hard_inference="expectation", summary="avg", summary_units=None, dropout=0.0,
-               layer_norm=False, hidden_dropout=0.0, **kwargs):
+               layer_norm=False, hidden_dropout=0.0, transition_depth=2, **kwargs):
     super().__init__(**kwargs)
     if variant not in VARIANTS:
       raise ValueError(f"Received variant={variant!r}; expected one of {VARIANTS}.")
@@ -66,8 +67,9 @@ class CGRUDecoder(Decoder):
     self.hidden_dropout = float(hidden_dropout)
     if self.hidden_dropout:  # created only when on: a model without keeps its random streams
       self.state_dropout = keras.layers.Dropout(self.hidden_dropout, name="state_dropout")
+    self.transition_depth = transition_depth
     self.cgru = ConditionalGRUCell(units, attention=attention_layer, layer_norm=layer_norm,
-                                   name="cgru")
+                                   transition_depth=transition_depth, name="cgru")
     self.bridge = Bridge(units, name="bridge")
     self.uses_summary = variant == "self_attentive_residual"
     self.uses_memory = variant == "memory_rnn"  # s~ feeds the recurrence
@@ -88,13 +90,13 @@ class CGRUDecoder(Decoder):
     return {"memory": memory, "keys": keys, "mask": mask}
 
   def with_dropout_masks(self, context):
-    """With hidden_dropout: the masks (m1, m2) [batch, units] of GRU1 and GRU2 as "drops"."""
+    """With hidden_dropout: the masks [batch, units] of the cGRU's GRUs as "drops"."""
     if not self.hidden_dropout:
       return context
     memory = context["memory"]
     ones = tf.ones([tf.shape(memory)[0], self.units], memory.dtype)
     return {**context, "drops": tuple(self.state_dropout(ones, training=True)
-                                      for _ in range(2))}
+                                      for _ in range(self.transition_depth))}
 
   def initial_state(self, context, max_length):
     s0 = self.bridge(context["memory"], source_mask=context["mask"])  # [batch, units]
@@ -177,4 +179,5 @@ class CGRUDecoder(Decoder):
             "output_units": self.output_units, "memory_dim": self.memory_dim,
             "embedding_dim": self.embedding_dim, "variant": self.variant, **self.attention_config,
             "summary": self.summary, "summary_units": self.summary_units, "dropout": self.dropout,
-            "layer_norm": self.layer_norm, "hidden_dropout": self.hidden_dropout}
+            "layer_norm": self.layer_norm, "hidden_dropout": self.hidden_dropout,
+            "transition_depth": self.transition_depth}

@@ -66,6 +66,10 @@ class ModelConfig:
     hidden_dropout: variational (recurrent) dropout while training: every GRU of the encoder
       and of the cgru-family decoders reads U (m (.) h_{t-1}) with one mask m per sentence
       (Gal and Ghahramani 2016; Nematus' dropout_hidden; reset-after GRUs only).
+    decoder_transition_depth: GRU transitions per target step of the cgru-family decoders,
+      >= 2: GRU1 and GRU2 of the cGRU, then GRUs without input (a deep transition; Miceli
+      Barone et al. 2017, "Deep Architectures for Neural Machine Translation"; Nematus'
+      dec_base_recurrence_transition_depth).
     layer_norm: layer-normalized GRU transitions, as Nematus' (docs/EQUATIONS.md "Layer
       normalization"): every GRU of the encoder and of the cgru-family decoders normalizes
       its input and state projections (reset-after GRUs only).
@@ -106,6 +110,7 @@ class ModelConfig:
   layer_norm: bool = False
   embedding_dropout: float = 0.0
   hidden_dropout: float = 0.0
+  decoder_transition_depth: int = 2
 
   def __post_init__(self):
     for field in dataclasses.fields(self):
@@ -175,6 +180,11 @@ class ModelConfig:
                         f"{self.decoder!r}; recurrent dropout is that of the cgru-family "
                         "decoders (cgru, self_attentive_residual, memory_rnn, "
                         "self_attentive_rnn) and their GRU encoders.")
+    if self.decoder_transition_depth < 2 or (self.decoder_transition_depth > 2 and self.decoder
+                                             in ("encdec", "rnnsearch", "luong")):
+      raise ConfigError(f"Received decoder_transition_depth={self.decoder_transition_depth} "
+                        f"with decoder={self.decoder!r}; expected 2 (GRU1 and GRU2), or more "
+                        "with a cgru-family decoder.")
     if self.hidden_dropout and not self.reset_after:
       raise ConfigError("Received hidden_dropout with gru_reset='before'; recurrent dropout "
                         "needs the reset-after GRU: set gru_reset='after' or None.")

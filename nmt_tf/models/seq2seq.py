@@ -49,7 +49,8 @@ def build_decoder(cfg):
                      cfg.embedding_dim, variant=variant, summary=cfg.summary,
                      summary_units=cfg.summary_units, dropout=cfg.dropout,
                      layer_norm=cfg.layer_norm, hidden_dropout=cfg.hidden_dropout,
-                     name="decoder", **attention)
+                     transition_depth=cfg.decoder_transition_depth, name="decoder",
+                     **attention)
 
 
 @keras.saving.register_keras_serializable(package="nmt_tf")

@@ -50,6 +50,7 @@ from nmt_tf.layers.kernels.options import KernelOptions
 from nmt_tf.layers.kernels.precision import weight
 from nmt_tf.layers.kernels.weights import AdditiveWeights, CGRUWeights, GRUWeights
 from nmt_tf.layers.kernels.weights import LuongWeights, RNNSearchWeights, StateMemoryWeights
+from nmt_tf.layers.kernels.weights import TransitionWeights
 
 precision_scope = precision.scope
 matmul_dtype_for = precision.matmul_dtype_for
@@ -102,6 +103,6 @@ __all__ = [
     "precision_scope", "matmul_dtype_for", "matmul", "matmul_transposed", "weight", "attend",
     "score", "additive_score", "segment_norm", "NEG_INF", "masked_softmax", "LoopProducts",
     "gru_sequences", "cgru_sequence", "rnnsearch_sequence", "luong_sequence", "GRUWeights", "AdditiveWeights",
-    "StateMemoryWeights", "CGRUWeights", "RNNSearchWeights", "LuongWeights", "KernelOptions",
+    "StateMemoryWeights", "TransitionWeights", "CGRUWeights", "RNNSearchWeights", "LuongWeights", "KernelOptions",
     "DEFAULT_OPTIONS", "KernelChoice", "DEFAULT_CHOICE",
 ]

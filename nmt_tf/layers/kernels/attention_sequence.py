@@ -9,8 +9,10 @@ Forward, per target step j (x_j = W E y_{j-1} + b precomputed; k_i = U_a h_i + b
   q_j = W_q s'_j,   e_ji = v^T tanh(k_i + q_j),   alpha_j = softmax over real positions of e_j,
   c_j = sum_i alpha_ji h_i
   cgru:       s_j = GRU2(W2 c_j + b2, s'_j)                (reset-after)
+              and with a deep transition s_j <- GRU_k(b_k, s_j) for k = 3..D (no input)
   rnnsearch:  s_j = GRU(x_j + C c_j, s'_j)                 (either reset placement)
 Backward, from ds_j (the output's gradient plus the next step's ds_{j-1}), back in time:
+  (deep transition: ds_j back through GRU_D .. GRU_3 first, db_k = sum dx_k)
   dx2, ds' = the second GRU's backward step (gru_sequence);   dc_j = (output's dc_j) + dx2 W2^T
   dalpha_ji = (the output's dalpha_ji) + h_i . dc_j
   de_j = alpha_j (.) (dalpha_j - alpha_j . dalpha_j)           (softmax; zero where masked)
@@ -53,7 +55,7 @@ from nmt_tf.layers.kernels.layer_norm import segment_norm, segment_norm_backward
 from nmt_tf.layers.kernels.masking import masked_softmax
 from nmt_tf.layers.kernels.weights import AdditiveWeights, CGRUWeights, GRUWeights
 from nmt_tf.layers.kernels.weights import RNNSearchWeights, StateMemoryWeights, flatten
-from nmt_tf.layers.kernels.weights import unflatten
+from nmt_tf.layers.kernels.weights import TransitionWeights, unflatten
 
 
 def context_backward(memory, alpha, dc, d_alpha=None):
@@ -77,8 +79,9 @@ def cgru_sequence(inputs, initial_state, memory, keys, mask, weights, fused=Fals
     weights: CGRUWeights, the kernels already in the product dtype (precision.weight); with
       its state_memory, GRU1 reads s~_j, the attention over the previous states.
     fused: the scores' kernels, "xla" or False (KernelOptions.fused_attention resolved).
-    drops: optional recurrent dropout masks (m1, m2), each [batch, units], one per sequence:
-      GRU1 reads U1 (m1 (.) s_{j-1}) (s~_j with the state memory), GRU2 U2 (m2 (.) s'_j)
+    drops: optional recurrent dropout masks (m1, m2, m3, ...), each [batch, units], one per
+      sequence and GRU: GRU1 reads U1 (m1 (.) s_{j-1}) (s~_j with the state memory), GRU2
+      U2 (m2 (.) s'_j), a deep transition's GRU_k U_k (m_k (.) its input state)
       (gru_sequence.gru_forward).
 
   Returns:
@@ -119,16 +122,24 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused, drops):
     raise ValueError("Layer normalization in the attention loops needs CGRUWeights with the "
                      "gains of both GRUs and of GRU2's input (context_gain).")
   mask = tf.cast(mask, tf.bool)
+  transitions = weights.transitions if first_gru else ()
   dropped = drops is not None
-  if dropped and not (first_gru and reset_after):
-    raise ValueError("Recurrent dropout masks in the attention loops need CGRUWeights.")
+  num_drops = 2 + len(transitions) if dropped else 0
+  if dropped and not (first_gru and reset_after and len(drops) == num_drops):
+    raise ValueError("Recurrent dropout masks in the attention loops need CGRUWeights and one "
+                     "mask per GRU.")
 
   @tf.custom_gradient
   def run(x, s0, memory, keys, *flat):
     dtype = x.dtype
     cast = lambda t: None if t is None else tf.cast(t, dtype)
-    m1, m2 = (cast(m) for m in flat[-2:]) if dropped else (None, None)
-    w = unflatten(weights, flat[:-2] if dropped else flat)
+    ms = [cast(m) for m in flat[len(flat) - num_drops:]] if dropped else [None] * (
+        2 + len(transitions))
+    m1, m2, m_deep = ms[0], ms[1], ms[2:]
+    w = unflatten(weights, flat[:len(flat) - num_drops])
+    # GRU_k of a deep transition: (b_k, U_k, b_U_k, g_k) in the states' dtype.
+    deep = [(cast(tw.bias)[None], tw.gru.kernel, cast(tw.gru.bias), cast(tw.gru.gain))
+            for tw in w.transitions] if first_gru else []
     wq, w2 = w.attention.query_kernel, w.context_kernel
     gru_w = w.gru2 if first_gru else w.gru  # the GRU that reads the context
     u2 = gru_w.kernel
@@ -178,11 +189,16 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused, drops):
         a2, input_values = hat2 * g2x, (hat2, inv2)
       x2 = a2 + (b2 if first_gru else x[t])  # [batch, 3*units]
       s, kept2 = second_forward(x2, s_inter)
+      deep_values = ()
+      for (b_k, u_k, bu_k, g_k), m_k in zip(deep, m_deep):  # GRU_k(b_k, s) [batch, units]
+        s_in = s
+        s, kept_k = gru_forward(b_k, s_in, u_k, bu_k, g_k, m_k)
+        deep_values += (s_in,) + kept_k
       if state_memory:
         buffers = (write(states_buf, t + 1, s),
                    write(keys_buf, t + 1, precision.matmul(s, wm) + bm))
       values = ((s, c, alpha, q) + ((s_inter,) if first_gru else ()) + kept1 + kept2
-                + input_values + read_values)
+                + input_values + read_values + deep_values)
       return t + 1, s, buffers, [a.write(t, value) for a, value in zip(arrays, values)]
 
     buffers = ()
@@ -203,6 +219,8 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused, drops):
     if state_memory:
       arrays += [stacked(a, length) for a in (s0, tf.cast(buffers[1][:, :, 0], tf.float32),
                                               buffers[1][:, 0])]
+    for _ in deep:  # per GRU_k: its input state and kept values
+      arrays += [stacked(s0, length) for _ in range(1 + 4)] + norm()
     _, _, buffers, arrays = tf.while_loop(
         lambda t, *_: t < length, body, (0, s0, buffers, arrays), maximum_iterations=length)
     kept = iter([a.stack() for a in arrays])  # [time, batch, ...] each
@@ -216,6 +234,7 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused, drops):
     kept2 = _take(kept, (4 if reset_after else 3) + num_norm)
     input_hats, input_invs = _take(kept, 2) if normalized else (None, None)
     reads, betas, mem_queries = _take(kept, 3) if state_memory else (None, None, None)
+    deep_kept = [(next(kept), _take(kept, 4 + num_norm)) for _ in deep]  # (inputs, kept_k)
     gru1_inputs = reads if state_memory else s_prevs  # the state GRU1 reads at step j
 
     def grad(d_states, d_contexts, d_alphas, d_reads=None):
@@ -227,6 +246,12 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused, drops):
           d_buf_states, d_buf_keys, _ = buffer_grads
           ds = ds + tf.cast(d_buf_states[:, t + 1], dtype) + precision.matmul(
               tf.cast(d_buf_keys[:, t + 1], dtype), wm, transpose_b=True)
+        deep_grads = []
+        for (_, u_k, _, g_k), m_k, (ins_k, kept_k) in reversed(list(zip(deep, m_deep,
+                                                                        deep_kept))):
+          dx_k, du_k, da_k, ds = gru_backward(ds, ins_k[t], [v[t] for v in kept_k], u_k, g_k,
+                                              m_k)
+          deep_grads = [dx_k, du_k] + ([da_k] if normalized else []) + deep_grads
         kept2_t = [value[t] for value in kept2]
         if reset_after:
           dx2, du2, da2, ds_inter = gru_backward(ds, inters[t], kept2_t, u2, g2, m2)
@@ -266,6 +291,7 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused, drops):
                           d_vm + tf.cast(dvm_t, tf.float32))
           ds_prev = precision.matmul(dp, ws, transpose_b=True)  # ds_{j-1} [batch, units]
           values.append(dp)
+        values += deep_grads
         return t - 1, ds_prev, dk + dk_t, dv + dv_t, buffer_grads, [
             a.write(t, value) for a, value in zip(arrays, values)]
 
@@ -278,6 +304,8 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused, drops):
         templates.append(mem_queries[0])
         # Accumulated over steps in float32 (bfloat16 sums of many small terms drift).
         buffer_grads = tuple(tf.zeros_like(b, tf.float32) for b in buffers + (vm,))
+      if deep:
+        templates += [x[0]] * (len(deep) * (3 if normalized else 2))
       _, d_s0, d_keys, d_v, buffer_grads, arrays = tf.while_loop(
           lambda t, *_: t >= 0, back,
           (length - 1, tf.zeros_like(s0), tf.zeros_like(keys), tf.zeros_like(v), buffer_grads,
@@ -323,14 +351,23 @@ def _sequence(inputs, initial_state, memory, keys, mask, weights, fused, drops):
         gru2 = GRUWeights(tf.concat(
             [kernel_gradient(inters, d_x2[..., :2 * units], u2),
              kernel_gradient(r2 * inters, d_x2[..., 2 * units:], u2)], axis=1))
+      d_transitions = []
+      for tw, (ins_k, kept_k), m_k in zip(w.transitions if first_gru else (), deep_kept,
+                                          m_deep):
+        d_x_k, d_u_k = _take(stacks, 2)
+        d_a_k = next(stacks) if normalized else d_u_k
+        d_transitions.append(TransitionWeights(sums(d_x_k, tw.bias), GRUWeights(
+            kernel_gradient(masked(ins_k, m_k), d_a_k, tw.gru.kernel), sums(d_u_k, tw.gru.bias),
+            gain_grad(d_u_k, kept_k[4] if normalized else None, tw.gru.gain))))
       if first_gru:
         d_weights = CGRUWeights(gru1, attention, d_w2, sums(d_x2, w.context_bias), gru2,
-                                memory_grads, gain_grad(d_x2, input_hats, w.context_gain))
+                                memory_grads, gain_grad(d_x2, input_hats, w.context_gain),
+                                tuple(d_transitions))
       else:
         d_weights = RNNSearchWeights(attention, d_w2, gru2)
       # dh_i = sum_j alpha_ji dc_j  [batch, src_len, mem_dim]
       d_memory = tf.einsum("tbn,tbm->bnm", tf.cast(alphas, memory.dtype), d_c)
-      return [d_x, d_s0, d_memory, d_keys] + flatten(d_weights) + [None] * (2 if dropped else 0)
+      return [d_x, d_s0, d_memory, d_keys] + flatten(d_weights) + [None] * num_drops
 
     outputs = (states, contexts, alphas) + ((reads,) if state_memory else ())
     return outputs, grad

@@ -49,9 +49,21 @@ class StateMemoryWeights(NamedTuple):
   score: AdditiveWeights
 
 
+class TransitionWeights(NamedTuple):
+  """A GRU transition without input (a deep transition's further step, Miceli Barone et al.
+  2017): h = GRU(b, h_prev), its input projection being the bias b alone.
+
+  bias: b [3*units].
+  gru: the recurrent weights (reset-after).
+  """
+  bias: tf.Tensor
+  gru: GRUWeights
+
+
 class CGRUWeights(NamedTuple):
   """The conditional GRU (docs/EQUATIONS.md "cgru"): GRU1, the attention queried with s'_j,
-  GRU2 reading the context c_j, and optionally the state memory feeding GRU1.
+  GRU2 reading the context c_j, optionally further transitions after GRU2 (a deep
+  transition), and optionally the state memory feeding GRU1.
 
   gru1: GRU1's recurrent weights (reset-after).
   attention: the additive score's W_a and v.
@@ -60,6 +72,7 @@ class CGRUWeights(NamedTuple):
   state_memory: StateMemoryWeights of the memory RNN, else None.
   context_gain: with layer normalization, the gain g2 [3*units] of GRU2's input
     g2 (.) a^ + b2, a^ = W2 c_j normalized per segment; else None.
+  transitions: TransitionWeights of the GRUs after GRU2, in order (empty for the cGRU).
   """
   gru1: GRUWeights
   attention: AdditiveWeights
@@ -68,6 +81,7 @@ class CGRUWeights(NamedTuple):
   gru2: GRUWeights
   state_memory: Optional[StateMemoryWeights] = None
   context_gain: Optional[tf.Tensor] = None
+  transitions: tuple = ()  # TransitionWeights of GRU3, GRU4, ...
 
 
 class RNNSearchWeights(NamedTuple):
