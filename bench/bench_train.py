@@ -6,14 +6,16 @@ Usage: .venv/bin/python bench/bench_train.py [--precisions float32,mixed_bfloat1
            [--optimizers fused,keras] [--smoothing_labels sparse,dense]
            [--gru_backward manual,autodiff,autodiff_encoder,autodiff_decoder]
            [--defer_gradients auto,true,false]
-           [--decoders cgru,rnnsearch,luong,encdec,sar_avg,sar_cavg,...] [--interleave]
+           [--decoders cgru,rnnsearch,luong,encdec,sar_avg,sar_cavg,...]
+           [--models ,layer_norm=True,hidden_dropout=0.2+embedding_dropout=0.2] [--interleave]
            [--batches 30] [--batch_tokens 2000] [--peak]
 For each (decoder, precision, jit_compile, fused attention score, bucket width, Adam,
 smoothed-loss form, backward pass of the recurrences, deferred gradients) setting the
 reference model
 (recipe multi30k:cgru: emb 256, BiGRU 2x512, cGRU 512, deep output, SentencePiece 8k,
 dropout 0.2, Adam, clipping, label smoothing 0.1; with --decoders another decoder, or a model
-preset of nmt_tf/experiment/presets.py such as sar_cavg, in place of the cGRU) is built and
+preset of nmt_tf/experiment/presets.py such as sar_cavg, in place of the cGRU; with --models
+ModelConfig fields set over it) is built and
 `nmt_tf.training.train_step.TrainStep` (the Trainer's step) runs, with the model's
 KernelOptions (nmt_tf/layers/kernels/options.py) and TrainStep's smoothing_labels set from the
 flags, over `--batches` real training
@@ -29,6 +31,7 @@ and with --peak the analytic model FLOPs/s (forward + backward = 3 x forward, se
 common.forward_flops) over the matmul peak of bench_peak.py.
 """
 
+import ast
 import collections
 import dataclasses
 import itertools
@@ -102,6 +105,23 @@ def make_batches(corpus, src_tok, tgt_tok, count, batch_tokens, bucket_width=Non
   return [{k: tf.constant(v) for k, v in b.items()} for b in ds.take(count).as_numpy_iterator()]
 
 
+flags.DEFINE_list("models", [""], "Model variants to time, each a '+'-joined list of ModelConfig "
+                  "fields over the reference model (an empty item: none), e.g. "
+                  "',layer_norm=True,hidden_dropout=0.2,decoder_transition_depth=4'.")
+
+
+def _overrides(text):
+  """"layer_norm=True+hidden_dropout=0.2" -> {"layer_norm": True, "hidden_dropout": 0.2}."""
+  fields = {}
+  for item in filter(None, text.split("+")):
+    key, _, value = item.partition("=")
+    try:
+      fields[key] = ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+      fields[key] = value
+  return fields
+
+
 def _bools(values):
   return [v.lower() in ("1", "true", "yes") for v in values]
 
@@ -109,8 +129,8 @@ def _bools(values):
 # One timed configuration: precision, jit_compile, bucket width, Adam implementation, form of the
 # label-smoothed loss (--smoothing_labels), the model's KernelOptions (--fused_attention,
 # --gru_backward, --defer_gradients) and decoder (--decoders).
-Setting = collections.namedtuple("Setting",
-                                 "name precision jit width optimizer labels options decoder")
+Setting = collections.namedtuple(
+    "Setting", "name precision jit width optimizer labels options decoder overrides")
 OPTIMIZERS = {"fused": FusedAdam, "keras": keras.optimizers.Adam}
 # --fused_attention value -> KernelOptions.fused_attention
 FUSED_ATTENTION = {"true": "auto", "auto": "auto", "false": "off", "off": "off", "xla": "xla"}
@@ -132,7 +152,7 @@ def build_step(vocab, setting):
                           label_smoothing=0.1, learning_rate=5e-4)
   model_cfg = {**common.reference_model_config(*vocab),
                **(presets.model_fields(setting.decoder) if setting.decoder in presets.MODELS
-                  else {"decoder": setting.decoder})}
+                  else {"decoder": setting.decoder}), **_overrides(setting.overrides)}
   model = build_model(ModelConfig(**model_cfg), setting.precision,
                       kernel_options=setting.options)
   optimizer = OPTIMIZERS[setting.optimizer](learning_rate=5e-4)
@@ -178,13 +198,15 @@ def main(argv):
   batch_sets = {w: make_batches(corpus, src_tok, tgt_tok, FLAGS.batches, FLAGS.batch_tokens, w)
                 for w in widths}
   settings = []
-  for decoder, precision, jit, fused, width, optimizer, labels, gru, defer in itertools.product(
-      FLAGS.decoders, FLAGS.precisions, _bools(FLAGS.jit),
+  for (decoder, overrides, precision, jit, fused, width, optimizer, labels, gru,
+       defer) in itertools.product(
+      FLAGS.decoders, FLAGS.models, FLAGS.precisions, _bools(FLAGS.jit),
       [_choice("fused_attention", f.lower(), FUSED_ATTENTION) for f in FLAGS.fused_attention],
       widths, FLAGS.optimizers, FLAGS.smoothing_labels, FLAGS.gru_backward,
       [d.lower() for d in FLAGS.defer_gradients]):
     score = {"auto": "", "off": "_unfused"}.get(fused, f"_score_{fused}")
     name = (f"{'' if decoder == 'cgru' else decoder + '_'}"
+            f"{overrides.replace('+', '_') + '_' if overrides else ''}"
             f"{precision}{'_xla' if jit else ''}{score}"
             f"{f'_bucket{width}' if len(widths) > 1 else ''}"
             f"{'' if optimizer == 'fused' else '_' + optimizer + '_adam'}"
@@ -194,7 +216,8 @@ def main(argv):
     _choice("smoothing_labels", labels, {form: form for form in losses.SMOOTHING_LABELS})
     options = KernelOptions(gru_backward=gru, fused_attention=fused,
                             defer_gradients=_choice("defer_gradients", defer, DEFER_GRADIENTS))
-    settings.append(Setting(name, precision, jit, width, optimizer, labels, options, decoder))
+    settings.append(Setting(name, precision, jit, width, optimizer, labels, options, decoder,
+                            overrides))
   tgt_per_batch = [int(tf.reduce_sum(tf.cast(b["target_out"] != 0, tf.int32)))
                    for b in batch_sets[widths[0]]]
   report = {"model": ("emb256 birnn 2x512 dec512, dropout 0.2; decoders "
@@ -205,7 +228,7 @@ def main(argv):
             **common.device_info(), "settings": {}}
   peak = bench_peak.measure(seconds=2.0) if FLAGS.peak else None
   all_records = time_settings(settings, batch_sets, vocab, FLAGS.interleave)
-  for name, precision, *_, decoder in settings:  # Setting fields
+  for name, precision, *_, decoder, overrides in settings:  # Setting fields
     records = all_records[name]
     tgt = sum(r[0] for r in records)
     src = sum(r[1] for r in records)
@@ -215,7 +238,7 @@ def main(argv):
              "target_tokens_per_s_overall": round(tgt / seconds, 1),
              "step_ms_median": round(1000 * common.median([r[2] for r in records]), 1),
              "last_loss": round(records[-1][3], 3)}
-    if peak and decoder == "cgru":
+    if peak and decoder == "cgru" and not overrides:
       flops = 3.0 * common.forward_flops(src, tgt, vocab=vocab[1])
       achieved = flops / seconds / 1e9
       ref = peak["bfloat16" if "bf" in precision else "float32"]
