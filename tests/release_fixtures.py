@@ -18,7 +18,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # settings stay as the recipe ships them.
 MODEL_SIZES = dict(embedding_dim=8, encoder_units=8, decoder_units=16)
 UNIT_FIELDS = ("attention_units", "output_units", "summary_units")  # None: the model's default
-TRAIN = dict(steps=3, eval_every=3, checkpoint_every=3, log_every=1, eval_max_sentences=8)
+# One alignment image per search: drawing them is the same code for every recipe.
+TRAIN = dict(steps=3, eval_every=3, checkpoint_every=3, log_every=1, eval_max_sentences=8,
+             alignment_images=1)
 BATCH_TOKENS = 256
 GENERATED_SIZES = dict(train_size=300, valid_size=8, test_size=8)
 # Lines of each Multi30k file in the slice.
