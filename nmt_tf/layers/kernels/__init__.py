@@ -22,15 +22,20 @@ products are computed fast on CPU stays in this package:
                                   whole training loops with hand-written backward passes
                                   (gru_sequence.py, attention_sequence.py, luong_sequence.py),
                                   batch-major in and out
-  GRUWeights, AdditiveWeights, StateMemoryWeights, CGRUWeights, RNNSearchWeights, LuongWeights
-                                  the typed weights those loops take, built by the layers
+  GRUWeights, AdditiveWeights, StateMemoryWeights, TransitionWeights, CGRUWeights,
+  RNNSearchWeights, LuongWeights  the typed weights those loops take, built by the layers
                                   that own them (weights.py)
   KernelOptions, DEFAULT_OPTIONS  the paths a user or benchmark asks for (options.py)
   KernelChoice, DEFAULT_CHOICE    what they resolve to for one part of one model, once, where
                                   the model is built
 
 The precision scope and the deferring loop are trace-time state of this package; nothing
-outside it touches them but through these functions. This package imports nothing else of
+outside it touches them but through these functions. Each is kept per thread, as Keras keeps
+its autocast scope and TensorFlow its default graph: a tf.distribute strategy traces its
+replicas in concurrent threads, so state on the model or in a module global would mix the
+replicas' casts, and handing a scope object down explicitly would add an argument to every
+layer's call and step, every search and every export signature for what is one cast cache
+per traced pass. This package imports nothing else of
 nmt_tf, and the rest of nmt_tf imports this package, never its modules.
 """
 
