@@ -250,6 +250,7 @@ class VocabularySampleTest(tf.test.TestCase):
     self.assertEqual(tgt.vocab, data.WordTokenizer.build([t for _, t in sample], 500).vocab)
 
 
+@pytest.mark.slow  # trains from the record files
 class TfdsLocalDatasetTest(tf.test.TestCase):
   """A tiny translation dataset prepared in TFDS format in a temporary data_dir."""
 

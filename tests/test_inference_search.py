@@ -5,6 +5,7 @@ import itertools
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from nmt_tf import decoding
@@ -135,6 +136,7 @@ class BeamMatchesTeacherForcingTest(tf.test.TestCase):
 
 class CompiledSearchTest(tf.test.TestCase):
 
+  @pytest.mark.slow  # XLA-compiles the searches
   def test_jit_matches_eager_without_retracing(self):
     model = make_model(decoder="cgru")
     translator = translator_for(model, beam_size=3, nbest=2, max_length=8, max_length_a=10.0)

@@ -8,6 +8,7 @@ from unittest import mock
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from nmt_tf.experiment import TrainConfig
@@ -111,6 +112,7 @@ class OptionsReachTheLayersTest(tf.test.TestCase):
     self.assertEqual(model.kernel_options.fused_attention, "off")
     self.assertEqual(Seq2Seq.from_config(config).kernel_options, kernels.DEFAULT_OPTIONS)
 
+  @pytest.mark.slow  # traces two training steps
   def test_the_loss_form_reaches_the_train_step(self):
     losses = {}
     for form in ("sparse", "dense"):

@@ -275,18 +275,14 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
                                   "rnnsearch_reset_after", "encdec_birnn_2layers",
                                   "self_attentive_residual", "self_attentive_residual_cavg",
                                   "memory_rnn", "self_attentive_rnn", "luong", "luong_dot",
-                                  "cgru_layer_norm", "memory_rnn_dropouts",
+                                  "cgru_layer_norm", "memory_rnn_deep_ln",
                                   "cgru_deep_transition")])
   def test_same_outputs_and_gradients_as_autodiff(self, variant):
     keras.utils.set_random_seed(7)
     overrides = {"rnnsearch_reset_after": dict(decoder="rnnsearch", gru_reset="after"),
                  "luong_dot": dict(decoder="luong", attention="dot", decoder_units=16,
                                    encoder_units=8),
-                 # Recurrent dropout in the encoder's GRUs and in GRU1 (reading s~), GRU2 and
-                 # GRU3, with layer norm and the per-sentence embedding dropout.
-                 "memory_rnn_dropouts": dict(decoder="memory_rnn", layer_norm=True,
-                                             hidden_dropout=0.3, embedding_dropout=0.2,
-                                             decoder_transition_depth=3),
+                 "cgru_layer_norm": dict(decoder="cgru", layer_norm=True),
                  "cgru_deep_transition": dict(decoder="cgru", decoder_transition_depth=4),
                  }.get(variant) or VARIANTS[variant]
     model = Seq2Seq(tiny_config(**overrides))
@@ -315,7 +311,7 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
                       "self_attentive_residual": ["cgru"],
                       "self_attentive_residual_cavg": ["cgru"], "memory_rnn": ["cgru"],
                       "self_attentive_rnn": ["cgru"], "rnnsearch": ["rnnsearch"],
-                      "cgru_layer_norm": ["cgru"], "memory_rnn_dropouts": ["cgru"],
+                      "cgru_layer_norm": ["cgru"], "memory_rnn_deep_ln": ["cgru"],
                       "cgru_deep_transition": ["cgru"], "rnnsearch_reset_after": ["rnnsearch"],
                       "luong": ["luong"], "luong_dot": ["luong"],
                       "encdec_birnn_2layers": []}[variant]  # encdec: the GRU loop only

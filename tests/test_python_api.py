@@ -120,6 +120,7 @@ class PythonApiTest(tf.test.TestCase):
     self.assertEqual(nmt_tf.load(run_dir).translate(["a"])[0].source_tokens[-1], "</s>")
 
 
+@pytest.mark.slow  # starts processes
 class PackageTest(tf.test.TestCase):
 
   def test_import_is_light(self):

@@ -10,6 +10,7 @@ import tempfile
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from nmt_tf.training.optimizers import FusedAdam
@@ -86,6 +87,7 @@ class FusedAdamTest(tf.test.TestCase):
     for g, w in zip(got, want):
       self.assertAllClose(g, w, **TOL)
 
+  @pytest.mark.slow  # starts a process
   def test_two_replicas(self):
     # Two logical CPUs must be configured before TensorFlow starts: in a fresh process.
     code = ("from nmt_tf.training import distribution; distribution.use_logical_cpus(2)\n"
