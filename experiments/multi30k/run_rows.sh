@@ -41,32 +41,45 @@ ablation() {
 }
 ablation spm4k cgru_de-en_2500steps \
   "SentencePiece vocabularies of 4,000 pieces per side instead of 8,000." \
-  --config.tokenizer.vocab_size=4000
-ablation spm2k cgru_de-en_2500steps \
-  "SentencePiece vocabularies of 2,000 pieces per side instead of 8,000." \
-  --config.tokenizer.vocab_size=2000
-ablation joint8k cgru_de-en_2500steps \
-  "One SentencePiece vocabulary of 8,000 pieces for both languages." \
-  --config.tokenizer.shared=True
-ablation tied cgru_de-en_2500steps \
+  --config.train.precision=float32_bf16_matmul --config.tokenizer.vocab_size=4000
+
+# The other ablations train in float32 against a float32 baseline: CPUs without bfloat16
+# instructions emulate the recipe's bfloat16 products at half the speed of float32, and a
+# precision that does not depend on the CPU keeps every row comparable with its baseline.
+F32=(--config.train.precision=float32)
+if wanted float32; then
+  "$PYTHON" experiments/multi30k/study.py row cgru_float32_de-en_2500steps \
+    --config=multi30k:cgru --run_dir="$RUN_ROOT/cgru_float32_de-en_2500steps" \
+    --baseline=cgru_de-en_2500steps \
+    --note="The recipe in float32 instead of bfloat16 products: the baseline of the ablations." \
+    -- "${STEPS[@]}" "${F32[@]}"
+fi
+BASE=cgru_float32_de-en_2500steps
+ablation layernorm "$BASE" \
+  "Layer-normalized GRUs in the encoder and the cGRU (Nematus)." \
+  "${F32[@]}" --config.model.layer_norm=True
+ablation hiddendrop "$BASE" \
+  "Variational dropout of 0.2 on the GRUs' recurrent states (Gal and Ghahramani 2016)." \
+  "${F32[@]}" --config.model.hidden_dropout=0.2
+ablation tied "$BASE" \
   "The output projection tied to the target embeddings (Press and Wolf 2017)." \
-  --config.model.tie_embeddings=target
+  "${F32[@]}" --config.model.tie_embeddings=target
+ablation worddrop "$BASE" \
+  "Word dropout of 0.1 on source and target tokens (Sennrich and Zhang 2019)." \
+  "${F32[@]}" --config.model.source_word_dropout=0.1 --config.model.target_word_dropout=0.1
+ablation spm2k "$BASE" \
+  "SentencePiece vocabularies of 2,000 pieces per side instead of 8,000." \
+  "${F32[@]}" --config.tokenizer.vocab_size=2000
+ablation embdrop "$BASE" \
+  "Variational dropout of 0.2 on the embeddings, one mask per sentence (Nematus)." \
+  "${F32[@]}" --config.model.embedding_dropout=0.2
+ablation joint8k "$BASE" \
+  "One SentencePiece vocabulary of 8,000 pieces for both languages." \
+  "${F32[@]}" --config.tokenizer.shared=True
 ablation tied_all cgru_joint8k_de-en_2500steps \
   "Three-way tied embeddings over the joint vocabulary, against the joint vocabulary." \
-  --config.tokenizer.shared=True --config.model.tie_embeddings=all
-ablation worddrop cgru_de-en_2500steps \
-  "Word dropout of 0.1 on source and target tokens (Sennrich and Zhang 2019)." \
-  --config.model.source_word_dropout=0.1 --config.model.target_word_dropout=0.1
-ablation layernorm cgru_de-en_2500steps \
-  "Layer-normalized GRUs in the encoder and the cGRU (Nematus)." \
-  --config.model.layer_norm=True
-ablation hiddendrop cgru_de-en_2500steps \
-  "Variational dropout of 0.2 on the GRUs' recurrent states (Gal and Ghahramani 2016)." \
-  --config.model.hidden_dropout=0.2
-ablation embdrop cgru_de-en_2500steps \
-  "Variational dropout of 0.2 on the embeddings, one mask per sentence (Nematus)." \
-  --config.model.embedding_dropout=0.2
-ablation deeptrans cgru_de-en_2500steps \
+  "${F32[@]}" --config.tokenizer.shared=True --config.model.tie_embeddings=all
+ablation deeptrans "$BASE" \
   "A deep-transition decoder: four GRU transitions per step instead of two (Nematus)." \
-  --config.model.decoder_transition_depth=4
+  "${F32[@]}" --config.model.decoder_transition_depth=4
 "$PYTHON" experiments/multi30k/study.py report
