@@ -3,6 +3,8 @@
 `native_bf16` tells whether bfloat16 matrix products run natively (AVX512_BF16 or AMX-BF16);
 without, TensorFlow converts the operands and the products are slower than float32
 (docs/PERFORMANCE.md, "Figures by CPU"), so training warns about a bfloat16 precision there.
+`resolve_precision` turns the precision "auto" (train.precision, decode.precision) into the
+fastest exact-enough choice for this machine.
 """
 
 CPUINFO = "/proc/cpuinfo"
@@ -35,3 +37,23 @@ def native_bf16(info=None):
   if not info.get("flags"):
     return None
   return any(flag in info["flags"] for flag in BF16_FLAGS)
+
+
+def resolve_precision(precision, info=None, gpus=()):
+  """(precision, reason): "auto" resolved for this machine, any other name as it is.
+
+  auto is float32_bf16_matmul (float32 with bfloat16 matrix-product operands) on a CPU with
+  AVX512_BF16 or AMX-BF16 and no GPU in use, else float32: on CPUs without those
+  instructions the bfloat16 products are emulated and run at about half the speed of float32
+  (docs/PERFORMANCE.md). `reason` is None for an explicit precision.
+  """
+  if precision != "auto":
+    return precision, None
+  if gpus:
+    return "float32", "auto: a GPU is in use"
+  native = native_bf16(info)
+  if native:
+    return "float32_bf16_matmul", "auto: this CPU has AVX512_BF16 or AMX-BF16"
+  if native is None:
+    return "float32", "auto: this CPU's instructions are unknown"
+  return "float32", "auto: this CPU has no AVX512_BF16 or AMX-BF16"

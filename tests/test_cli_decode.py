@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from unittest import mock
 
 from absl import flags
 from absl.testing import flagsaver
@@ -18,6 +19,7 @@ import pytest
 import tensorflow as tf
 
 from nmt_tf import cli
+from nmt_tf import cpu
 from nmt_tf.cli import average as average_cli
 from nmt_tf.cli import common
 from nmt_tf.cli import evaluate as evaluate_cli
@@ -62,8 +64,9 @@ class DecodeFlagsTest(tf.test.TestCase):
       FLAGS.mark_as_parsed()
     config = tiny_experiment()
     self.assertEqual(common.decode_config(config).precision, "float32")
-    with flagsaver.flagsaver(precision="float32_bf16_matmul"):
-      self.assertEqual(common.decode_config(config).precision, "float32_bf16_matmul")
+    for precision in ("float32_bf16_matmul", "auto"):
+      with flagsaver.flagsaver(precision=precision):
+        self.assertEqual(common.decode_config(config).precision, precision)
     with flagsaver.flagsaver(matmul_dtype="bfloat16"):
       self.assertEqual(common.decode_config(config).precision, "float32_bf16_matmul")
 
@@ -103,6 +106,14 @@ class DecodeCommandsTest(tf.test.TestCase):
     self.assertTrue(all(out[i] for i in (0, 1, 3)))
     self.assertRegex(err, r"line 4 has \d+ tokens; cut to the first 6")
     self.assertNotIn("line 1 ", err)
+
+  def test_auto_precision_is_printed_and_searches_as_its_choice(self):
+    out, err = self.translate()
+    self.assertNotIn("precision:", err)  # the run's float32: nothing to decide
+    with mock.patch.object(cpu, "cpu_info", return_value={"flags": {"avx2"}}):
+      auto, err = self.translate(precision="auto")
+    self.assertIn("precision: float32 (auto: this CPU has no AVX512_BF16 or AMX-BF16)", err)
+    self.assertEqual(auto, out)
 
   def test_input_mostly_unknown_to_the_model_is_flagged_once(self):
     _, err = self.translate()

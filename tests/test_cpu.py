@@ -65,3 +65,22 @@ class CpuTest(tf.test.TestCase):
 
 if __name__ == "__main__":
   tf.test.main()
+
+
+class ResolvePrecisionTest(tf.test.TestCase):
+
+  def test_auto_takes_bfloat16_products_only_where_they_are_native(self):
+    self.assertEqual(cpu.resolve_precision("auto", info_of("avx512f avx512_bf16")),
+                     ("float32_bf16_matmul", "auto: this CPU has AVX512_BF16 or AMX-BF16"))
+    self.assertEqual(cpu.resolve_precision("auto", info_of("amx_bf16", family="6"))[0],
+                     "float32_bf16_matmul")
+    self.assertEqual(cpu.resolve_precision("auto", info_of("avx512f")),
+                     ("float32", "auto: this CPU has no AVX512_BF16 or AMX-BF16"))
+    self.assertEqual(cpu.resolve_precision("auto", {}),
+                     ("float32", "auto: this CPU's instructions are unknown"))
+    self.assertEqual(cpu.resolve_precision("auto", info_of("amx_bf16"), gpus=["GPU:0"]),
+                     ("float32", "auto: a GPU is in use"))
+
+  def test_explicit_precisions_stay(self):
+    for precision in ("float32", "float32_bf16_matmul", "mixed_bfloat16", "mixed_float16"):
+      self.assertEqual(cpu.resolve_precision(precision, info_of("avx2")), (precision, None))

@@ -111,5 +111,5 @@ class ExperimentConfigTest(tf.test.TestCase):
       self.assertEqual(DecodeConfig(matmul_dtype="float32"), DecodeConfig())
       DecodeConfig(matmul_dtype="bfloat16")  # warned once per process
     with self.assertRaisesRegex(ConfigError, "Received decode.precision='bfloat16'; expected "
-                                "one of \\('float32', 'float32_bf16_matmul'\\)"):
+                                "one of \\('auto', 'float32', 'float32_bf16_matmul'\\)"):
       DecodeConfig(precision="bfloat16")

@@ -17,10 +17,11 @@ import tensorflow as tf
 from tensorflow_serving.apis import predict_pb2
 from tensorflow_serving.apis import prediction_log_pb2
 
-from nmt_tf.experiment import RunDir
+from nmt_tf.experiment import DecodeConfig, RunDir
 from nmt_tf.export import (DEFAULT_MAX_SOURCE_LENGTH, disallowed_ops, export_run, ExportError,
                            ForbiddenOpError, METADATA_FILE, next_version, SIGNATURES,
                            WARMUP_FILE)
+from nmt_tf.export.exporter import serving_decode_config
 from nmt_tf.export.ops import check_forbidden_ops, saved_model_ops
 from nmt_tf.inference.ensemble import ModelEnsemble
 from nmt_tf.inference.loading import load_models
@@ -51,6 +52,16 @@ def decoded(tensor):
 
 
 @pytest.mark.slow  # exports and serves in a fresh process
+class ServingPrecisionTest(tf.test.TestCase):
+
+  def test_auto_exports_float32_and_explicit_precisions_stay(self):
+    self.assertEqual(serving_decode_config(DecodeConfig(precision="auto", beam_size=3)),
+                     DecodeConfig(precision="float32", beam_size=3))
+    for precision in ("float32", "float32_bf16_matmul"):
+      self.assertEqual(serving_decode_config(DecodeConfig(precision=precision)).precision,
+                       precision)
+
+
 class ExportTest(tf.test.TestCase):
   """One word-tokenizer cgru run, exported once and shared by every test."""
 

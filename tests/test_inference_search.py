@@ -2,12 +2,14 @@
 teacher-forced scoring for every decoder family, XLA compilation without retracing."""
 
 import itertools
+from unittest import mock
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from nmt_tf import cpu
 from nmt_tf import decoding
 from nmt_tf.experiment import DecodeConfig
 from nmt_tf.inference import CompiledTranslator, ModelEnsemble, Translator, token_log_probs
@@ -167,6 +169,19 @@ class CompiledSearchTest(tf.test.TestCase):
       forced = teacher_forced(model, SOURCES[row:row + 1], [ids])[0]
       self.assertAllClose(out["log_probs"][row, 0], forced, atol=0.1)
     self.assertIsNone(model.matmul_dtype)  # the search's choice, not the model's
+
+  def test_auto_precision_searches_as_the_cpu_it_picks(self):
+    model = make_model(decoder="cgru")
+    for flags, precision in (("avx512f avx512_bf16", "float32_bf16_matmul"),
+                             ("avx2", "float32")):
+      with mock.patch.object(cpu, "cpu_info", return_value={"flags": set(flags.split())}):
+        auto = translator_for(model, beam_size=2, max_length=6, precision="auto")
+      self.assertEqual(auto.precision, precision)
+      self.assertIn("auto: this CPU has", auto.precision_reason)
+      pinned = translator_for(model, beam_size=2, max_length=6, precision=precision)
+      self.assertIsNone(pinned.precision_reason)
+      self.assertAllEqual(auto.translate_ids(SOURCES).log_probs,
+                          pinned.translate_ids(SOURCES).log_probs)
 
 
 if __name__ == "__main__":

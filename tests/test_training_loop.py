@@ -7,11 +7,13 @@ import io
 import os
 import tempfile
 import types
+from unittest import mock
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from nmt_tf import cpu
 from nmt_tf.evaluation.alignment_plot import alignment_png
 from nmt_tf.training import Trainer, TrainingError, train
 from nmt_tf.training.schedules import WarmupSchedule
@@ -169,12 +171,17 @@ class PrecisionAndStoppingTest(tf.test.TestCase):
                                            key=lambda x: x[0])]
     self.assertLess(rates[-1], rates[1])  # inverse square-root decay after the warm-up
 
-  def test_float32_bf16_matmul_trains(self):
-    config = tiny_train_config(steps=30, eval_every=30, checkpoint_every=30,
-                               precision="float32_bf16_matmul")
+  def test_float32_bf16_matmul_trains_where_auto_picks_it(self):
+    config = tiny_train_config(steps=30, eval_every=30, checkpoint_every=30, precision="auto")
     run_dir = tempfile.mkdtemp()
-    trainer = Trainer(config, run_dir, stream=io.StringIO())
-    trainer.train()
+    stream = io.StringIO()
+    with mock.patch.object(cpu, "cpu_info", return_value={"model_name": "AMD EPYC",
+                                                          "flags": {"avx512_bf16"}}):
+      trainer = Trainer(config, run_dir, stream=stream)
+      summary = trainer.train()
+    self.assertIn("Precision: float32_bf16_matmul (auto: this CPU has AVX512_BF16 or "
+                  "AMX-BF16).", stream.getvalue())
+    self.assertEqual(summary["precision"], "float32_bf16_matmul")
     self.assertEqual(trainer.model.compute_dtype, "float32")
     self.assertEqual(trainer.model.matmul_dtype, "bfloat16")
     losses = [_scalar(v) for _, v in sorted(_events(run_dir)["train/loss"], key=lambda x: x[0])]
@@ -268,6 +275,17 @@ class PiecesTest(tf.test.TestCase):
       self.assertIsNone(bf16_warning(precision, zen3, gpus=["GPU:0"]))
     for precision in ("float32", "mixed_float16"):
       self.assertIsNone(bf16_warning(precision, zen3, gpus=[]))
+
+  def test_auto_precision_is_float32_on_a_cpu_that_emulates_bfloat16(self):
+    stream = io.StringIO()
+    with mock.patch.object(cpu, "cpu_info", return_value={"model_name": "AMD EPYC",
+                                                          "flags": {"avx2"}}):
+      trainer = Trainer(tiny_train_config(precision="auto"), tempfile.mkdtemp(), stream=stream)
+    self.assertEqual(trainer.precision, "float32")
+    self.assertIsNone(trainer.model.matmul_dtype)
+    self.assertIn("Precision: float32 (auto: this CPU has no AVX512_BF16 or AMX-BF16).",
+                  stream.getvalue())
+    self.assertEqual(trainer.config.train.precision, "auto")  # config.json keeps auto
 
   def test_schedules(self):
     warm = WarmupSchedule(1.0, "inverse_sqrt", warmup_steps=4)

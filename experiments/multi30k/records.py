@@ -177,6 +177,7 @@ def from_run(run_dir, name, command, baseline=None, note=None):
                else {"steps": config["train"]["steps"]}),
       "train": {"steps": summary["steps"], "seconds": summary.get("train_seconds"),
                 "cpu_seconds": summary.get("cpu_seconds"), "stopped": summary.get("stopped"),
+                "precision": summary.get("precision", config["train"]["precision"]),
                 "best_valid_bleu": summary.get("best_bleu"),
                 "tokens_per_second": tokens_per_second(run_dir)},
       "validation": validation_curve(run_dir),

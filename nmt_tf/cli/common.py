@@ -30,9 +30,10 @@ flags.DEFINE_float("length_penalty", None, "GNMT length penalty alpha; default: 
 flags.DEFINE_float("coverage_penalty", None, "GNMT coverage penalty beta; default: the config's.")
 flags.DEFINE_integer("decode_batch_size", None, "Sentences per decoding batch; default: the "
                      "config's.")
-flags.DEFINE_enum("precision", None, ["float32", "float32_bf16_matmul"], "Precision of the "
-                  "search's matrix products (float32_bf16_matmul: bfloat16 operands, faster on "
-                  "AMX/AVX512-BF16 CPUs); default: the config's decode.precision.")
+flags.DEFINE_enum("precision", None, ["auto", "float32", "float32_bf16_matmul"], "Precision "
+                  "of the search's matrix products (float32_bf16_matmul: bfloat16 operands, "
+                  "faster on AMX/AVX512-BF16 CPUs; auto: those where the CPU has them); "
+                  "default: the config's decode.precision.")
 flags.DEFINE_enum("matmul_dtype", None, ["float32", "bfloat16"], "Deprecated: --precision "
                   "(bfloat16 = float32_bf16_matmul).")
 

@@ -57,6 +57,8 @@ def build_translator():
                      "positive integer.")
   translator = Translator(model, src_tok, tgt_tok, decode, FLAGS.max_input_tokens,
                           reverse_source=config.pipeline.reverse_source)
+  if translator.precision_reason:
+    print(f"precision: {translator.precision} ({translator.precision_reason})", file=sys.stderr)
   return translator, config, decode, paths
 
 

@@ -31,10 +31,10 @@ def get_config(model="cgru"):
       max_minutes=120.0,
       patience=10,  # validations without a BLEU gain before stopping
       log_every=100,
-      # bfloat16 operands for the matrix products: 1.3x faster on AMX CPUs
-      # (docs/PERFORMANCE.md); set float32 on CPUs without AVX512_BF16 or AMX, which emulate
-      # them (the trainer says so at start).
-      precision="float32_bf16_matmul",
+      # bfloat16 operands for the matrix products where the CPU has AVX512_BF16 or AMX
+      # (1.3x faster with AMX, docs/PERFORMANCE.md), float32 where it would emulate them;
+      # the trainer prints its choice at start.
+      precision="auto",
   )
-  config.decode.update(max_length=100)
+  config.decode.update(max_length=100, precision="auto")
   return config

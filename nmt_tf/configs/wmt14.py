@@ -40,8 +40,9 @@ def get_config(model="cgru"):
       keep_checkpoints=5,
       patience=10,
       log_every=200,
-      # On GPUs set mixed_float16 (or mixed_bfloat16 on A100 and later); on CPUs with
-      # AVX512_BF16 or AMX, float32_bf16_matmul.
-      precision="float32",
+      # bfloat16 products on CPUs with AVX512_BF16 or AMX, else float32; on GPUs set
+      # mixed_float16 (or mixed_bfloat16 on A100 and later).
+      precision="auto",
   )
+  config.decode.update(precision="auto")
   return config

@@ -20,9 +20,9 @@ from nmt_tf.experiment import presets
 from nmt_tf.models.config import ConfigError, ModelConfig
 
 SCHEDULES = ("constant", "inverse_sqrt", "noam", "exponential")
-DECODE_PRECISIONS = ("float32", "float32_bf16_matmul")
+DECODE_PRECISIONS = ("auto", "float32", "float32_bf16_matmul")
 MATMUL_DTYPES = {"float32": "float32", "bfloat16": "float32_bf16_matmul"}  # the old spelling
-PRECISIONS = ("float32", "float32_bf16_matmul", "mixed_bfloat16", "mixed_float16")
+PRECISIONS = ("auto", "float32", "float32_bf16_matmul", "mixed_bfloat16", "mixed_float16")
 STRATEGIES = ("default", "mirrored", "multi_worker")
 
 
@@ -71,7 +71,9 @@ class TrainConfig:
     max_minutes: wall-clock budget of the training loop in minutes, summed over resumed runs
       (0 = none); when spent, the run validates, saves and stops (Marian's --after 2h).
     precision: float32 | float32_bf16_matmul (float32 with bfloat16 matrix-product operands,
-      layers/kernels/precision.py) | mixed_bfloat16 | mixed_float16 (Keras mixed policies).
+      layers/kernels/precision.py) | mixed_bfloat16 | mixed_float16 (Keras mixed policies) |
+      auto: float32_bf16_matmul on a CPU with AVX512_BF16 or AMX-BF16 and no GPU, float32
+      elsewhere (nmt_tf/cpu.py), decided at every start and printed.
     strategy: default | mirrored | multi_worker (tf.distribute).
     seed: random seed of weights, dropout and data order.
     log_every: console/TensorBoard scalars every N steps.
@@ -145,9 +147,10 @@ class DecodeConfig:
     max_length_a, max_length_b: per-sentence cap a * source_length + b.
     min_length: EOS forbidden before this many tokens.
     batch_size: sentences per decoding batch.
-    precision: float32 | float32_bf16_matmul, as train.precision: the search's matrix
+    precision: float32 | float32_bf16_matmul | auto, as train.precision: the search's matrix
       products with bfloat16 operands (layers/kernels/precision.py; 1.2-1.35x faster search on
-      AMX CPUs, docs/PERFORMANCE.md). A model trained with float32_bf16_matmul searches so
+      AMX CPUs, docs/PERFORMANCE.md), or auto, float32_bf16_matmul where the CPU has
+      AVX512_BF16 or AMX-BF16. A model trained with float32_bf16_matmul searches so
       whatever this says.
     matmul_dtype: deprecated spelling of precision (bfloat16 = float32_bf16_matmul), read
       with a warning.

@@ -65,6 +65,15 @@ def saved_root(module, functions):
   return root
 
 
+def serving_decode_config(decode_config):
+  """decode_config with precision auto made float32: the SavedModel runs on the serving
+  machine, not this one, and float32 runs well on every CPU; decode.precision=
+  float32_bf16_matmul exports bfloat16 products for servers with AMX or AVX512_BF16."""
+  if decode_config.precision == "auto":
+    return dataclasses.replace(decode_config, precision="float32")
+  return decode_config
+
+
 def export_run(run_dir, checkpoint="best", export_dir=None, model_name="nmt", version=None,
                beam_size=None, nbest=None, max_source_length=DEFAULT_MAX_SOURCE_LENGTH,
                decode_config=None, warmup=True, checkpoints=None, report=print):
@@ -99,7 +108,7 @@ def export_run(run_dir, checkpoint="best", export_dir=None, model_name="nmt", ve
     raise ExportError(f"Received max_source_length={max_source_length!r}; expected a "
                       "positive integer.")
   model, config, src_tok, tgt_tok, paths = load_models(run.path, checkpoint, checkpoints)
-  decode_config = decode_config or config.decode
+  decode_config = serving_decode_config(decode_config or config.decode)
   beam_size = beam_size or decode_config.beam_size
   nbest = nbest or beam_size
   if nbest > beam_size:

@@ -10,6 +10,7 @@ docs/EQUATIONS.md "Training objective").
 
 import tensorflow as tf
 
+from nmt_tf import cpu
 from nmt_tf import decoding
 from nmt_tf import special_tokens
 from nmt_tf.data import add_bos_eos, encode_source, strip_special
@@ -57,6 +58,9 @@ class Translator(tf.Module):
     self.decode_config = decode_config
     self.max_source_length = max_source_length
     self.reverse_source = reverse_source
+    # decode.precision=auto decided once, for this machine; `precision_reason` says why.
+    self.precision, self.precision_reason = cpu.resolve_precision(
+        decode_config.precision, gpus=tf.config.list_physical_devices("GPU"))
 
   def source_ids(self, text):
     """text tf.string [batch] -> (ids [batch, src_len] padded with 0 and ending in EOS,
@@ -112,7 +116,7 @@ class Translator(tf.Module):
     beam_size = beam_size or cfg.beam_size
     nbest = nbest or (cfg.nbest if beam_size > 1 else 1)
     # The model's own (its training precision) first; an ensemble has none.
-    dtype = getattr(self.model, "matmul_dtype", None) or kernels.matmul_dtype_for(cfg.precision)
+    dtype = getattr(self.model, "matmul_dtype", None) or kernels.matmul_dtype_for(self.precision)
     with kernels.precision_scope(dtype, prefetch=self.model.trainable_variables):
       return self._search(source, cfg, beam_size, nbest)
 

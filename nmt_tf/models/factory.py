@@ -3,13 +3,16 @@ call `build_model`.
 
 precision (train.precision): float32; float32_bf16_matmul, a float32 model whose matrix
 products take bfloat16 operands (`kernels.precision_scope`); mixed_bfloat16 and mixed_float16,
-Keras dtype policies, set while the layers are created.
+Keras dtype policies, set while the layers are created; auto, one of the first two for this
+machine (`nmt_tf.cpu.resolve_precision`).
 """
 
 import contextlib
 
 import keras
+import tensorflow as tf
 
+from nmt_tf import cpu
 from nmt_tf.layers import kernels
 from nmt_tf.models.seq2seq import Seq2Seq
 
@@ -28,6 +31,7 @@ def dtype_policy(name):
 def build_model(model_config, precision="float32", kernel_options=None):
   """A Seq2Seq for `model_config` (a ModelConfig) with every weight created; kernel_options:
   its kernels.KernelOptions (None: the defaults)."""
+  precision, _ = cpu.resolve_precision(precision, gpus=tf.config.list_physical_devices("GPU"))
   matmul_dtype = kernels.matmul_dtype_for(precision)
   with dtype_policy("float32" if matmul_dtype else precision):
     model = Seq2Seq(model_config, kernel_options=kernel_options,

@@ -131,16 +131,22 @@ class Trainer:
     if self.worker.is_chief and self.worker.num_workers > 1:
       distribution.barrier(self.strategy)
     keras.utils.set_random_seed(train_cfg.seed)
+    # train.precision=auto is decided here, at every start, for the machine at hand.
+    self.precision, reason = cpu.resolve_precision(
+        train_cfg.precision, gpus=tf.config.list_physical_devices("GPU"))
     warning = bf16_warning(train_cfg.precision)
-    if warning and self.worker.is_chief:
-      logging.warning(warning)
+    if self.worker.is_chief:
+      if reason:
+        self._warn(f"Precision: {self.precision} ({reason}).")
+      if warning:
+        logging.warning(warning)
     # Every worker's position in its stream of a streamed corpus (JSON, data_order.py); made
     # outside the strategy's scope, as collectives cannot broadcast a string.
     data_position = tf.Variable("", dtype=tf.string, trainable=False, name="data_position")
     with self.strategy.scope():
-      self.model = build_model(self.config.model, train_cfg.precision)
+      self.model = build_model(self.config.model, self.precision)
       optimizer = FusedAdam(learning_rate=learning_rate_schedule(train_cfg))
-      if train_cfg.precision == "mixed_float16":
+      if self.precision == "mixed_float16":
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
       optimizer.build(self.model.trainable_variables)
       self.optimizer = optimizer
@@ -390,6 +396,7 @@ class Trainer:
         "wall_time": time.time() - start,
         "train_seconds": self._clock(),
         "cpu_seconds": self._cpu_clock(),
+        "precision": self.precision,  # train.precision=auto resolved on this machine
         "checkpoint": self.keeper.latest,
         "best_checkpoint": self.keeper.best,
         "stopped": reason,
