@@ -3,6 +3,7 @@ log-probabilities, length constraints, penalties, state reordering, exhaustive o
 XLA compilation and retracing."""
 
 import itertools
+from unittest import mock
 
 import numpy as np
 import tensorflow as tf
@@ -10,6 +11,7 @@ import tensorflow as tf
 from nmt_tf.decoding import beam_search
 from nmt_tf.decoding import decode
 from nmt_tf.decoding import greedy_search
+from nmt_tf.decoding import utils
 from nmt_tf.special_tokens import BOS_ID, EOS_ID, PAD_ID
 
 
@@ -420,6 +422,58 @@ class CompilationTest(tf.test.TestCase):
       single = run_search(alone, beam_size=3, nbest=2, length_penalty=0.6)
       for got, expected in zip(single, batched):
         self.assertAllClose(got[0], expected[b])
+
+
+class TopKTest(tf.test.TestCase):
+  """utils.top_k, the chunked top-k of beam search, against tf.math.top_k."""
+
+  def assert_same_as_top_k(self, values, k):
+    expected = tf.math.top_k(values, k=k)
+    unknown_rows = tf.function(lambda x: utils.top_k(x, k), input_signature=[
+        tf.TensorSpec([None, values.shape[1]], tf.float32)])
+    for got in (utils.top_k(values, k),
+                tf.function(lambda x: utils.top_k(x, k), jit_compile=True)(values),
+                unknown_rows(values)):
+      self.assertAllEqual(got[0], expected.values)
+      self.assertAllEqual(got[1], expected.indices)
+
+  def test_values_and_indices_ties_and_infinities(self):
+    rng = np.random.default_rng(0)
+    for n, k in ((8000 * 5, 10), (6000, 8), (4099, 6), (300, 10), (1000, 3)):
+      values = rng.normal(size=[7, n]).astype(np.float32)
+      self.assert_same_as_top_k(tf.constant(values), k)
+      # Ties: few distinct values; and rows of mostly -inf (forbidden tokens, dead beams).
+      self.assert_same_as_top_k(tf.constant(np.round(values)), k)
+      values[:, rng.random(n) < 0.999] = -np.inf
+      values[0] = -np.inf
+      self.assert_same_as_top_k(tf.constant(values), k)
+
+  def test_chunks(self):
+    self.assertEqual(utils._chunk_size(40000, 10), 125)  # pylint: disable=protected-access
+    self.assertEqual(utils._chunk_size(6000, 8), 125)  # pylint: disable=protected-access
+    self.assertIsNone(utils._chunk_size(300, 10))  # pylint: disable=protected-access
+    self.assertIsNone(utils._chunk_size(4099, 6))  # a prime: tf.math.top_k itself
+
+  def test_beam_search_with_a_large_vocabulary_is_unchanged(self):
+    rng = np.random.default_rng(1)
+    vocab = 1500
+    emb = tf.constant(rng.normal(size=[vocab, 8]).astype(np.float32))
+    out = tf.constant(np.round(rng.normal(size=[8, vocab]) * 4).astype(np.float32))
+
+    def step(ids, state, context, time):
+      del time
+      logits = tf.gather(emb, ids) @ out + context["bias"]  # [rows, vocab], with ties
+      return logits, tf.ones([tf.shape(ids)[0], 3]) / 3.0, state
+
+    context = {"bias": tf.constant(rng.normal(size=[4, vocab]).astype(np.float32))}
+    state = {"unused": tf.zeros([4])}
+    search = lambda: beam_search(step, state, context, 4, 4, 12, nbest=4,
+                                 length_penalty=0.6)  # pylint: disable=unnecessary-lambda-assignment
+    got = search()
+    with mock.patch.object(utils, "top_k", lambda values, k: tf.math.top_k(values, k=k)):
+      expected = search()
+    for a, b in zip(got, expected):
+      self.assertAllEqual(a, b)
 
 
 class ArgumentsTest(tf.test.TestCase):

@@ -84,7 +84,7 @@ def beam_search(step_fn, state, context, batch_size, beam_size, max_length, *,
     vocab = log_probs.shape[-1] if log_probs.shape[-1] is not None else tf.shape(log_probs)[-1]
     totals = alive_log_probs[:, tf.newaxis] + log_probs  # [batch*beam, vocab]
     totals = tf.reshape(totals, [batch_size, -1])  # [batch, beam*vocab]
-    cand_scores, cand_index = tf.math.top_k(totals, k=2 * k)  # [batch, 2*beam]
+    cand_scores, cand_index = utils.top_k(totals, k=2 * k)  # [batch, 2*beam]
     cand_parents = row_offsets + cand_index // vocab  # [batch, 2*beam] rows of batch*beam
     cand_tokens = cand_index % vocab  # [batch, 2*beam]
     cand_is_eos = tf.equal(cand_tokens, EOS_ID)
