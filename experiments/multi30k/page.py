@@ -117,7 +117,8 @@ def _direction_table(direction, rows, figures):
          "|---|---|---|---:|---|---:|---:|---|---:|---:|---:|---:|---:|"]
   for r in rows:
     greedy, beam = r["scores"].get("greedy"), r["scores"].get("beam5")
-    out.append(f"| `{r['name']}` | {r['model']} | {r['tokenizer']} | {r['max_length']} "
+    out.append(f"| `{r['name']}` | {r['model']}{_decoding(r)} | {r['tokenizer']} "
+               f"| {r['max_length']} "
                f"| {_stop(r)} | {r['train']['steps']:,} | {_duration(r['train']['seconds'])} "
                f"| {r['machine']} | {_score(greedy)} | {_score(beam)} | {_score(beam, 'chrf')} "
                f"| {_score(beam, 'bleu_length_ratio', 3)} "
@@ -141,6 +142,21 @@ def _direction_table(direction, rows, figures):
                          length_bleu_png(by_length, title=f"{title}: test BLEU (beam 5)"),
                          "BLEU by source length"), ""]
   return out
+
+
+def _decoding(record):
+  """How a variant row (study.py variant) decoded its run, for the model column."""
+  decoding = record.get("decoding") or {}
+  parts = []
+  if decoding.get("average_last"):
+    parts.append(f"mean of the last {decoding['average_last']} checkpoints")
+  if decoding.get("ensemble"):
+    parts.append(f"ensemble of {len(decoding['ensemble'])} runs")
+  if decoding.get("beam_size"):
+    parts.append(f"beam {decoding['beam_size']}")
+  if decoding.get("length_penalty") is not None:
+    parts.append(f"length penalty {decoding['length_penalty']:g}")
+  return f"; {', '.join(parts)}" if parts else ""
 
 
 def _comparisons(rows, by_name):

@@ -77,7 +77,8 @@ def model_label(model_config):
   return name
 
 
-def _read_json(path):
+def read_json(path):
+  """A JSON file of a run or record; RecordError naming the fix when missing or invalid."""
   try:
     with open(path, encoding="utf-8") as f:
       return json.load(f)
@@ -145,20 +146,21 @@ def tokens_per_second(run_dir):
   return round(statistics.median(readings.values()), 1) if readings else None
 
 
-def from_run(run_dir, name, command, baseline=None, note=None):
+def from_run(run_dir, name, command, baseline=None, note=None, eval_root=None):
   """The row.json of a trained run whose test split was evaluated with every search of
-  SEARCHES into RUN/eval/test_<search>/.
+  SEARCHES into EVAL_ROOT/test_<search>/ (default RUN/eval).
 
   Raises:
     RecordError: the name is not a plain file name, or a file of the run is missing.
   """
+  eval_root = eval_root or os.path.join(run_dir, "eval")
   if not NAME.fullmatch(name):
     raise RecordError(f"row name {name!r}: use letters, digits, '_', '-' and '.' only.")
-  config = _read_json(os.path.join(run_dir, "config.json"))
-  summary = _read_json(os.path.join(run_dir, "train_summary.json"))
+  config = read_json(os.path.join(run_dir, "config.json"))
+  summary = read_json(os.path.join(run_dir, "train_summary.json"))
   scores = {}
   for key in SEARCHES:
-    report = _read_json(os.path.join(run_dir, "eval", f"test_{key}", "report.json"))
+    report = read_json(os.path.join(eval_root, f"test_{key}", "report.json"))
     scores[key] = {k: report.get(k) for k in SCORE_KEYS}
   data = config["data"]
   record = {
@@ -185,15 +187,16 @@ def from_run(run_dir, name, command, baseline=None, note=None):
       "scores": scores,
       "machine": machine(),
       "config": config,
-      "corpus": _read_json(os.path.join(run_dir, "corpus.json")),
+      "corpus": read_json(os.path.join(run_dir, "corpus.json")),
   }
   if note:
     record["note"] = note
   return record
 
 
-def write(record, run_dir, rows_dir, keep_attention=False):
-  """Writes rows_dir/<name>/ from `record` (from_run) and the run's test outputs; returns it.
+def write(record, run_dir, rows_dir, keep_attention=False, eval_root=None):
+  """Writes rows_dir/<name>/ from `record` (from_run) and the run's test outputs (under
+  EVAL_ROOT, default RUN/eval); returns it.
 
   Raises:
     RecordError: the name is not a plain file name, or a record of that name exists.
@@ -208,7 +211,7 @@ def write(record, run_dir, rows_dir, keep_attention=False):
   staging = target + ".partial"
   shutil.rmtree(staging, ignore_errors=True)
   for key in SEARCHES:
-    source_dir = os.path.join(run_dir, "eval", f"test_{key}")
+    source_dir = os.path.join(eval_root or os.path.join(run_dir, "eval"), f"test_{key}")
     files = [HYPOTHESES, significance.STATS_FILE]
     if keep_attention and key == "beam5":
       files += sorted(os.path.basename(p)
@@ -228,7 +231,7 @@ def load(rows_dir):
   """Every record under rows_dir, by name; each with "path", its directory."""
   records = []
   for path in sorted(glob.glob(os.path.join(rows_dir, "*", ROW_FILE))):
-    record = _read_json(path)
+    record = read_json(path)
     record["path"] = os.path.dirname(path)
     records.append(record)
   names = {r["name"] for r in records}

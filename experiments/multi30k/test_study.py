@@ -2,14 +2,17 @@
 `nmt-tf` command line and records the row, `record` makes an immutable record of a run
 directory, `report` draws the results page from the records alone."""
 
+import contextlib
 import gzip
 import hashlib
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from unittest import mock
 
 import pytest
 import sacrebleu
@@ -61,6 +64,9 @@ class StudyTest(tf.test.TestCase):
     cls.record = study("record", "tiny_b", f"--run_dir={cls.run_dir}", f"--rows={cls.rows}",
                        "--command=nmt-tf train --config=tiny.py", "--baseline=tiny_a",
                        "--note=The same run recorded twice.")
+    cls.variant = study("variant", "tiny_avg", "--of=tiny_a", f"--run_dir={cls.run_dir}",
+                        f"--rows={cls.rows}", "--average_last=2", "--length_penalty=1.0",
+                        "--note=The mean of the last two checkpoints.")
 
   def load(self, name):
     with open(os.path.join(self.rows, name, records.ROW_FILE), encoding="utf-8") as f:
@@ -115,13 +121,37 @@ class StudyTest(tf.test.TestCase):
     self.assertEqual(before["baseline"], "tiny_a")
     self.assertEqual(records.attention_images({"path": os.path.join(self.rows, "tiny_b")}), [])
 
+  def test_variant_decodes_the_mean_of_the_last_checkpoints(self):
+    self.assertEqual(self.variant[0], 0, self.variant[2][-3000:])
+    row, base = self.load("tiny_avg"), self.load("tiny_a")
+    self.assertEqual(row["baseline"], "tiny_a")
+    self.assertEqual(row["command"], base["command"])  # trained by the same command
+    self.assertEqual(row["decoding"]["average_last"], 2)
+    self.assertEqual(row["decoding"]["length_penalty"], 1.0)
+    self.assertIn("study.py variant tiny_avg --of=tiny_a", row["decoding"]["command"])
+    self.assertEqual(row["scores"]["beam5"]["length_penalty"], 1.0)
+    self.assertEqual(row["train"], base["train"])
+    self.assertTrue(os.path.exists(os.path.join(self.run_dir, "averaged", "tiny_avg",
+                                                "ckpt-avg.index")))
+    for key in ("greedy", "beam5"):
+      self.assertTrue(os.path.exists(os.path.join(self.run_dir, "eval", "tiny_avg",
+                                                  f"test_{key}", "report.json")))
+      self.assertTrue(os.path.exists(records.hypotheses_path(
+          {"path": os.path.join(self.rows, "tiny_avg")}, key)))
+    code, out, _ = study("variant", "tiny_avg", "--of=tiny_a", f"--run_dir={self.run_dir}",
+                         f"--rows={self.rows}")
+    self.assertEqual(code, 0)
+    self.assertIn("recorded already", out)
+
   def test_errors_are_one_line(self):
     for args in (["record", "x", f"--run_dir={os.path.join(self.tmp, 'missing')}",
                   f"--rows={self.rows}", "--command=c"],
                  ["record", "../x", f"--run_dir={self.run_dir}", f"--rows={self.rows}",
                   "--command=c"],
                  ["row", "y", f"--config={self.config_file}", f"--rows={self.rows}",
-                  "--baseline=no_such_row"]):
+                  "--baseline=no_such_row"],
+                 ["variant", "y", "--of=no_such_row", f"--run_dir={self.run_dir}",
+                  f"--rows={self.rows}"]):
       code, _, err = study(*args)
       self.assertEqual(code, 2, args)
       self.assertEqual(len(err.strip().splitlines()), 1, err)
@@ -150,6 +180,10 @@ class StudyTest(tf.test.TestCase):
                       if line.startswith("| `tiny_b` | `tiny_a` |"))  # against its baseline
     self.assertIn("| +0.00 |", comparison)  # the same outputs
     self.assertIn("- `tiny_b`: The same run recorded twice.", text)
+    self.assertIn("| `tiny_avg` | cgru; mean of the last 2 checkpoints, length penalty 1 |",
+                  text)
+    self.assertTrue(any(line.startswith("| `tiny_avg` | `tiny_a` |")
+                        for line in text.splitlines()))
     self.assertEqual(sorted(os.listdir(figures)),
                      ["attention_0.png", "attention_1.png", "attention_2.png",
                       "bleu_by_length_word.png", "curves_generated.png"])  # not the stale one
@@ -162,6 +196,41 @@ class StudyTest(tf.test.TestCase):
     os.symlink(os.path.join(self.rows, "tiny_b"), os.path.join(rows, "tiny_b"))
     with self.assertRaisesRegex(records.RecordError, "baseline 'tiny_a' has no record"):
       records.load(rows)
+
+
+class TuneTest(tf.test.TestCase):
+  """`study.py tune` on the validation split, with `nmt-tf evaluate` replaced by a fake."""
+
+  def test_grid_on_the_validation_split_and_the_best(self):
+    import study  # pylint: disable=g-import-not-at-top
+    run_dir = tempfile.mkdtemp()
+    self.addCleanup(shutil.rmtree, run_dir)
+    calls = []
+
+    def fake_nmt_tf(args):
+      calls.append(args)
+      flags = dict(a.lstrip("-").split("=", 1) for a in args[1:])
+      beam, penalty = int(flags["beam_size"]), float(flags["length_penalty"])
+      os.makedirs(flags["eval_dir"])
+      with open(os.path.join(flags["eval_dir"], "report.json"), "w", encoding="utf-8") as f:
+        json.dump({"bleu": 30 + beam - (penalty - 0.8) ** 2, "chrf": 50.0}, f)
+      return 0
+
+    with mock.patch.object(study, "_nmt_tf", fake_nmt_tf), \
+        contextlib.redirect_stdout(io.StringIO()) as out:
+      self.assertEqual(study.main(["tune", f"--run_dir={run_dir}", "--beams=5,8",
+                                   "--length_penalties=0.6,0.8"]), 0)
+    self.assertLen(calls, 4)
+    self.assertTrue(all(c[0] == "evaluate" and "--eval_split=valid" in c for c in calls))
+    self.assertIn("best: beam 8, length penalty 0.8 (valid BLEU 38.00)", out.getvalue())
+    with open(os.path.join(run_dir, "eval", "tune", "tune.json"), encoding="utf-8") as f:
+      tuned = json.load(f)
+    self.assertEqual((tuned["split"], tuned["best"]["beam_size"]), ("valid", 8))
+    calls.clear()
+    with mock.patch.object(study, "_nmt_tf", fake_nmt_tf), \
+        contextlib.redirect_stdout(io.StringIO()):
+      study.main(["tune", f"--run_dir={run_dir}", "--beams=5,8", "--length_penalties=0.6,0.8"])
+    self.assertEmpty(calls)  # every report is there: nothing decoded again
 
 
 class MachineTest(tf.test.TestCase):
