@@ -26,9 +26,10 @@ VARIANTS.update({
     "encdec_birnn_2layers": dict(decoder="encdec", encoder_layers=2),
     "cgru_hard": dict(decoder="cgru", attention_mode="hard", hard_inference="argmax"),
     "cgru_tied": dict(decoder="cgru", tie_embeddings="target"),
-    # Layer norm, a deep transition and both variational dropouts, over the state memory.
+    # Layer norm, a deep transition, both variational dropouts and the lexical model, over
+    # the state memory.
     "memory_rnn_deep_ln": dict(decoder="memory_rnn", layer_norm=True, decoder_transition_depth=3,
-                               hidden_dropout=0.3, embedding_dropout=0.2),
+                               hidden_dropout=0.3, embedding_dropout=0.2, lexical_model=True),
     "luong_tied_all": dict(decoder="luong", tie_embeddings="all", decoder_units=8,
                            src_vocab_size=19),
 })

@@ -12,6 +12,7 @@ from nmt_tf.layers import (BahdanauAttention, Bridge, ConditionalGRUCell, DeepOu
                            LuongAttention, SelfAttentiveResidual, StateAttention, StateMemory,
                            scan_time)
 from nmt_tf.layers.deep_output import OutputProjection
+from nmt_tf.layers.lexical import LexicalModel
 from tests import numpy_reference as ref
 
 BATCH, SRC, MEM, EMB, UNITS, TGT, VOCAB = 3, 5, 6, 5, 4, 6, 11
@@ -622,3 +623,34 @@ class OutputProjectionTest(tf.test.TestCase):
 
 if __name__ == "__main__":
   tf.test.main()
+
+
+class LexicalModelTest(tf.test.TestCase):
+  """layers/lexical.py: logits = W_l (tanh(W h) + h) + b_l, h = tanh(sum_i alpha_i f_i)."""
+
+  def build(self):
+    layer = LexicalModel(VOCAB)
+    layer(tf.zeros([1, SRC]), tf.zeros([1, SRC, UNITS]))
+    randomize(layer)
+    return layer
+
+  def test_matches_equation_for_one_step_and_all_steps(self):
+    layer = self.build()
+    f = normal((BATCH, SRC, UNITS), 1)
+    alpha = np.exp(normal((BATCH, TGT, SRC), 2))
+    alpha /= alpha.sum(-1, keepdims=True)
+    h = np.tanh(np.einsum("bts,bse->bte", alpha, f))
+    h = np.tanh(h @ layer.kernel.numpy()) + h
+    expected = h @ layer.output_kernel.numpy() + layer.output_bias.numpy()
+    self.assertAllClose(layer(tf.constant(alpha), tf.constant(f)), expected, atol=1e-5)
+    for t in range(TGT):
+      self.assertAllClose(layer(tf.constant(alpha[:, t]), tf.constant(f)), expected[:, t],
+                          atol=1e-5)
+
+  def test_config_round_trip(self):
+    layer = self.build()
+    config = layer.get_config()
+    clone = LexicalModel.from_config(config)
+    self.assertEqual(clone.get_config(), config)
+    with self.assertRaisesRegex(ValueError, r"vocab_size=0"):
+      LexicalModel(0)

@@ -687,6 +687,9 @@ class ConfigTest(tf.test.TestCase):
             dict(decoder_transition_depth=1),
         "decoder_transition_depth=3 with decoder='rnnsearch'":
             dict(decoder_transition_depth=3, decoder="rnnsearch"),
+        "lexical_model=True with decoder='encdec', which has no attention":
+            dict(lexical_model=True, decoder="encdec"),
+        "lexical_model=1; expected a bool": dict(lexical_model=1),
     }
     for message, overrides in cases.items():
       with self.subTest(message), self.assertRaisesRegex(ConfigError, message):

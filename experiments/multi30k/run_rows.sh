@@ -67,12 +67,18 @@ ablation tied "$BASE" \
 ablation worddrop "$BASE" \
   "Word dropout of 0.1 on source and target tokens (Sennrich and Zhang 2019)." \
   "${F32[@]}" --config.model.source_word_dropout=0.1 --config.model.target_word_dropout=0.1
+ablation lexical "$BASE" \
+  "The lexical model: attention-weighted source embeddings add their own logits (Nguyen and Chiang 2018)." \
+  "${F32[@]}" --config.model.lexical_model=True
 ablation spm2k "$BASE" \
   "SentencePiece vocabularies of 2,000 pieces per side instead of 8,000." \
   "${F32[@]}" --config.tokenizer.vocab_size=2000
 ablation embdrop "$BASE" \
   "Variational dropout of 0.2 on the embeddings, one mask per sentence (Nematus)." \
   "${F32[@]}" --config.model.embedding_dropout=0.2
+ablation enc2 "$BASE" \
+  "A deeper encoder: two stacked bidirectional GRU layers instead of one." \
+  "${F32[@]}" --config.model.encoder_layers=2
 ablation joint8k "$BASE" \
   "One SentencePiece vocabulary of 8,000 pieces for both languages." \
   "${F32[@]}" --config.tokenizer.shared=True

@@ -70,6 +70,8 @@ class ModelConfig:
       >= 2: GRU1 and GRU2 of the cGRU, then GRUs without input (a deep transition; Miceli
       Barone et al. 2017, "Deep Architectures for Neural Machine Translation"; Nematus'
       dec_base_recurrence_transition_depth).
+    lexical_model: add the logits of Nguyen and Chiang's (2018) lexical model, which reads
+      the attention-weighted source embeddings (layers/lexical.py; decoders with attention).
     layer_norm: layer-normalized GRU transitions, as Nematus' (docs/EQUATIONS.md "Layer
       normalization"): every GRU of the encoder and of the cgru-family decoders normalizes
       its input and state projections (reset-after GRUs only).
@@ -111,6 +113,7 @@ class ModelConfig:
   embedding_dropout: float = 0.0
   hidden_dropout: float = 0.0
   decoder_transition_depth: int = 2
+  lexical_model: bool = False
 
   def __post_init__(self):
     for field in dataclasses.fields(self):
@@ -130,7 +133,7 @@ class ModelConfig:
     if self.gru_reset is not None and self.gru_reset not in GRU_RESETS:
       raise ConfigError(f"Received gru_reset={self.gru_reset!r}; expected one of {GRU_RESETS} "
                         "or None for the paper's choice.")
-    for key in ("reverse_source", "layer_norm"):
+    for key in ("reverse_source", "layer_norm", "lexical_model"):
       if not isinstance(getattr(self, key), bool):
         raise ConfigError(f"Received {key}={getattr(self, key)!r}; expected a bool.")
     if self.reverse_source and self.encoder != "rnn":
@@ -188,6 +191,9 @@ class ModelConfig:
     if self.hidden_dropout and not self.reset_after:
       raise ConfigError("Received hidden_dropout with gru_reset='before'; recurrent dropout "
                         "needs the reset-after GRU: set gru_reset='after' or None.")
+    if self.lexical_model and self.decoder == "encdec":
+      raise ConfigError("Received lexical_model=True with decoder='encdec', which has no "
+                        "attention to weight the source words; pick an attention decoder.")
     if self.attention_mode == "hard" and self.decoder == "encdec":
       raise ConfigError("Received attention_mode='hard' with decoder='encdec', which has no "
                         "attention; pick an attention decoder.")

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from nmt_tf import special_tokens
 from nmt_tf.layers import kernels
+from nmt_tf.layers.lexical import LexicalModel
 from nmt_tf.models.cgru_decoders import CGRUDecoder
 from nmt_tf.models.config import ModelConfig
 from nmt_tf.models.encoders import ConvEncoder, EmbeddingEncoder, RNNEncoder
@@ -103,6 +104,8 @@ class Seq2Seq(keras.Model):
     self.decoder = build_decoder(cfg)
     if cfg.tie_embeddings != "none":
       self.decoder.output_layer.tie(self.tgt_embedding)
+    if cfg.lexical_model:  # its logits are added to the decoder's (Nguyen and Chiang 2018)
+      self.lexical = LexicalModel(cfg.tgt_vocab_size, name="lexical")
     self.kernel_options = kernel_options or kernels.DEFAULT_OPTIONS
 
   @property
@@ -149,7 +152,15 @@ class Seq2Seq(keras.Model):
       context = self.encode(inputs["source"], training=training)
       emb = self.embed(inputs["target_in"], "target", training)  # [batch, tgt_len, e]
       logits, attention, log_prob = self.decoder(emb, context, training=training)
+      logits = self._with_lexical(logits, attention, context)
     return {"logits": logits, "attention": attention, "attention_log_prob": log_prob}
+
+  def _with_lexical(self, logits, attention, context):
+    """The decoder's logits plus the lexical model's, when the model has one."""
+    lexical = getattr(self, "lexical", None)
+    if lexical is None:
+      return logits
+    return logits + tf.cast(lexical(attention, context["source_embeddings"]), logits.dtype)
 
   def encode(self, source, training=False):
     """source [batch, src_len] ids -> decoding context (dict of batch-leading tensors)."""
@@ -158,7 +169,10 @@ class Seq2Seq(keras.Model):
       x = self.embed(source, "source", training)  # [batch, src_len, e]
       # [batch, src_len, mem_dim], [batch, mem_dim]
       memory, summary = self.encoder(x, mask, training=training)
-      return self.decoder.make_context(memory, summary, mask)
+      context = self.decoder.make_context(memory, summary, mask)
+      if getattr(self, "lexical", None) is not None:
+        context["source_embeddings"] = x  # [batch, src_len, e], read by the lexical model
+      return context
 
   def embed(self, ids, side, training=False):
     """ids [batch, len] -> embeddings [batch, len, e] of side "source" or "target", with
@@ -182,7 +196,9 @@ class Seq2Seq(keras.Model):
     """One incremental decoding step: prev_ids [batch] -> (logits [batch, vocab],
     attention [batch, src_len], new state)."""
     with kernels.precision_scope(self.matmul_dtype):
-      return self.decoder.step(self.tgt_embedding(prev_ids), state, context, time)
+      logits, attention, state = self.decoder.step(self.tgt_embedding(prev_ids), state,
+                                                    context, time)
+      return self._with_lexical(logits, attention, context), attention, state
 
   def build_with_dummy_batch(self):
     """Creates every weight by running one tiny batch (needed before `step` or loading).
