@@ -286,7 +286,9 @@ def render(rows, figures, data_dir=None):
                        for s in r["scores"].values() if s and s.get("bleu_signature")})
   out += ["### Signatures", ""] + [f"- BLEU `{b}`, chrF `{c}`" for b, c in signatures] + [""]
   out += ["### Commands", "", "| row | command |", "|---|---|"]
-  out += [f"| `{r['name']}` | `{r['command']}` |" for r in rows]
+  out += [f"| `{r['name']}` | `{r['command']}`"
+          + (f", then `{r['decoding']['command']}`" if (r.get("decoding") or {}).get("command")
+             else "") + " |" for r in rows]
   return "\n".join(out) + "\n"
 
 
