@@ -235,7 +235,11 @@ PUBLISHED = (
 def _published(rows, data_dir):
   """Our rows scored as the published tables score (lowercased BLEU), beside them."""
   directions = sorted({d for *_, scores in PUBLISHED for d in scores})
-  ours = [r for r in rows if r["dataset"] == "multi30k" and r["direction"] in directions]
+  models = {r["name"]: r["model"] for r in rows}
+  # The recipes' rows: not the ablations and decodings of a row (the same model as their
+  # baseline), whose differences the paired tests above give.
+  ours = [r for r in rows if r["dataset"] == "multi30k" and r["direction"] in directions
+          and models.get(r.get("baseline")) != r["model"]]
   if not ours:
     return []
   out = ["### Beside published results", "",
@@ -285,10 +289,9 @@ def render(rows, figures, data_dir=None):
   signatures = sorted({(s["bleu_signature"], s["chrf_signature"]) for r in rows
                        for s in r["scores"].values() if s and s.get("bleu_signature")})
   out += ["### Signatures", ""] + [f"- BLEU `{b}`, chrF `{c}`" for b, c in signatures] + [""]
-  out += ["### Commands", "", "| row | command |", "|---|---|"]
-  out += [f"| `{r['name']}` | `{r['command']}`"
-          + (f", then `{r['decoding']['command']}`" if (r.get("decoding") or {}).get("command")
-             else "") + " |" for r in rows]
+  out += ["Each row's exact command is in its record, `experiments/multi30k/rows/<row>/row.json` "
+          "(`command`; for a row decoded otherwise, also `decoding.command`); the table of "
+          "\"How the rows are made\" gives them by kind of row."]
   return "\n".join(out) + "\n"
 
 

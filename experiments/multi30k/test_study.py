@@ -184,8 +184,7 @@ class StudyTest(tf.test.TestCase):
                   text)
     self.assertTrue(any(line.startswith("| `tiny_avg` | `tiny_a` |")
                         for line in text.splitlines()))
-    self.assertRegex(text, r"\| `tiny_avg` \| `nmt-tf train [^`]*`, then `python "
-                     r"experiments/multi30k/study.py variant tiny_avg --of=tiny_a [^`]*` \|")
+    self.assertIn("Each row's exact command is in its record", text)
     self.assertEqual(sorted(os.listdir(figures)),
                      ["attention_0.png", "attention_1.png", "attention_2.png",
                       "bleu_by_length_word.png", "curves_generated.png"])  # not the stale one
