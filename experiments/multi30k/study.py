@@ -147,8 +147,10 @@ def variant(args):
 
 def tune(args):
   """Validation BLEU of every beam size and length penalty of the grid; prints the best."""
+  # One directory per decoded model, so that a grid is never taken from another model's.
+  members = [os.path.basename(os.path.normpath(m)) for m in args.ensemble.split(",") if m]
   label = "tune" + (f"_avg{args.average_last}" if args.average_last else "") + (
-      "_ensemble" if args.ensemble else "")
+      "_with_" + "+".join(members) if members else "")
   flags, decoding = _decoding(args, label)
   results = []
   for beam in (int(b) for b in args.beams.split(",")):
