@@ -3,12 +3,15 @@
 Run as a program (never imported by the tests' own process): each line of stdin is a JSON
 request {"path": SAVED_MODEL_DIR, "text": [sentences]}; for each, the model is loaded and
 every signature is called once on the sentences and once on an empty batch, and one JSON line
-answers: {"greedy": [translations], "beam": [[translations] per sentence], "score":
-[log P(greedy translation | sentence)], "greedy_log_prob": [...], "empty": {signature:
-{output: [dtype, shape...]}}} or {"error": "..."}. A process can serve many requests, so that
+answers: {"greedy": [translations], "greedy_tokens": [[target tokens, EOS last]],
+"greedy_log_prob": [...], "truncated": [...], "beam": [[translations] per sentence],
+"score": [log P(greedy translation | sentence)], "empty": {signature: {output: [dtype,
+shape...]}}} or {"error": "..."}. Sentences with invalid UTF-8 come as "text_base64" instead
+of "text". A process can serve many requests, so that
 the tests pay TensorFlow's start-up once.
 """
 
+import base64
 import json
 import sys
 
@@ -18,7 +21,10 @@ import tensorflow_text  # pylint: disable=unused-import  (registers the Sentence
 
 def answer(request):
   model = tf.saved_model.load(request["path"])
-  text = tf.constant(request["text"], tf.string)
+  if "text_base64" in request:
+    text = tf.constant([base64.b64decode(t) for t in request["text_base64"]], tf.string)
+  else:
+    text = tf.constant(request["text"], tf.string)
   greedy = model.signatures["serving_default"](text=text)
   beam = model.signatures["beam_search"](text=text)
   score = model.signatures["score"](source=text, target=greedy["translation"])
@@ -29,6 +35,9 @@ def answer(request):
   return {
       "greedy": [t.decode("utf-8") for t in greedy["translation"].numpy()],
       "greedy_log_prob": greedy["log_prob"].numpy().tolist(),
+      "greedy_tokens": [[t.decode("utf-8") for t in row[:n]] for row, n in zip(
+          greedy["target_tokens"].numpy(), greedy["target_length"].numpy())],
+      "truncated": greedy["truncated"].numpy().tolist(),
       "beam": [[t.decode("utf-8") for t in row] for row in beam["translation"].numpy()],
       "score": score["log_prob"].numpy().tolist(),
       "empty": {name: {key: [value.dtype.name] + value.shape.as_list()

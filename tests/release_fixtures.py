@@ -1,12 +1,17 @@
 """What the release tests share: the shipped recipes shrunk to test sizes, a small slice of
-each recipe's own data, and a separate process that loads exports as TF Serving does."""
+each recipe's own data, a separate process that loads exports as TF Serving does, and a
+Python without TensorFlow that runs LiteRT exports with their own client."""
 
 import atexit
+import base64
+import functools
 import gzip
 import json
 import os
 import subprocess
 import sys
+import tempfile
+import time
 
 from nmt_tf import configs
 from nmt_tf import data
@@ -112,3 +117,56 @@ class ExportLoader:
       if process.poll() is None:
         process.stdin.close()
         process.wait(timeout=60)
+
+
+# What a device that runs a LiteRT export has: the interpreter, numpy and sentencepiece.
+LITERT_PACKAGES = ("ai-edge-litert", "numpy", "sentencepiece")
+
+
+def _pinned(package):
+  with open(os.path.join(ROOT, "requirements.txt"), encoding="utf-8") as f:
+    for line in f:
+      name, _, version = line.split("#")[0].strip().partition("==")
+      if name == package:
+        return f"{name}=={version}"
+  raise ValueError(f"requirements.txt pins no {package}")
+
+
+@functools.lru_cache(maxsize=None)
+def litert_python():
+  """The interpreter of a virtualenv holding only LITERT_PACKAGES (their pinned versions),
+  made once per test process; a package index that fails for a moment is asked again."""
+  venv = os.path.join(tempfile.mkdtemp(prefix="litert_venv_"), "venv")
+  subprocess.run([sys.executable, "-m", "venv", venv], check=True, capture_output=True)
+  python = os.path.join(venv, "bin", "python")
+  for attempt in range(3):
+    out = subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+                         + [_pinned(p) for p in LITERT_PACKAGES], capture_output=True,
+                         text=True, timeout=900, check=False)
+    if not out.returncode:
+      return python
+    if attempt == 2:
+      raise RuntimeError(f"pip install {LITERT_PACKAGES} failed:\n{out.stderr[-3000:]}")
+    time.sleep(30 * (attempt + 1))
+  return python
+
+
+def encoded(sentences):
+  """str or bytes sentences -> base64 strings, the JSON form of bytes that may not be UTF-8."""
+  return [base64.b64encode(s.encode("utf-8") if isinstance(s, str) else s).decode("ascii")
+          for s in sentences]
+
+
+def litert_translate(model_dir, sentences, beam=False, threads=1):
+  """tests/run_litert_client.py's answer for the LiteRT export in `model_dir`, run by
+  `litert_python()` (no TensorFlow)."""
+  request = {"model_dir": model_dir, "text_base64": encoded(sentences), "beam": beam,
+             "threads": threads}
+  env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+  out = subprocess.run([litert_python(), os.path.join(ROOT, "tests", "run_litert_client.py")],
+                       input=json.dumps(request) + "\n", capture_output=True, text=True,
+                       env=env, timeout=900, check=False, cwd=tempfile.gettempdir())
+  if out.returncode or not out.stdout.strip():
+    raise RuntimeError(f"run_litert_client.py exited with {out.returncode}: "
+                       f"{out.stderr[-3000:]}")
+  return json.loads(out.stdout.strip().splitlines()[-1])

@@ -5,7 +5,8 @@ editable install) whose dependencies are the suite's own pinned ones (requiremen
 which `pip check` finds complete; DependencyTest checks that pyproject.toml declares every
 package nmt_tf imports. From a directory outside the checkout: `nmt-tf --help`, a short
 `nmt-tf main`, the README's Python example, the export loaded in a process with only
-tensorflow and tensorflow_text. Then every command of the shell blocks of README.md and
+tensorflow and tensorflow_text, the LiteRT export run by its client in a Python without
+TensorFlow. Then every command of the shell blocks of README.md and
 docs/*.md runs as written in that directory, set up as a checkout whose .venv holds the wheel
 (scripts/, run.py, configs/ and export/ copied), with the step counts made small; the
 commands it does not run are listed in NOT_RUN with the reason."""
@@ -27,7 +28,7 @@ import zipfile
 import pytest
 import tensorflow as tf
 
-from tests.release_fixtures import ExportLoader, ROOT
+from tests.release_fixtures import ExportLoader, litert_translate, ROOT
 from tests.test_python_api import readme_example
 
 MAIN_STEPS = 30  # the README's main job trains 1,500 steps
@@ -118,6 +119,11 @@ RUN = {
     "python run.py export --run_dir=runs/quickstart --beam_size=8 --export_nbest=4 "
     "--checkpoint=last --export_dir=/srv/models --export_model_name=nmt_de_en":
         [("=/srv/models", "=srv/models")],
+    "python run.py export --run_dir=runs/quickstart --format=litert": [],
+    "python run.py export --run_dir=runs/quickstart --format=litert "
+    "--export_quantization=int8": [],
+    "python runs/quickstart/export/nmt_litert/1/nmt_litert.py "
+    "runs/quickstart/export/nmt_litert/1 < test.de": [],
     ".venv/bin/saved_model_cli show --all --dir runs/quickstart/export/nmt/1": [],
     ".venv/bin/saved_model_cli run --dir runs/quickstart/export/nmt/1 --tag_set serve "
     "--signature_def serving_default --input_exprs 'text=[\"the boy helps the king\"]'": [],
@@ -190,8 +196,12 @@ class DependencyTest(tf.test.TestCase):
 
   def test_every_imported_package_is_a_declared_dependency(self):
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
-      declared = {_normalized(re.match(r"[A-Za-z0-9_.-]+", d).group(0))
-                  for d in tomllib.load(f)["project"]["dependencies"]}
+      project = tomllib.load(f)["project"]
+    # The extras other than the tests' (litert: the interpreter of the LiteRT export's client).
+    extras = [d for name, deps in project["optional-dependencies"].items() if name != "test"
+              for d in deps]
+    declared = {_normalized(re.match(r"[A-Za-z0-9_.-]+", d).group(0))
+                for d in project["dependencies"] + extras}
     providers = importlib.metadata.packages_distributions()
     undeclared = {module: providers.get(module) for module in third_party_imports()
                   if not declared & {_normalized(d) for d in providers.get(module, [])}}
@@ -296,6 +306,22 @@ class InstalledWheelTest(tf.test.TestCase):
     self.assertAllClose([served["score"][0], served["score"][2]],
                         [served["greedy_log_prob"][0], served["greedy_log_prob"][2]],
                         rtol=1e-3, atol=1e-3)
+
+  def test_litert_export_translates_without_tensorflow(self):
+    out = self.process(["nmt-tf", "export", "--run_dir=runs/quickstart", "--format=litert"],
+                       cwd=self.home, env=self.env)
+    path = out.stdout.strip().splitlines()[-1]
+    self.assertEqual(path, os.path.join(self.home, "runs", "quickstart", "export", "nmt_litert",
+                                        "1"))
+    answer = litert_translate(path, SENTENCES)
+    self.assertNotIn("error", answer, answer.get("error"))
+    self.assertFalse(answer["tensorflow"])
+    served = ExportLoader.answer(
+        os.path.join(self.home, "runs", "quickstart", "export", "nmt", "1"), SENTENCES,
+        python=self.python)
+    self.assertEqual([t["target_tokens"] for t in answer["translations"]],
+                     served["greedy_tokens"])
+    self.assertEqual([t["text"] for t in answer["translations"]], served["greedy"])
 
   def test_doc_commands_run_as_written(self):
     commands = doc_commands()

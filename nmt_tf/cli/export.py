@@ -4,6 +4,9 @@
   -> runs/quickstart/export/nmt/<next version>/ with signatures serving_default (greedy),
      beam_search (beam and n-best fixed here) and score.
   python run.py export --run_dir=runs/a --checkpoints=runs/a,runs/b   (an ensemble)
+  python run.py export --run_dir=runs/quickstart --format=litert --export_quantization=int8
+  -> runs/quickstart/export/nmt_litert/<next version>/model.tflite, with its vocabularies
+     and a client that runs without TensorFlow (export/litert.py).
 """
 
 import sys
@@ -13,13 +16,23 @@ from absl import flags
 from nmt_tf.cli import common
 from nmt_tf.experiment import RunDir
 from nmt_tf.export import DEFAULT_MAX_SOURCE_LENGTH, export_run
+from nmt_tf.export.litert import export_litert, QUANTIZATIONS
 
 COMMAND = "export"
-HELP = "Export a checkpoint as a TF Serving SavedModel (greedy, beam_search, score)."
+HELP = ("Export a checkpoint as a TF Serving SavedModel (greedy, beam_search, score) or a "
+        "LiteRT model (--format=litert).")
+FORMATS = ("savedmodel", "litert")
+
+flags.DEFINE_enum("format", "savedmodel", FORMATS, "savedmodel: for TF Serving, text in and "
+                  "out. litert: model.tflite (LiteRT builtin ops, ids in and out) with its "
+                  "vocabularies and a client that needs no TensorFlow.")
+flags.DEFINE_enum("export_quantization", "float32", QUANTIZATIONS, "--format=litert only: "
+                  "float32, float16 weights, or int8 weights (dynamic-range quantization).")
 
 flags.DEFINE_string("export_dir", None, "Base directory of the exported models; default "
                     "RUN_DIR/export. The model goes to EXPORT_DIR/MODEL_NAME/VERSION.")
-flags.DEFINE_string("export_model_name", "nmt", "TF Serving model name (subdirectory).")
+flags.DEFINE_string("export_model_name", None, "Model name (subdirectory); default nmt, or "
+                    "nmt_litert with --format=litert.")
 flags.DEFINE_integer("export_version", None, "Version number; default: the next free one.")
 flags.DEFINE_integer("export_nbest", None, "Hypotheses returned by the beam_search signature; "
                      "default: the beam size.")
@@ -40,12 +53,17 @@ def run(argv):
   try:
     run_dir = RunDir(FLAGS.run_dir)
     decode = common.decode_config(run_dir.load_config())
-    path = export_run(run_dir, checkpoint=FLAGS.checkpoint, export_dir=FLAGS.export_dir,
-                      model_name=FLAGS.export_model_name, version=FLAGS.export_version,
-                      beam_size=decode.beam_size, nbest=FLAGS.export_nbest,
-                      max_source_length=FLAGS.export_max_source_length, decode_config=decode,
-                      warmup=FLAGS.export_warmup, checkpoints=FLAGS.checkpoints,
-                      report=lambda text: print(text, file=sys.stderr))
+    common_args = dict(checkpoint=FLAGS.checkpoint, export_dir=FLAGS.export_dir,
+                       version=FLAGS.export_version, beam_size=decode.beam_size,
+                       nbest=FLAGS.export_nbest, max_source_length=FLAGS.export_max_source_length,
+                       decode_config=decode, checkpoints=FLAGS.checkpoints,
+                       report=lambda text: print(text, file=sys.stderr))
+    if FLAGS.format == "litert":
+      path = export_litert(run_dir, model_name=FLAGS.export_model_name or "nmt_litert",
+                           quantization=FLAGS.export_quantization, **common_args)
+    else:
+      path = export_run(run_dir, model_name=FLAGS.export_model_name or "nmt",
+                        warmup=FLAGS.export_warmup, **common_args)
   except common.USER_ERRORS as error:  # ExportError is a ValueError
     print(f"error: {error}", file=sys.stderr)
     return 2

@@ -45,6 +45,41 @@ def unfinished_versions(model_dir):
                 if name.startswith(".tmp-"))
 
 
+def check_name_and_length(model_name, max_source_length):
+  """Raises ExportError unless model_name is a plain directory name and max_source_length a
+  positive integer."""
+  if not model_name or os.sep in model_name or model_name.startswith("."):
+    raise ExportError(f"Received model_name={model_name!r}; expected a plain directory name "
+                      "such as 'nmt'.")
+  if not (isinstance(max_source_length, int) and max_source_length > 0):
+    raise ExportError(f"Received max_source_length={max_source_length!r}; expected a "
+                      "positive integer.")
+
+
+def claim_version(model_dir, version, report=print):
+  """(path, tmp): the directory of a new version of the model in model_dir (`version`, or the
+  next free one; never an existing one) and the hidden staging directory to write it in
+  first. A staging directory left by an interrupted export of the same version is removed,
+  others are named through `report`."""
+  version = next_version(model_dir) if version is None else version
+  if not (isinstance(version, int) and version > 0):
+    raise ExportError(f"Received version={version!r}; expected a positive integer.")
+  path = os.path.join(model_dir, str(version))
+  if os.path.exists(path):
+    raise ExportError(f"{path} already exists; pass another version or leave it unset to "
+                      "use the next free one.")
+  tmp = os.path.join(model_dir, f".tmp-{version}")
+  for leftover in unfinished_versions(model_dir):
+    if leftover == tmp:
+      shutil.rmtree(tmp)
+      report(f"Removed {tmp}: left by an export of version {version} that was interrupted "
+             "(never a complete version).")
+    else:
+      report(f"{leftover} was left by an export that was interrupted or is still running "
+             "(TF Serving ignores it); delete it once no export of this model runs.")
+  return path, tmp
+
+
 def saved_root(module, functions):
   """The object tf.saved_model.save writes: the tokenizers and the model's variables.
 
@@ -101,12 +136,7 @@ def export_run(run_dir, checkpoint="best", export_dir=None, model_name="nmt", ve
     The path of the written version directory.
   """
   run = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
-  if not model_name or os.sep in model_name or model_name.startswith("."):
-    raise ExportError(f"Received model_name={model_name!r}; expected a plain directory name "
-                      "such as 'nmt'.")
-  if not (isinstance(max_source_length, int) and max_source_length > 0):
-    raise ExportError(f"Received max_source_length={max_source_length!r}; expected a "
-                      "positive integer.")
+  check_name_and_length(model_name, max_source_length)
   model, config, src_tok, tgt_tok, paths = load_models(run.path, checkpoint, checkpoints)
   decode_config = serving_decode_config(decode_config or config.decode)
   beam_size = beam_size or decode_config.beam_size
@@ -115,13 +145,8 @@ def export_run(run_dir, checkpoint="best", export_dir=None, model_name="nmt", ve
     raise ExportError(f"Received nbest={nbest} > beam_size={beam_size}; lower nbest or raise "
                       "the beam size.")
   model_dir = os.path.join(export_dir or run.export_dir, model_name)
-  version = next_version(model_dir) if version is None else version
-  if not (isinstance(version, int) and version > 0):
-    raise ExportError(f"Received version={version!r}; expected a positive integer.")
-  path = os.path.join(model_dir, str(version))
-  if os.path.exists(path):
-    raise ExportError(f"{path} already exists; pass another version or leave it unset to "
-                      "use the next free one.")
+  path, tmp = claim_version(model_dir, version, report)
+  version = int(os.path.basename(path))
 
   # A beam whose search of one longest sentence cannot fit would fail every request.
   search_memory.batch_limit(beam_size, decode_config.max_length, max_source_length + 1,
@@ -129,15 +154,6 @@ def export_run(run_dir, checkpoint="best", export_dir=None, model_name="nmt", ve
   translator = Translator(model, src_tok, tgt_tok, decode_config, max_source_length,
                           reverse_source=config.pipeline.reverse_source)
   module = ServingModule(translator, beam_size, nbest)
-  tmp = os.path.join(model_dir, f".tmp-{version}")
-  for leftover in unfinished_versions(model_dir):
-    if leftover == tmp:
-      shutil.rmtree(tmp)
-      report(f"Removed {tmp}: left by an export of version {version} that was interrupted "
-             "(never a complete version).")
-    else:
-      report(f"{leftover} was left by an export that was interrupted or is still running "
-             "(TF Serving ignores it); delete it once no export of this model runs.")
   signatures = {name: fn.get_concrete_function() for name, fn in module.signatures().items()}
   tf.saved_model.save(saved_root(module, signatures.values()), tmp, signatures=signatures)
   check_forbidden_ops(tmp)

@@ -53,7 +53,7 @@ def dense(layer, x):
 
 def masked_mean(x, mask):
   """Mean over axis 1 of x [batch, n, dim] over real positions (mask [batch, n]) -> [batch, dim]."""
-  m = tf.cast(mask, x.dtype)[:, :, None]  # [batch, n, 1]
+  m = tf.expand_dims(tf.cast(mask, x.dtype), -1)  # [batch, n, 1]
   total = tf.reduce_sum(x * m, axis=1)  # [batch, dim]
   count = tf.maximum(tf.reduce_sum(m, axis=1), 1.0)  # [batch, 1]
   return total / count

@@ -6,13 +6,39 @@ graph, and the state may hold buffers (e.g. the memory RNN's previous states) wi
 stacked once per step as `tf.scan` would. With `defer=True` the gradients of loop-invariant
 operands of the steps' products (recurrent kernels, attended annotations) are taken after the
 loop in one product each instead of step by step (`kernels.LoopProducts`).
+
+Inside `without_tensor_lists()` the loop reads its inputs with a gather and writes its outputs
+into preallocated [time, batch, ...] buffers instead of TensorArrays: the same values, in ops
+that the LiteRT converter lowers to builtins (it cannot lower tensor lists whose elements have
+a dynamic batch size).
 """
 
 import contextlib
+import threading
 
 import tensorflow as tf
 
 from nmt_tf.layers import kernels
+
+_MODE = threading.local()
+
+
+@contextlib.contextmanager
+def without_tensor_lists():
+  """Within this context, `scan_time` builds its loops without TensorArrays (see above)."""
+  previous = getattr(_MODE, "buffers", False)
+  _MODE.buffers = True
+  try:
+    yield
+  finally:
+    _MODE.buffers = previous
+
+
+def _write_row(buffer, t, value):
+  """buffer [time, ...] with row t replaced by value [...]."""
+  at_t = tf.equal(tf.range(tf.shape(buffer)[0]), t)  # [time]
+  at_t = tf.reshape(at_t, [-1] + [1] * (buffer.shape.rank - 1))
+  return tf.where(at_t, value[None], buffer)
 
 
 def scan_time(step, inputs, initial_state, length=None, defer=None):
@@ -41,6 +67,8 @@ def scan_time(step, inputs, initial_state, length=None, defer=None):
     length = tf.shape(time_major[0])[0]
   else:
     time_major = [x[:length] for x in time_major]  # [length, batch, ...]
+  if getattr(_MODE, "buffers", False):
+    return _scan_buffers(step, inputs, time_major, initial_state, length)
   input_tas = [
       tf.TensorArray(x.dtype, size=length, element_shape=x.shape[1:]).unstack(x)
       for x in time_major
@@ -84,6 +112,27 @@ def scan_time(step, inputs, initial_state, length=None, defer=None):
   products.set_operands(outputs[num_outputs:])
   outputs = outputs[:num_outputs]
   outputs = [tf.transpose(o, _time_major_perm(o)) for o in outputs]  # [batch, time, ...]
+  return tf.nest.pack_sequence_as(out0, outputs), final_state
+
+
+def _scan_buffers(step, inputs, time_major, initial_state, length):
+  """scan_time's loop for inference without TensorArrays (no deferred products): inputs
+  read by tf.gather, outputs written into [length, batch, ...] buffers by `_write_row`."""
+  x0 = tf.nest.pack_sequence_as(inputs, [x[0] for x in time_major])
+  out0, state = step(x0, initial_state, tf.constant(0, tf.int32))
+  buffers = [_write_row(tf.zeros(tf.concat([[length], tf.shape(o)], 0), o.dtype), 0, o)
+             for o in tf.nest.flatten(out0)]  # [length, batch, ...] each
+
+  def body(t, state, buffers):
+    x_t = tf.nest.pack_sequence_as(inputs, [tf.gather(x, t) for x in time_major])
+    out_t, new_state = step(x_t, state, t)
+    buffers = [_write_row(b, t, o) for b, o in zip(buffers, tf.nest.flatten(out_t))]
+    return t + 1, new_state, buffers
+
+  _, final_state, buffers = tf.while_loop(
+      lambda t, *_: t < length, body, (tf.constant(1, tf.int32), state, buffers),
+      maximum_iterations=length)
+  outputs = [tf.transpose(o, _time_major_perm(o)) for o in buffers]  # [batch, time, ...]
   return tf.nest.pack_sequence_as(out0, outputs), final_state
 
 

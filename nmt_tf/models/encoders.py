@@ -35,7 +35,7 @@ def _last(x, lengths):
 
 
 def _zero_padding(x, mask):
-  return x * tf.cast(mask, x.dtype)[:, :, None]
+  return x * tf.expand_dims(tf.cast(mask, x.dtype), -1)
 
 
 def _check_positive(**values):

@@ -35,8 +35,8 @@ def _product(kind, x, invariant):
   if kind == "matmul":
     return precision.matmul(x, invariant)  # [batch, out] in x's dtype
   if kind == "attend":
-    return tf.matmul(x[:, None, :], invariant)[:, 0]  # [batch, d]
-  return tf.matmul(invariant, x[:, :, None])[:, :, 0]  # score: [batch, n]
+    return tf.matmul(tf.expand_dims(x, 1), invariant)[:, 0]  # [batch, d]
+  return tf.matmul(invariant, tf.expand_dims(x, -1))[:, :, 0]  # score: [batch, n]
 
 
 def _invariant_gradient(kind, xs, dys):
