@@ -12,9 +12,9 @@ the tests pay TensorFlow's start-up once.
 """
 
 import base64
-import json
 import sys
 
+import json_lines  # tests/json_lines.py, beside this program
 import tensorflow as tf
 import tensorflow_text  # pylint: disable=unused-import  (registers the SentencePiece ops)
 
@@ -48,14 +48,5 @@ def answer(request):
   }
 
 
-def main():
-  for line in sys.stdin:
-    try:
-      result = answer(json.loads(line))
-    except Exception as error:  # pylint: disable=broad-except  (reported to the test)
-      result = {"error": f"{type(error).__name__}: {error}"[:3000]}
-    print(json.dumps(result), flush=True)
-
-
 if __name__ == "__main__":
-  main()
+  json_lines.serve(answer)

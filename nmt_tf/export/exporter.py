@@ -56,6 +56,17 @@ def check_name_and_length(model_name, max_source_length):
                       "positive integer.")
 
 
+def beam_and_nbest(beam_size, nbest, decode_config):
+  """(beam size, n-best size) of an exported beam search: the given ones, else the decode
+  config's beam and the whole beam; ExportError when nbest > beam_size."""
+  beam_size = beam_size or decode_config.beam_size
+  nbest = nbest or beam_size
+  if nbest > beam_size:
+    raise ExportError(f"Received nbest={nbest} > beam_size={beam_size}; lower nbest or raise "
+                      "the beam size.")
+  return beam_size, nbest
+
+
 def claim_version(model_dir, version, report=print):
   """(path, tmp): the directory of a new version of the model in model_dir (`version`, or the
   next free one; never an existing one) and the hidden staging directory to write it in
@@ -139,11 +150,7 @@ def export_run(run_dir, checkpoint="best", export_dir=None, model_name="nmt", ve
   check_name_and_length(model_name, max_source_length)
   model, config, src_tok, tgt_tok, paths = load_models(run.path, checkpoint, checkpoints)
   decode_config = serving_decode_config(decode_config or config.decode)
-  beam_size = beam_size or decode_config.beam_size
-  nbest = nbest or beam_size
-  if nbest > beam_size:
-    raise ExportError(f"Received nbest={nbest} > beam_size={beam_size}; lower nbest or raise "
-                      "the beam size.")
+  beam_size, nbest = beam_and_nbest(beam_size, nbest, decode_config)
   model_dir = os.path.join(export_dir or run.export_dir, model_name)
   path, tmp = claim_version(model_dir, version, report)
   version = int(os.path.basename(path))

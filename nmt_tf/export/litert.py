@@ -42,7 +42,7 @@ QUANTIZATIONS = ("float32", "float16", "int8")
 _SOURCE_IDS = tf.TensorSpec([None, None], tf.int32, name="source_ids")
 
 
-class LiteRTExportError(ValueError):
+class LiteRTExportError(exporter.ExportError):
   """A bad LiteRT export argument, or a model the converter cannot lower to builtins."""
 
 
@@ -139,11 +139,7 @@ def export_litert(run_dir, checkpoint="best", export_dir=None, model_name="nmt_l
   model, config, src_tok, tgt_tok, paths = load_models(run.path, checkpoint, checkpoints)
   # float32 products: the quantizations make the file smaller, not bfloat16 (no LiteRT builtin).
   decode_config = dataclasses.replace(decode_config or config.decode, precision="float32")
-  beam_size = beam_size or decode_config.beam_size
-  nbest = nbest or beam_size
-  if nbest > beam_size:
-    raise LiteRTExportError(f"Received nbest={nbest} > beam_size={beam_size}; lower nbest or "
-                            "raise the beam size.")
+  beam_size, nbest = exporter.beam_and_nbest(beam_size, nbest, decode_config)
   model_dir = os.path.join(export_dir or run.export_dir, model_name)
   path, tmp = exporter.claim_version(model_dir, version, report)
   translator = Translator(model, src_tok, tgt_tok, decode_config, max_source_length,
