@@ -148,7 +148,6 @@ def litert_python():
     if attempt == 2:
       raise RuntimeError(f"pip install {LITERT_PACKAGES} failed:\n{out.stderr[-3000:]}")
     time.sleep(30 * (attempt + 1))
-  return python
 
 
 def encoded(sentences):

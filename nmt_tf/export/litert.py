@@ -152,7 +152,6 @@ def export_litert(run_dir, checkpoint="best", export_dir=None, model_name="nmt_l
   shutil.copyfile(litert_client.__file__, os.path.join(tmp, CLIENT_FILE))
   metadata = {
       "format": "litert", "quantization": quantization,
-      "signatures": {"greedy": "greedy", "beam_search": "beam_search"},
       "vocab_dir": "vocab", "max_source_length": max_source_length,
       "reverse_source": bool(config.pipeline.reverse_source),
       "beam_size": beam_size, "nbest": nbest, "max_length": decode_config.max_length,
