@@ -7,7 +7,8 @@ answers: {"greedy": [translations], "greedy_tokens": [[target tokens, EOS last]]
 "greedy_log_prob": [...], "truncated": [...], "beam": [[translations] per sentence],
 "score": [log P(greedy translation | sentence)], "empty": {signature: {output: [dtype,
 shape...]}}} or {"error": "..."}. Sentences with invalid UTF-8 come as "text_base64" instead
-of "text". A process can serve many requests, so that
+of "text". A captioning export's request has "images" (image file paths) instead, and its
+answer is caption_answer's. A process can serve many requests, so that
 the tests pay TensorFlow's start-up once.
 """
 
@@ -19,8 +20,32 @@ import tensorflow as tf
 import tensorflow_text  # pylint: disable=unused-import  (registers the SentencePiece ops)
 
 
+def caption_answer(model, request):
+  """A captioning export: {"caption": [captions], "caption_length": [...], "attention":
+  [[weights over the cells] per word] per image, "beam": [[captions] per image], "empty"}."""
+  data = tf.constant([open(path, "rb").read() for path in request["images"]], tf.string)
+  greedy = model.signatures["serving_default"](image_bytes=data)
+  beam = model.signatures["beam_search"](image_bytes=data)
+  empty = tf.constant([], tf.string)
+  empties = {name: model.signatures[name](image_bytes=empty)
+             for name in ("serving_default", "beam_search")}
+  return {
+      "caption": [t.decode("utf-8") for t in greedy["caption"].numpy()],
+      "caption_length": greedy["caption_length"].numpy().tolist(),
+      "attention": greedy["attention"].numpy().tolist(),
+      "beam": [[t.decode("utf-8") for t in row] for row in beam["caption"].numpy()],
+      "empty": {name: {key: [value.dtype.name] + value.shape.as_list()
+                       for key, value in outputs.items()}
+                for name, outputs in empties.items()},
+      "modules": sorted({name.split(".")[0] for name in sys.modules
+                         if name.startswith(("nmt_tf", "tests"))}),
+  }
+
+
 def answer(request):
   model = tf.saved_model.load(request["path"])
+  if "images" in request:
+    return caption_answer(model, request)
   if "text_base64" in request:
     text = tf.constant([base64.b64decode(t) for t in request["text_base64"]], tf.string)
   else:

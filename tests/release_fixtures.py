@@ -28,6 +28,7 @@ TRAIN = dict(steps=3, eval_every=3, checkpoint_every=3, log_every=1, eval_max_se
              alignment_images=1)
 BATCH_TOKENS = 256
 GENERATED_SIZES = dict(train_size=300, valid_size=8, test_size=8)
+SHAPES_SIZES = dict(train_size=40, valid_size=8, test_size=8)  # images, two captions each
 # Lines of each Multi30k file in the slice.
 MULTI30K_LINES = {"train": 400, "val": 8, "test_2016_flickr": 8}
 
@@ -42,9 +43,11 @@ def shrunk_recipe(name, multi30k_dir):
     if config.model[field] is not None:
       config.model[field] = MODEL_SIZES["decoder_units"]
   config.pipeline.batch_tokens = BATCH_TOKENS
+  if config.pipeline.batch_size:  # captioning batches images by number
+    config.pipeline.batch_size = 8
   config.train.update(TRAIN)
-  if config.data.name == "generated":
-    config.data.update(GENERATED_SIZES)
+  if config.data.name in ("generated", "shapes"):
+    config.data.update(GENERATED_SIZES if config.data.name == "generated" else SHAPES_SIZES)
   elif config.data.name.startswith("multi30k"):
     config.data.data_dir = multi30k_dir
   elif config.data.name.startswith("tfds:"):
@@ -93,6 +96,12 @@ class ExportLoader:
   @classmethod
   def answer(cls, path, sentences, python=sys.executable):
     """The answer of tests/load_exports.py (run by `python`) for the export at `path`."""
+    return cls.request({"path": path, "text": sentences}, python)
+
+  @classmethod
+  def request(cls, payload, python=sys.executable):
+    """The answer of tests/load_exports.py (run by `python`) to the request `payload`."""
+    path = payload["path"]
     process = cls._processes.get(python)
     if process is None or process.poll() is not None:
       env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -103,7 +112,7 @@ class ExportLoader:
           cwd=os.path.dirname(path))
       if len(cls._processes) == 1:
         atexit.register(cls.close)
-    process.stdin.write(json.dumps({"path": path, "text": sentences}) + "\n")
+    process.stdin.write(json.dumps(payload) + "\n")
     process.stdin.flush()
     line = process.stdout.readline()
     if not line:

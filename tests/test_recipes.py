@@ -32,7 +32,8 @@ def _later_changes(config):
 class RecipesTest(tf.test.TestCase):
 
   def test_every_recipe_with_every_model_validates(self):
-    self.assertEqual(configs.names(), ["generated", "multi30k", "multi30k_word", "wmt14"])
+    self.assertEqual(configs.names(),
+                     ["generated", "multi30k", "multi30k_word", "shapes", "wmt14"])
     for name in configs.names():
       self.assertEqual(configs.load(name).to_dict(), configs.load(f"{name}:cgru").to_dict())
       for model, (fields, _) in presets.MODELS.items():

@@ -32,6 +32,10 @@ from tests.release_fixtures import ExportLoader, litert_translate, ROOT
 from tests.test_python_api import readme_example
 
 MAIN_STEPS = 30  # the README's main job trains 1,500 steps
+# The captioning quick start at smoke size: a few images, steps and a validation.
+SHAPES_SMOKE = ("--config.train.steps=4 --config.train.eval_every=4 "
+                "--config.train.checkpoint_every=4 --config.data.train_size=24 "
+                "--config.data.valid_size=4 --config.data.test_size=4")
 SENTENCES = ["the boy helps the quick small king that meets the lion", "",
              "some tall men see the farmer"]
 
@@ -106,6 +110,15 @@ RUN = {
     ".venv/bin/nmt-tf evaluate --eval_split=test": [],
     ".venv/bin/nmt-tf score --source_file=in.txt --target_file=out.txt": [],
     ".venv/bin/nmt-tf export --beam_size=5": [],
+    ".venv/bin/nmt-tf main --config=shapes --run_dir=runs/shapes": [
+        ("runs/shapes", "runs/shapes " + SHAPES_SMOKE)],
+    ".venv/bin/nmt-tf caption --run_dir=runs/shapes --attention_dir=maps "
+    "--input_file=runs/shapes/shapes/images/test_00000.png": [],
+    "nmt-tf caption --run_dir=runs/shapes --input_file=photo.png": [
+        ("photo.png", "runs/shapes/shapes/images/test_00001.png")],
+    "nmt-tf caption --run_dir=runs/shapes --input_file=photos/ --beam_size=5 "
+    "--attention_dir=maps": [("photos/", "runs/shapes/shapes/images/")],
+    "nmt-tf evaluate --run_dir=runs/shapes --eval_split=test": [],
     "echo \"the boy helps the quick small king\" | nmt-tf translate --beam_size=10": [],
     "python run.py evaluate --run_dir=runs/quickstart": [],
     "python run.py evaluate --run_dir=R --source_file=s.de --reference_file=r.en "

@@ -18,6 +18,7 @@ import pytest
 import tensorflow as tf
 
 import nmt_tf
+from nmt_tf.cli import caption as caption_cli
 from nmt_tf.cli import evaluate as evaluate_cli
 from nmt_tf.cli import export as export_cli
 from nmt_tf import configs
@@ -65,6 +66,9 @@ class RecipeCase(tf.test.TestCase):
     self.assertEqual(code, 0, err)
     self.assertRegex(out, r"BLEU  = \d+\.\d\d")
     self.assertTrue(os.path.exists(os.path.join(run_dir, "eval", "test", "report.json")))
+    if config.model.encoder == "image":
+      self.check_captioning(config, run_dir, out)
+      return
 
     source_file = os.path.join(run_dir, "input.txt")
     with open(source_file, "w", encoding="utf-8") as f:
@@ -91,6 +95,42 @@ class RecipeCase(tf.test.TestCase):
     self.assertTrue(all(np.isfinite(x) and x <= 0 for x in served["score"]), served["score"])
     for signature, outputs in served["empty"].items():
       self.assertTrue(outputs, signature)
+      self.assertEqual({shape[1] for shape in outputs.values()}, {0}, signature)
+
+
+  def check_captioning(self, config, run_dir, evaluation):
+    """caption and export of a captioning run; the export answers image bytes in a process
+    with only tensorflow and tensorflow_text."""
+    self.assertIn("nrefs:2", evaluation)  # both captions of each image are references
+    folder = os.path.join(run_dir, "shapes", "images")
+    images = [os.path.join(folder, f"test_0000{i}.png") for i in range(3)]
+    code, out, err = run_command(caption_cli, run_dir=run_dir, input_file=folder,
+                                 attention_dir=os.path.join(run_dir, "maps"))
+    self.assertEqual(code, 0, err)
+    lines = out.splitlines()
+    sizes = config.data  # every image of the folder: train, valid and test
+    self.assertLen(lines, sizes.train_size + sizes.valid_size + sizes.test_size)
+    self.assertTrue(all(line.split("\t")[0].startswith(folder) for line in lines), lines[:3])
+    self.assertTrue(os.path.exists(os.path.join(run_dir, "maps",
+                                                "test_00000.png.attention.png")))
+    code, out, err = run_command(export_cli, run_dir=run_dir)
+    self.assertEqual(code, 0, err)
+    path = out.strip()
+    self.assertEqual(path, os.path.join(run_dir, "export", "nmt_caption", "1"))
+    served = ExportLoader.request({"path": path, "images": images})
+    self.assertNotIn("error", served, served.get("error"))
+    self.assertEqual(served["modules"], [])
+    code, out, err = run_command(caption_cli, run_dir=run_dir, input_file=images[0])
+    self.assertEqual(served["beam"][0][0], out.split("\t")[1].strip())  # decode.beam_size
+    code, out, err = run_command(caption_cli, run_dir=run_dir, input_file=images[0],
+                                 beam_size=1)
+    self.assertEqual(served["caption"][0], out.split("\t")[1].strip())
+    cells = len(served["attention"][0][0])
+    self.assertEqual(cells, (config.model.image_size // 2 ** config.model.encoder_layers) ** 2)
+    for row, length in zip(served["attention"], served["caption_length"]):
+      self.assertAllClose(np.sum(row[:length], axis=-1), np.ones(length), atol=1e-4)
+    self.assertEqual([len(row) for row in served["beam"]], [config.decode.beam_size] * 3)
+    for signature, outputs in served["empty"].items():
       self.assertEqual({shape[1] for shape in outputs.values()}, {0}, signature)
 
 

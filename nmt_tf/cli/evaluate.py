@@ -15,9 +15,13 @@ import sys
 from absl import flags
 
 from nmt_tf import data
+from nmt_tf.cli import caption as caption_cli
 from nmt_tf.cli import common
 from nmt_tf.cli import translate as translate_cli
+from nmt_tf.evaluation.caption_report import evaluate_captions, format_caption_report
 from nmt_tf.evaluation.report import evaluate, format_report
+from nmt_tf.experiment import RunDir
+from nmt_tf.training.captioning import load_splits
 
 COMMAND = "evaluate"
 HELP = "BLEU/chrF (sacrebleu), BLEU by length and without UNK, attention heat maps."
@@ -75,6 +79,8 @@ def run(argv):
           "--source_file/--reference_file or --eval_split.", file=sys.stderr)
     return 2
   try:
+    if RunDir(FLAGS.run_dir).load_config().model.encoder == "image":
+      return _evaluate_captions()
     translator, config, decode, paths = translate_cli.build_translator()
     name, sources, references = _evaluation_set(config)
     out_dir = FLAGS.eval_dir or os.path.join(FLAGS.run_dir, "eval", name)
@@ -87,4 +93,23 @@ def run(argv):
     return 2
   print(format_report(report))
   print(f"\ncheckpoints: {', '.join(paths)}\nwritten to {out_dir}")
+  return 0
+
+
+def _evaluate_captions():
+  """evaluate on a captioning run: the split --eval_split of its images and captions."""
+  if FLAGS.source_file or FLAGS.reference_file:
+    raise ValueError("A captioning run is evaluated on its corpus split (--eval_split); "
+                     "--source_file and --reference_file are for translation runs.")
+  captioner, decode = caption_cli.load_captioner()
+  config = RunDir(FLAGS.run_dir).load_config()
+  splits = load_splits(config, RunDir(FLAGS.run_dir).path)
+  if FLAGS.eval_split not in splits:
+    raise ValueError(f"The run's corpus has no {FLAGS.eval_split} split; give it one "
+                     f"(data.{FLAGS.eval_split}_tgt) or pick --eval_split.")
+  out_dir = FLAGS.eval_dir or os.path.join(FLAGS.run_dir, "eval", FLAGS.eval_split)
+  report = evaluate_captions(captioner, splits[FLAGS.eval_split], out_dir, decode.beam_size,
+                             decode.batch_size, _plot_indices())
+  print(format_caption_report(report))
+  print(f"\nwritten to {out_dir}")
   return 0

@@ -15,6 +15,7 @@ from absl import flags
 
 from nmt_tf.cli import common
 from nmt_tf.experiment import RunDir
+from nmt_tf.export.caption_export import export_captioner
 from nmt_tf.export import DEFAULT_MAX_SOURCE_LENGTH, export_run
 from nmt_tf.export.litert import export_litert, QUANTIZATIONS
 
@@ -58,7 +59,14 @@ def run(argv):
                        nbest=FLAGS.export_nbest, max_source_length=FLAGS.export_max_source_length,
                        decode_config=decode, checkpoints=FLAGS.checkpoints,
                        report=lambda text: print(text, file=sys.stderr))
-    if FLAGS.format == "litert":
+    if run_dir.load_config().model.encoder == "image":
+      if FLAGS.format == "litert":
+        raise ValueError("LiteRT export is for translation runs; export a captioning run as "
+                         "a SavedModel (--format=saved_model).")
+      common_args.pop("max_source_length")
+      path = export_captioner(run_dir, model_name=FLAGS.export_model_name or "nmt_caption",
+                              **common_args)
+    elif FLAGS.format == "litert":
       path = export_litert(run_dir, model_name=FLAGS.export_model_name or "nmt_litert",
                            quantization=FLAGS.export_quantization, **common_args)
     else:

@@ -27,6 +27,7 @@ from absl import flags
 from nmt_tf import data
 from nmt_tf import special_tokens
 from nmt_tf.cli import common
+from nmt_tf.experiment.run_dir import RunDirError
 from nmt_tf.inference import (alignments, CompiledTranslator, load_models, translate_lines,
                               Translator)
 
@@ -51,6 +52,9 @@ def build_translator():
   """(Translator, run config, decode config, checkpoint paths) from the flags."""
   model, config, src_tok, tgt_tok, paths = load_models(FLAGS.run_dir, FLAGS.checkpoint,
                                                        FLAGS.checkpoints)
+  if config.model.encoder == "image":
+    raise RunDirError(f"{FLAGS.run_dir} is a captioning run (model.encoder='image'); caption "
+                      "images with `nmt-tf caption --input_file=IMAGE_OR_FOLDER`.")
   decode = common.decode_config(config)
   if FLAGS.max_input_tokens < 1:
     raise ValueError(f"Received --max_input_tokens={FLAGS.max_input_tokens}; expected a "

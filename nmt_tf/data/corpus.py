@@ -11,6 +11,8 @@
 ``"multi30k"``, ``"multi30k/de-en"``  Multi30k task 1, local copy (``multi30k.py``);
                                    ``use_tfds=True`` goes through the TFDS builder
 ``"tfds:<dataset>/<config>"``      any TFDS translation dataset (``tfds_source.py``)
+``"shapes"``, ``"captions"``        images and captions, for caption generation: loaded
+                                   by ``captions.py``, not here
 =================================  ====================================================
 
 Every source returns ``{"train", "valid", "test"}`` (those that exist) mapping to a
@@ -46,13 +48,18 @@ class CorpusConfig:
     source_lang: source language (files in a directory, Multi30k, TFDS).
     target_lang: target language.
     data_dir: ``files``: corpus directory; ``multi30k``: local copy (default
-      ``$NMT_TF_MULTI30K_DIR`` or the shared copy); ``tfds:``: TFDS data_dir.
+      ``$NMT_TF_MULTI30K_DIR`` or the shared copy); ``tfds:``: TFDS data_dir;
+      ``captions``: the image folder; ``shapes``: where its images are written (default:
+      the run directory's ``shapes``).
     train_src, train_tgt, valid_src, valid_tgt, test_src, test_tgt: explicit file paths
       (``files``); valid/test are optional. Each may be a glob pattern (sorted) or
       comma-separated paths: the train files are then shards, file i of one side aligned
       with file i of the other; valid/test files are read one after the other.
     train_prefix, valid_prefix, test_prefix: file prefixes in ``data_dir`` (``files``).
-    seed, train_size, valid_size, test_size, max_length: the generated pair.
+    seed, train_size, valid_size, test_size, max_length: the generated pair (the sizes and
+      seed: also the shapes set, in images).
+    train_tgt, valid_tgt, test_tgt with ``captions``: the ``image<TAB>caption`` files
+      (default ``data_dir/<prefix>.tsv``).
     use_tfds: ``multi30k`` through the TFDS builder (prepared in ``tfds_data_dir``).
     tfds_data_dir: TFDS data directory for the Multi30k builder.
   """
@@ -118,6 +125,9 @@ def load_corpus(config: Union[CorpusConfig, str, None] = None,
   if name.startswith("tfds:"):
     return tfds_source.load_tfds_translation(name[len("tfds:"):], config.source_lang,
                                              config.target_lang, config.data_dir)
+  if name in ("shapes", "captions"):
+    raise DataError(f"data.name={name!r} holds images and captions; load it with "
+                    "nmt_tf.data.captions.load_captions (model.encoder='image').")
   raise DataError(f"Unknown corpus name {name!r}; expected 'generated', 'files', "
                   f"'multi30k[/<src>-<tgt>]' or 'tfds:<dataset>/<config>'.")
 

@@ -29,13 +29,25 @@ def _check(hypotheses, references):
                      "expected one hypothesis per reference line.")
 
 
+def reference_streams(references):
+  """sacrebleu's reference streams: one reference per hypothesis, or several (a list per
+  hypothesis, as the captions of an image: stream k holds every hypothesis's k-th reference,
+  None where it has fewer)."""
+  if not any(isinstance(r, (list, tuple)) for r in references):
+    return [list(references)]
+  lists = [list(r) if isinstance(r, (list, tuple)) else [r] for r in references]
+  most = max(len(r) for r in lists)
+  return [[r[k] if k < len(r) else None for r in lists] for k in range(most)]
+
+
 def corpus_bleu(hypotheses, references, tokenize="13a", lowercase=False):
-  """sacrebleu corpus BLEU (default 13a tokenization) of detokenized strings; `lowercase`
+  """sacrebleu corpus BLEU (default 13a tokenization) of detokenized strings against one
+  reference each or a list each (reference_streams); `lowercase`
   scores lowercased text (case:lc in the signature), as papers that report BLEU on
   lowercased, tokenized text do."""
   _check(hypotheses, references)
   metric = sacrebleu.metrics.BLEU(tokenize=tokenize, lowercase=lowercase)
-  result = metric.corpus_score(list(hypotheses), [list(references)])
+  result = metric.corpus_score(list(hypotheses), reference_streams(references))
   return Score("BLEU (lowercased)" if lowercase else "BLEU", float(result.score),
                str(metric.get_signature()), length_ratio=bleu_length_ratio(result))
 
@@ -49,5 +61,5 @@ def corpus_chrf(hypotheses, references):
   """sacrebleu corpus chrF2 of detokenized strings."""
   _check(hypotheses, references)
   metric = sacrebleu.metrics.CHRF()
-  result = metric.corpus_score(list(hypotheses), [list(references)])
+  result = metric.corpus_score(list(hypotheses), reference_streams(references))
   return Score("chrF2", float(result.score), str(metric.get_signature()))

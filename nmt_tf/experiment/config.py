@@ -24,6 +24,7 @@ DECODE_PRECISIONS = ("auto", "float32", "float32_bf16_matmul")
 MATMUL_DTYPES = {"float32": "float32", "bfloat16": "float32_bf16_matmul"}  # the old spelling
 PRECISIONS = ("auto", "float32", "float32_bf16_matmul", "mixed_bfloat16", "mixed_float16")
 STRATEGIES = ("default", "mirrored", "multi_worker")
+CAPTION_CORPORA = ("shapes", "captions")  # images and captions (data/captions.py)
 
 
 def deprecated(old, new):
@@ -219,6 +220,15 @@ class ExperimentConfig:
     _check(self.model.tie_embeddings != "all" or self.tokenizer.shared,
            "Received model.tie_embeddings='all' with tokenizer.shared=False; one embedding "
            "table for both sides needs one vocabulary: set tokenizer.shared=True.")
+    images = self.data.name in CAPTION_CORPORA
+    _check(images == (self.model.encoder == "image"),
+           f"Received data.name={self.data.name!r} with model.encoder={self.model.encoder!r}; "
+           "images need the image encoder and sentences a text encoder: caption with "
+           "model.encoder='image' and data.name 'shapes' or 'captions' (`nmt-tf train "
+           "--config=shapes`), translate with a text corpus.")
+    _check(not images or self.pipeline.batch_size > 0,
+           "Received pipeline.batch_size=0 for captioning, which batches images by number, "
+           "not by tokens: set pipeline.batch_size, e.g. 32.")
 
   def to_dict(self):
     return {name: dataclasses.asdict(getattr(self, name)) for name in SECTIONS}

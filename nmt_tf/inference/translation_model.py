@@ -18,6 +18,7 @@ from typing import List, Optional, Sequence, Union
 
 import numpy as np
 
+from nmt_tf.experiment.run_dir import RunDirError
 from nmt_tf.inference import alignments
 from nmt_tf.inference.batch_translate import CompiledTranslator, translate_lines
 from nmt_tf.inference.forced_scoring import ForcedScore, ForcedScorer
@@ -63,6 +64,9 @@ class TranslationModel:
   def __init__(self, run_dir, checkpoint="best", checkpoints=None, max_input_tokens=200):
     model, config, src_tok, tgt_tok, self.checkpoints = load_models(run_dir, checkpoint,
                                                                     checkpoints)
+    if config.model.encoder == "image":
+      raise RunDirError(f"{run_dir} is a captioning run (model.encoder='image'), which "
+                        "translates no text; caption images with `nmt-tf caption`.")
     self.config = config
     self.translator = Translator(model, src_tok, tgt_tok, config.decode, max_input_tokens,
                                  reverse_source=config.pipeline.reverse_source)

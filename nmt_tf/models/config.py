@@ -9,7 +9,7 @@ Unknown keys and invalid values raise ConfigError naming the key, the value and 
 import dataclasses
 from typing import Optional
 
-ENCODERS = ("birnn", "rnn", "embedding", "conv")
+ENCODERS = ("birnn", "rnn", "embedding", "conv", "image")
 DECODERS = ("encdec", "rnnsearch", "cgru", "luong", "self_attentive_residual", "memory_rnn",
             "self_attentive_rnn")
 ATTENTIONS = ("additive", "dot", "general", "concat")
@@ -39,9 +39,11 @@ class ModelConfig:
   Attributes:
     src_vocab_size, tgt_vocab_size: vocabulary sizes, including the 4 special tokens.
     embedding_dim: e, source and target embedding size.
-    encoder: birnn | rnn | embedding | conv.
-    encoder_units: GRU size per direction (rnn encoders) or conv channels.
-    encoder_layers: stacked encoder layers.
+    encoder: birnn | rnn | embedding | conv | image (caption generation: the source is an
+      image, its annotation vectors those of models/image_encoder.py; Xu et al. 2015).
+    encoder_units: GRU size per direction (rnn encoders), conv channels, or the size of the
+      image annotation vectors.
+    encoder_layers: stacked encoder layers (image: convolution blocks of the convnet).
     reverse_source: read the source backwards (rnn encoder only; Sutskever 2014).
     conv_kernel_size: odd width of the conv encoder.
     decoder: one of DECODERS.
@@ -70,6 +72,13 @@ class ModelConfig:
       >= 2: GRU1 and GRU2 of the cGRU, then GRUs without input (a deep transition; Miceli
       Barone et al. 2017, "Deep Architectures for Neural Machine Translation"; Nematus'
       dec_base_recurrence_transition_depth).
+    image_size: height and width of the images of the image encoder (resized to it).
+    image_backbone: image encoder: None (a convnet trained from scratch) or a
+      keras.applications model as "module.Class", e.g. "resnet50.ResNet50".
+    image_backbone_weights: that backbone's weights (without its top) in a local file; they
+      are loaded and frozen. None: the backbone starts at random and trains.
+    image_coordinates: image encoder: append each cell's column and row to its features, so
+      that an annotation knows where in the image it is (Liu et al. 2018).
     lexical_model: add the logits of Nguyen and Chiang's (2018) lexical model, which reads
       the attention-weighted source embeddings (layers/lexical.py; decoders with attention).
     layer_norm: layer-normalized GRU transitions, as Nematus' (docs/EQUATIONS.md "Layer
@@ -114,6 +123,10 @@ class ModelConfig:
   hidden_dropout: float = 0.0
   decoder_transition_depth: int = 2
   lexical_model: bool = False
+  image_size: int = 64
+  image_backbone: Optional[str] = None
+  image_backbone_weights: Optional[str] = None
+  image_coordinates: bool = True
 
   def __post_init__(self):
     for field in dataclasses.fields(self):
@@ -133,7 +146,7 @@ class ModelConfig:
     if self.gru_reset is not None and self.gru_reset not in GRU_RESETS:
       raise ConfigError(f"Received gru_reset={self.gru_reset!r}; expected one of {GRU_RESETS} "
                         "or None for the paper's choice.")
-    for key in ("reverse_source", "layer_norm", "lexical_model"):
+    for key in ("reverse_source", "layer_norm", "lexical_model", "image_coordinates"):
       if not isinstance(getattr(self, key), bool):
         raise ConfigError(f"Received {key}={getattr(self, key)!r}; expected a bool.")
     if self.reverse_source and self.encoder != "rnn":
@@ -194,9 +207,34 @@ class ModelConfig:
     if self.lexical_model and self.decoder == "encdec":
       raise ConfigError("Received lexical_model=True with decoder='encdec', which has no "
                         "attention to weight the source words; pick an attention decoder.")
+    self._check_image()
     if self.attention_mode == "hard" and self.decoder == "encdec":
       raise ConfigError("Received attention_mode='hard' with decoder='encdec', which has no "
                         "attention; pick an attention decoder.")
+
+  def _check_image(self):
+    """The image encoder's settings, and what a source without words rules out."""
+    if self.encoder != "image":
+      if self.image_backbone is not None or self.image_backbone_weights is not None:
+        raise ConfigError(f"Received image_backbone={self.image_backbone!r} with encoder="
+                          f"{self.encoder!r}; a backbone is part of encoder='image'.")
+      return
+    for key, off in (("lexical_model", False), ("source_word_dropout", 0.0)):
+      if getattr(self, key) != off:
+        raise ConfigError(f"Received {key}={getattr(self, key)!r} with encoder='image'; an "
+                          "image has no source words: leave it off.")
+    if self.tie_embeddings == "all":
+      raise ConfigError("Received tie_embeddings='all' with encoder='image'; an image has no "
+                        "source embeddings to tie: use 'target' or 'none'.")
+    if self.image_backbone is None and self.image_size % 2 ** self.encoder_layers:
+      raise ConfigError(f"Received image_size={self.image_size} with encoder_layers="
+                        f"{self.encoder_layers}; the convnet halves the image "
+                        f"{self.encoder_layers} times: set image_size to a multiple of "
+                        f"{2 ** self.encoder_layers}.")
+    if self.image_backbone_weights is not None and self.image_backbone is None:
+      raise ConfigError("Received image_backbone_weights without image_backbone; name the "
+                        "keras.applications model they belong to, e.g. "
+                        "image_backbone='resnet50.ResNet50'.")
 
   @property
   def attention_score(self):
@@ -218,7 +256,7 @@ class ModelConfig:
       return 2 * self.encoder_units
     if self.encoder == "embedding":
       return self.embedding_dim
-    return self.encoder_units
+    return self.encoder_units  # conv channels, or the image annotation size
 
   @property
   def reset_after(self):

@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from nmt_tf import cpu
 from nmt_tf.layers import kernels
+from nmt_tf.models.captioner import ImageCaptioner
 from nmt_tf.models.seq2seq import Seq2Seq
 
 
@@ -29,12 +30,13 @@ def dtype_policy(name):
 
 
 def build_model(model_config, precision="float32", kernel_options=None):
-  """A Seq2Seq for `model_config` (a ModelConfig) with every weight created; kernel_options:
-  its kernels.KernelOptions (None: the defaults)."""
+  """A Seq2Seq for `model_config` (a ModelConfig; an ImageCaptioner for encoder="image") with
+  every weight created; kernel_options: its kernels.KernelOptions (None: the defaults)."""
   precision, _ = cpu.resolve_precision(precision, gpus=tf.config.list_physical_devices("GPU"))
   matmul_dtype = kernels.matmul_dtype_for(precision)
   with dtype_policy("float32" if matmul_dtype else precision):
-    model = Seq2Seq(model_config, kernel_options=kernel_options,
+    cls = ImageCaptioner if model_config.encoder == "image" else Seq2Seq
+    model = cls(model_config, kernel_options=kernel_options,
                     matmul_dtype=matmul_dtype)
     model.build_with_dummy_batch()
   return model

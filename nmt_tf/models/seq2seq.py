@@ -13,6 +13,7 @@ from nmt_tf.layers.lexical import LexicalModel
 from nmt_tf.models.cgru_decoders import CGRUDecoder
 from nmt_tf.models.config import ModelConfig
 from nmt_tf.models.encoders import ConvEncoder, EmbeddingEncoder, RNNEncoder
+from nmt_tf.models.image_encoder import ImageEncoder
 from nmt_tf.models.luong_decoder import LuongDecoder
 from nmt_tf.models.rnn_decoders import EncDecDecoder, RNNSearchDecoder
 
@@ -27,6 +28,10 @@ def build_encoder(cfg):
   if cfg.encoder == "conv":
     return ConvEncoder(cfg.encoder_units, cfg.conv_kernel_size, cfg.encoder_layers,
                        name="encoder")
+  if cfg.encoder == "image":
+    return ImageEncoder(cfg.encoder_units, cfg.encoder_layers, cfg.image_size,
+                        backbone=cfg.image_backbone, backbone_weights=cfg.image_backbone_weights,
+                        coordinates=cfg.image_coordinates, name="encoder")
   return EmbeddingEncoder(name="encoder")
 
 
@@ -84,10 +89,7 @@ class Seq2Seq(keras.Model):
     self.tgt_embedding = keras.layers.Embedding(cfg.tgt_vocab_size, cfg.embedding_dim,
                                                 embeddings_initializer=init,
                                                 name="tgt_embedding")
-    # tie_embeddings="all": one table for both sides (a shared vocabulary).
-    self.src_embedding = self.tgt_embedding if cfg.tie_embeddings == "all" else \
-        keras.layers.Embedding(cfg.src_vocab_size, cfg.embedding_dim,
-                               embeddings_initializer=init, name="src_embedding")
+    self.src_embedding = self._source_embedding(init)
     self.embedding_dropout = keras.layers.Dropout(cfg.dropout)
     # Word dropout: one draw per token, shared by its embedding's dimensions. Created only
     # when on, so that the random streams of the checkpoint are those of a model without.
@@ -107,6 +109,14 @@ class Seq2Seq(keras.Model):
     if cfg.lexical_model:  # its logits are added to the decoder's (Nguyen and Chiang 2018)
       self.lexical = LexicalModel(cfg.tgt_vocab_size, name="lexical")
     self.kernel_options = kernel_options or kernels.DEFAULT_OPTIONS
+
+  def _source_embedding(self, init):
+    """The source embedding table; tie_embeddings="all": the target's (a shared vocabulary)."""
+    cfg = self.model_config
+    if cfg.tie_embeddings == "all":
+      return self.tgt_embedding
+    return keras.layers.Embedding(cfg.src_vocab_size, cfg.embedding_dim,
+                                  embeddings_initializer=init, name="src_embedding")
 
   @property
   def kernel_options(self):

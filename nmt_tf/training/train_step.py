@@ -121,12 +121,13 @@ class TrainStep:
     return out
 
 
-def make_eval_loss_fn(model):
-  """tf.function(batch) -> (sum of token NLL, tokens) with training=False, traced once for
-  batches of every shape."""
+def make_eval_loss_fn(model, source_spec=None):
+  """tf.function(source, target_in, target_out) -> (sum of token NLL, tokens) with
+  training=False, traced once for batches of every shape; source_spec: the sources' TensorSpec
+  (default: int32 ids [batch, src_len]; images for a captioner)."""
   ids = tf.TensorSpec([None, None], tf.int32)
 
-  @tf.function(input_signature=[ids, ids, ids], autograph=False)
+  @tf.function(input_signature=[source_spec or ids, ids, ids], autograph=False)
   def eval_loss(source, target_in, target_out):
     outputs = model({"source": source, "target_in": target_in}, training=False)
     return losses.token_loss_sum(outputs["logits"], target_out)

@@ -124,10 +124,7 @@ class Trainer:
     train_cfg = config.train
     if not self.worker.is_chief:
       distribution.barrier(self.strategy)  # the chief prepares the run directory first
-    self.config, self.corpus, self.src_tok, self.tgt_tok = self.run_dir.prepare(config, corpus)
-    if self.worker.is_chief:
-      corpus_fingerprint.check(self.run_dir.path, self.corpus, accept_changed_corpus,
-                               report=self._warn)
+    self._prepare_data(config, corpus, accept_changed_corpus)
     if self.worker.is_chief and self.worker.num_workers > 1:
       distribution.barrier(self.strategy)
     keras.utils.set_random_seed(train_cfg.seed)
@@ -179,6 +176,24 @@ class Trainer:
                                 self.baseline_steps,
                                 hard_attention=self.config.model.attention_mode == "hard")
 
+  def _prepare_data(self, config, corpus, accept_changed_corpus):
+    """Sets config (with the vocabulary sizes), corpus, src_tok and tgt_tok for the run, and
+    checks the corpus against the one the run began with."""
+    self.config, self.corpus, self.src_tok, self.tgt_tok = self.run_dir.prepare(config, corpus)
+    if self.worker.is_chief:
+      corpus_fingerprint.check(self.run_dir.path, self.corpus, accept_changed_corpus,
+                               report=self._warn)
+
+  def _make_validator(self):
+    """The Validator of the validation split."""
+    return Validator(self.model, self.src_tok, self.tgt_tok, self.corpus["valid"], self.config)
+
+  def _batch_order(self):
+    """The training split's batch order (data_order.py): `epoch(epoch, skip, saved)` gives
+    a dataset of batches, `position(consumed, strategy)` a streamed split's position."""
+    return batch_order(self.corpus["train"], self.src_tok, self.tgt_tok, self.config.pipeline,
+                       self.worker.num_workers, self.worker.index)
+
   def _warn(self, text):
     """A warning for the console (once: the log gets it at INFO level, which --verbose shows
     on the terminal too)."""
@@ -220,16 +235,14 @@ class Trainer:
     summaries.config(self.config, step)
     validator = None
     if "valid" in self.corpus:
-      validator = Validator(self.model, self.src_tok, self.tgt_tok, self.corpus["valid"],
-                            self.config)
+      validator = self._make_validator()
     else:
       progress.message("No validation split: training without validation (no BLEU, no early "
                        "stopping, no best/); the last checkpoint is the model.")
     if validator is not None and self.keeper.unscored_best():
       self._score_best(validator, progress)
     divergence = DivergenceWatch(initial_loss=math.log(self.config.model.tgt_vocab_size))
-    order = batch_order(self.corpus["train"], self.src_tok, self.tgt_tok, self.config.pipeline,
-                        self.worker.num_workers, self.worker.index)
+    order = self._batch_order()
     epoch, consumed = int(_read(self.state["epoch"])), int(_read(self.state["batch_in_epoch"]))
     saved_position = _read(self.state["data_position"]).decode("utf-8")
     reason, last_result, loss = "completed", None, None
@@ -410,5 +423,12 @@ class Trainer:
 
 def train(config, run_dir, **kwargs):
   """Trains `config` in `run_dir`; returns the summary dict (steps, best_bleu, wall_time,
-  checkpoint, best_checkpoint, stopped, last_validation). kwargs go to Trainer."""
+  checkpoint, best_checkpoint, stopped, last_validation). kwargs go to Trainer; a config
+  with model.encoder="image" trains a captioner (training/captioning.py)."""
+  if not isinstance(config, ExperimentConfig):
+    config = ExperimentConfig.from_dict(config)
+  if config.model.encoder == "image":
+    # Imported here: captioning.py subclasses Trainer.
+    from nmt_tf.training.captioning import CaptionTrainer  # pylint: disable=g-import-not-at-top
+    return CaptionTrainer(config, run_dir, **kwargs).train()
   return Trainer(config, run_dir, **kwargs).train()

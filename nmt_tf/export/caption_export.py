@@ -1,0 +1,108 @@
+"""Exports a captioning run as a TF Serving SavedModel: image bytes in, caption out.
+
+Signatures (docs/EXPORT.md, "Captioning runs"):
+  caption (also serving_default)  image_bytes tf.string [batch] (JPEG, PNG, GIF or BMP) ->
+                                  caption [batch], log_prob [batch], caption_length [batch],
+                                  attention [batch, len, L] (weights over the L cells of the
+                                  image's annotation grid, row by row), greedy search
+  beam_search                     the same -> caption [batch, nbest], score, log_prob,
+                                  caption_length [batch, nbest], attention
+                                  [batch, nbest, len, L]
+Each image is decoded and resized to the model's image_size inside the graph. The version
+directory is written and renamed as the translation export's (exporter.py): never over an
+existing version.
+"""
+
+import dataclasses
+import json
+import os
+
+import tensorflow as tf
+
+from nmt_tf.export.exporter import (beam_and_nbest, claim_version, ExportError, METADATA_FILE,
+                                    serving_decode_config)
+from nmt_tf.export.ops import check_forbidden_ops
+from nmt_tf.inference.image_captioner import Captioner
+from nmt_tf.inference.loading import load_models
+
+IMAGES = tf.TensorSpec([None], tf.string, name="image_bytes")
+
+
+class CaptionServingModule(tf.Module):
+  """The exported functions of a Captioner (module docstring)."""
+
+  def __init__(self, captioner, beam_size, nbest, name=None):
+    super().__init__(name=name)
+    self.captioner = captioner
+    self.beam_size = beam_size
+    self.nbest = nbest
+    self.grid = captioner.grid
+
+  def _run(self, image_bytes, beam_size, nbest):
+    """The outputs of beam_search (nbest axis kept), zeros of shape [0, ...] for no image."""
+    cells = self.grid[0] * self.grid[1]
+
+    def outputs():
+      out = self.captioner.caption_bytes(image_bytes, beam_size, nbest)
+      lengths = out["lengths"]  # [batch, nbest]
+      return {"caption": out["caption"], "log_prob": out["log_probs"],
+              "score": out["scores"], "caption_length": lengths,
+              "attention": out["attention"][:, :, :tf.reduce_max(lengths)]}
+
+    def empty():
+      return {"caption": tf.zeros([0, nbest], tf.string),
+              "log_prob": tf.zeros([0, nbest]), "score": tf.zeros([0, nbest]),
+              "caption_length": tf.zeros([0, nbest], tf.int32),
+              "attention": tf.zeros([0, nbest, 0, cells])}
+    return tf.cond(tf.size(image_bytes) > 0, outputs, empty)
+
+  @tf.function(input_signature=[IMAGES], autograph=False)
+  def caption(self, image_bytes):
+    out = self._run(image_bytes, 1, 1)
+    return {"caption": out["caption"][:, 0], "log_prob": out["log_prob"][:, 0],
+            "caption_length": out["caption_length"][:, 0],
+            "attention": out["attention"][:, 0]}
+
+  @tf.function(input_signature=[IMAGES], autograph=False)
+  def beam_search(self, image_bytes):
+    return self._run(image_bytes, self.beam_size, self.nbest)
+
+  def signatures(self):
+    return {"serving_default": self.caption, "caption": self.caption,
+            "beam_search": self.beam_search}
+
+
+def export_captioner(run, checkpoint="best", export_dir=None, model_name="nmt_caption",
+                     version=None, beam_size=None, nbest=None, decode_config=None,
+                     checkpoints=None, report=print):
+  """Exports checkpoint `checkpoint` of the captioning run `run` (a RunDir); returns the path
+  of the written version directory. The arguments are export_run's."""
+  if checkpoints:
+    raise ExportError("Ensembles of captioning runs are not exported; export one run "
+                      "(leave --checkpoints out).")
+  model, config, _, tokenizer, paths = load_models(run.path, checkpoint)
+  decode_config = serving_decode_config(decode_config or config.decode)
+  beam_size, nbest = beam_and_nbest(beam_size, nbest, decode_config)
+  model_dir = os.path.join(export_dir or run.export_dir, model_name)
+  path, tmp = claim_version(model_dir, version, report)
+  module = CaptionServingModule(Captioner(model, tokenizer, decode_config), beam_size,
+                                nbest)
+  signatures = {name: fn.get_concrete_function() for name, fn in module.signatures().items()}
+  root = tf.Module()
+  root.tokenizer = tokenizer
+  seen = {}
+  for function in signatures.values():
+    for variable in function.variables:
+      seen.setdefault(id(variable), variable)
+  root.variables_used = list(seen.values())
+  tf.saved_model.save(root, tmp, signatures=signatures)
+  check_forbidden_ops(tmp)
+  metadata = {"run_dir": run.path, "checkpoint": paths[0], "model_name": model_name,
+              "version": int(os.path.basename(path)), "beam_size": beam_size, "nbest": nbest,
+              "decode": dataclasses.asdict(decode_config), "model": config.model.to_dict(),
+              "annotation_grid": list(module.grid), "task": "caption"}
+  os.makedirs(os.path.join(tmp, "assets.extra"), exist_ok=True)
+  with open(os.path.join(tmp, "assets.extra", METADATA_FILE), "w", encoding="utf-8") as f:
+    json.dump(metadata, f, indent=2, sort_keys=True)
+  os.replace(tmp, path)  # atomic: TF Serving only picks up complete versions
+  return path
