@@ -152,37 +152,3 @@ def caption_batches(split, tokenizer, image_size, batch_size, order=None,
   if max_target_len:
     ds = ds.filter(lambda ex: tf.shape(ex["target_out"])[0] <= max_target_len + 1)
   return ds.padded_batch(batch_size).prefetch(_AUTOTUNE)
-
-
-class CaptionOrder:
-  """The training batch order of a CaptionSplit: epoch e is the pairs shuffled under
-  seed + e, so a restored run rebuilds its epoch and skips the batches already consumed
-  (the trainer's data-order interface, training/data_order.py)."""
-
-  def __init__(self, split, tokenizer, image_size, batch_size, seed, max_target_len=0,
-               num_workers=1, worker=0):
-    self.split, self.tokenizer = split, tokenizer
-    self.image_size, self.batch_size = image_size, batch_size
-    self.seed, self.max_target_len = seed, max_target_len
-    self.num_workers, self.worker = num_workers, worker
-
-  def epoch(self, epoch, skip=0, saved=""):
-    del saved  # the epoch and the batch say where the run stood
-    order = np.random.default_rng([self.seed, epoch]).permutation(len(self.split))
-    ds = caption_batches(self.split, self.tokenizer, self.image_size, self.batch_size, order,
-                         self.max_target_len)
-    if self.num_workers > 1:
-      count = int(ds.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1))
-      ds = ds.take(count - count % self.num_workers).shard(self.num_workers, self.worker)
-    if skip:
-      ds = ds.skip(skip)
-    options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
-    options.deterministic = True
-    return ds.with_options(options)
-
-  def position(self, consumed, strategy=None):
-    """None: the trainer's epoch and batch count are the whole position."""
-    del consumed, strategy
-    return None
-

@@ -26,9 +26,10 @@ from nmt_tf.evaluation import scoring
 from nmt_tf.evaluation.image_attention import image_attention_png
 from nmt_tf.experiment import corpus_fingerprint
 from nmt_tf.inference.image_captioner import Captioner
+from nmt_tf.training.data_order import CaptionOrder
 from nmt_tf.training.trainer import Trainer
 from nmt_tf.training.train_step import make_eval_loss_fn
-from nmt_tf.training.validation import ValidationResult
+from nmt_tf.training.validation import dataset_loss, ValidationResult
 
 
 def load_splits(config, run_path):
@@ -86,12 +87,7 @@ class CaptionValidator:
 
   def run(self):
     """Returns a ValidationResult (samples: image file, first reference, caption)."""
-    loss_sum, tokens = 0.0, 0.0
-    for batch in self.loss_dataset:
-      s, n = self.loss_fn(batch["source"], batch["target_in"], batch["target_out"])
-      loss_sum += float(s)
-      tokens += float(n)
-    loss = loss_sum / max(tokens, 1.0)
+    loss = dataset_loss(self.loss_fn, self.loss_dataset)
     hypotheses, alignments, shown = [], [], []
     for images in self.image_dataset:
       out = self.greedy_fn(images)
@@ -142,10 +138,9 @@ class CaptionTrainer(Trainer):
 
   def _batch_order(self):
     pipeline = self.config.pipeline
-    return captions.CaptionOrder(self.corpus["train"], self.tgt_tok,
-                                 self.config.model.image_size, pipeline.batch_size,
-                                 pipeline.seed, pipeline.max_target_len,
-                                 self.worker.num_workers, self.worker.index)
+    return CaptionOrder(self.corpus["train"], self.tgt_tok, self.config.model.image_size,
+                        pipeline.batch_size, pipeline.seed, pipeline.max_target_len,
+                        self.worker.num_workers, self.worker.index)
 
   def _no_batch_message(self):
     return (f"No training batch: every caption of the training split is longer than "

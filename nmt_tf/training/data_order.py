@@ -24,6 +24,7 @@ import numpy as np
 import tensorflow as tf
 
 from nmt_tf import data
+from nmt_tf.data import captions
 
 
 def batch_order(split, source_tokenizer, target_tokenizer, pipeline_config, num_workers=1,
@@ -66,14 +67,57 @@ class InMemoryOrder:
     ds = data.make_train_dataset(self.split, self.source_tokenizer, self.target_tokenizer,
                                  config, check=check, cache=False)
     self._checked = True
-    if self.num_workers > 1:
-      count = int(ds.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1))
-      ds = ds.take(count - count % self.num_workers).shard(self.num_workers, self.worker)
-    if skip:
-      ds = ds.skip(skip)
-    options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
-    return ds.with_options(options)
+    return worker_share(ds, self.num_workers, self.worker, skip)
+
+  def position(self, consumed, strategy=None):
+    """None: the trainer's epoch and batch count are the whole position."""
+    del consumed, strategy
+    return None
+
+
+def worker_share(ds, num_workers, worker, skip=0):
+  """Every num_workers-th batch of an epoch's batches `ds` from the worker-th (the epoch cut
+  to a multiple of num_workers, so that every worker runs the same number of steps), without
+  its first `skip`; the strategy's own sharding off."""
+  if num_workers > 1:
+    count = int(ds.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1))
+    ds = ds.take(count - count % num_workers).shard(num_workers, worker)
+  if skip:
+    ds = ds.skip(skip)
+  options = tf.data.Options()
+  options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+  return ds.with_options(options)
+
+
+class CaptionOrder:
+  """The batch order of a captioning split (data/captions.py): epoch e is the image-caption
+  pairs shuffled under seed + e, in batches of batch_size, this worker's share of them; a
+  restored run rebuilds its epoch and skips the batches it had consumed.
+
+  Args:
+    split: the training data.captions.CaptionSplit.
+    tokenizer: the caption tokenizer.
+    image_size: side of the resized images.
+    batch_size: pairs per batch.
+    seed: pipeline.seed.
+    max_target_len: longer captions are skipped (0 keeps all).
+    num_workers, worker: this worker's share of every epoch.
+  """
+
+  def __init__(self, split, tokenizer, image_size, batch_size, seed, max_target_len=0,
+               num_workers=1, worker=0):
+    self.split, self.tokenizer = split, tokenizer
+    self.image_size, self.batch_size = image_size, batch_size
+    self.seed, self.max_target_len = seed, max_target_len
+    self.num_workers, self.worker = num_workers, worker
+
+  def epoch(self, epoch, skip=0, saved=""):
+    """The batches of epoch `epoch` for this worker, without its first `skip` batches."""
+    del saved  # the epoch and the batch say where the run stood
+    order = np.random.default_rng([self.seed, epoch]).permutation(len(self.split))
+    ds = captions.caption_batches(self.split, self.tokenizer, self.image_size,
+                                  self.batch_size, order, self.max_target_len)
+    return worker_share(ds, self.num_workers, self.worker, skip)
 
   def position(self, consumed, strategy=None):
     """None: the trainer's epoch and batch count are the whole position."""

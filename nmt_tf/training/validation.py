@@ -52,6 +52,16 @@ def _texts(split, limit):
   return sources, targets
 
 
+def dataset_loss(loss_fn, dataset):
+  """The mean token NLL over the batches of `dataset` (make_eval_loss_fn's loss_fn)."""
+  loss_sum, tokens = 0.0, 0.0
+  for batch in dataset:
+    s, n = loss_fn(batch["source"], batch["target_in"], batch["target_out"])
+    loss_sum += float(s)
+    tokens += float(n)
+  return loss_sum / max(tokens, 1.0)
+
+
 class Validator:
   """Scores a model on the validation split.
 
@@ -91,12 +101,7 @@ class Validator:
 
   def run(self):
     """Returns a ValidationResult."""
-    loss_sum, tokens = 0.0, 0.0
-    for batch in self.dataset:
-      s, n = self.loss_fn(batch["source"], batch["target_in"], batch["target_out"])
-      loss_sum += float(s)
-      tokens += float(n)
-    loss = loss_sum / max(tokens, 1.0)
+    loss = dataset_loss(self.loss_fn, self.dataset)
     hypotheses, alignments = [], []
     for start in range(0, len(self.sources), self.batch_size):
       chunk = self.sources[start:start + self.batch_size]
