@@ -4,6 +4,8 @@ The Python API (TensorFlow is imported on first use, not by `import nmt_tf`):
 
   nmt_tf.load(run_dir)            a trained run: .translate(sentences, beam_size, nbest) and
                                   .score(sources, targets) (inference/translation_model.py)
+  nmt_tf.load_captioner(run_dir)  a trained captioning run: .caption(images, beam_size)
+                                  (inference/caption_model.py)
   nmt_tf.train(config, run_dir)   train or resume a run; config: an ExperimentConfig, or the
                                   ml_collections ConfigDict of a recipe
   nmt_tf.recipe("multi30k:luong") a recipe with a model preset, as a ConfigDict (`nmt-tf
@@ -22,6 +24,8 @@ _API = {
     "load": ("nmt_tf.inference.translation_model", "load"),
     "TranslationModel": ("nmt_tf.inference.translation_model", "TranslationModel"),
     "Translation": ("nmt_tf.inference.translation_model", "Translation"),
+    "load_captioner": ("nmt_tf.inference.caption_model", "load_captioner"),
+    "Caption": ("nmt_tf.inference.caption_model", "Caption"),
     "train": ("nmt_tf.training", "train"),
     "base_config": ("nmt_tf.experiment", "base_config"),
     "recipe": ("nmt_tf.configs", "load"),

@@ -143,6 +143,8 @@ class ImageModelConfigTest(tf.test.TestCase):
       ExperimentConfig.from_dict({**base, "data": {"name": "generated"}})
     with self.assertRaisesRegex(ConfigError, "pipeline.batch_size"):
       ExperimentConfig.from_dict({**base, "pipeline": {"batch_size": 0}})
+    with self.assertRaisesRegex(ConfigError, "reinforce_weight=-1.0; expected a weight >= 0"):
+      ExperimentConfig.from_dict({**base, "train": {"reinforce_weight": -1.0}})
 
 
 class CaptionAttentionTest(tf.test.TestCase):
@@ -227,6 +229,31 @@ class CaptionAttentionTest(tf.test.TestCase):
                                     context["mask"])
       after = np.log(after_alpha.numpy()[np.arange(2), picked])
       self.assertGreater(float(sign * (after - before).sum()), 0.0)
+
+  def test_the_expectation_replaces_the_sample_for_the_chosen_sentences(self):
+    """Xu et al. 2015, sec. 4.1: some sentences take c_t = sum_i alpha_ti a_i and add no
+    REINFORCE term (log_prob 0); the others sample."""
+    model, context, state = self._parts("hard")
+    attention = model.decoder.attention
+    expect = tf.constant([True, False])
+    c, alpha, log_prob = attention(state["s"], context["memory"], context["keys"],
+                                   context["mask"], training=True, expect=expect)
+    soft = np.einsum("bl,bld->bd", alpha.numpy(), context["memory"].numpy())
+    self.assertAllClose(c[0], soft[0], atol=1e-5)
+    self.assertEqual(float(log_prob[0]), 0.0)
+    self.assertLess(float(log_prob[1]), 0.0)
+    self.assertAllClose(np.abs(c.numpy()[1] - context["memory"].numpy()[1]).max(-1).min(), 0.0,
+                        atol=1e-6)  # a sampled annotation vector
+    target_in = tf.constant([[2, 5, 6, 7]] * 4)
+    for decoder in ("cgru", "rnnsearch", "luong"):
+      for rate, zero in ((0.999, True), (0.0, False)):
+        model = build_model(tiny_image_config(decoder=decoder, attention_mode="hard",
+                                              hard_expectation_rate=rate))
+        out = model({"source": images(batch=4), "target_in": target_in}, training=True)
+        self.assertEqual(bool(np.all(out["attention_log_prob"].numpy() == 0.0)), zero,
+                         (decoder, rate))
+    with self.assertRaisesRegex(ConfigError, "attention_mode='hard'"):
+      tiny_image_config(hard_expectation_rate=0.5)
 
   def test_every_decoder_captions_with_soft_and_hard_attention(self):
     target_in = tf.constant([[2, 5, 6], [2, 7, 0]])
@@ -407,6 +434,25 @@ class CaptionTrainingTest(tf.test.TestCase):
     constant = scoring.corpus_bleu([common] * len(references), references).score
     self.assertGreater(bleu, constant + 15.0, (bleu, constant))
 
+  def test_python_api_captions_paths_bytes_and_arrays(self):
+    captioner = nmt_tf.load_captioner(self.run_dir)
+    path = os.path.join(self.run_dir, "shapes", "images", "test_00000.png")
+    best = captioner.caption(path, beam_size=1)
+    self.assertIsInstance(best, nmt_tf.Caption)
+    self.assertEqual(best.words[-1], "</s>")
+    self.assertEqual(best.attention.shape, (len(best.words), 6, 6))
+    self.assertAllClose(best.attention.sum(axis=(1, 2)), np.ones(len(best.words)), atol=1e-4)
+    with open(path, "rb") as f:
+      data = f.read()
+    pixels = tf.io.decode_png(data).numpy()  # uint8 [48, 48, 3]
+    same = captioner.caption([data, pixels, pixels / 255.0], beam_size=1)
+    self.assertEqual([c.text for c in same], [best.text] * 3)
+    code, out, _ = run_command(caption_cli, run_dir=self.run_dir, input_file=path,
+                               beam_size=1)
+    self.assertEqual(out.split("\t")[1].strip(), best.text)
+    with self.assertRaisesRegex(ValueError, "shape"):
+      captioner.caption(np.zeros((4, 4)))
+
   def test_commands_refuse_the_other_kind_of_run(self):
     translation = os.path.join(tempfile.mkdtemp(), "generated")
     config = configs.load("generated")
@@ -438,6 +484,8 @@ class CaptionTrainingTest(tf.test.TestCase):
       self.assertRegex(err, f"^error: .*{re.escape(message)}.*\n$")
     with self.assertRaisesRegex(ValueError, "is a captioning run"):
       nmt_tf.load(self.run_dir)
+    with self.assertRaisesRegex(ValueError, "is a translation run"):
+      nmt_tf.load_captioner(translation)
 
   def test_hard_attention_trains_and_resumes_exactly(self):
     config = configs.load("shapes")

@@ -79,6 +79,8 @@ class TrainConfig:
     seed: random seed of weights, dropout and data order.
     log_every: console/TensorBoard scalars every N steps.
     reinforce_baseline_decay: moving-average decay of the hard-attention reward baseline.
+    reinforce_weight: lambda_r, the weight of hard attention's REINFORCE term (Xu et al.
+      2015, eq. 12).
     jit_compile: XLA-compile the train step.
     alignment_images: attention heat maps of this many validation sentences per validation.
   """
@@ -102,6 +104,7 @@ class TrainConfig:
   seed: int = 1234
   log_every: int = 50
   reinforce_baseline_decay: float = 0.99
+  reinforce_weight: float = 1.0
   jit_compile: bool = False
   alignment_images: int = 3
 
@@ -133,6 +136,8 @@ class TrainConfig:
            "expected a value in (0, 1].")
     _check(0 <= self.reinforce_baseline_decay < 1, "Received train.reinforce_baseline_decay="
            f"{self.reinforce_baseline_decay!r}; expected a value in [0, 1).")
+    _check(self.reinforce_weight >= 0, "Received train.reinforce_weight="
+           f"{self.reinforce_weight!r}; expected a weight >= 0.")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -59,7 +59,7 @@ class _Attention(keras.layers.Layer):
     tanh scores as one XLA kernel (KernelChoice.score_kernel)."""
     raise NotImplementedError
 
-  def call(self, query, memory, keys, mask, training=False):
+  def call(self, query, memory, keys, mask, training=False, expect=None):
     """Attends with one query per batch row.
 
     Args:
@@ -68,6 +68,9 @@ class _Attention(keras.layers.Layer):
       keys: output of `precompute_keys(memory)`.
       mask: [batch, src_len] bool, True at real source positions.
       training: in hard mode, sample positions when True; the training score kernel.
+      expect: optional [batch] bool, hard mode while training: rows that take the expected
+        context sum_i alpha_i h_i instead of a sample, with log_prob 0 (Xu et al. 2015,
+        sec. 4.1: for half of the images).
 
     Returns:
       context [batch, mem_dim], weights alpha [batch, src_len] float32, and log_prob [batch]
@@ -90,6 +93,9 @@ class _Attention(keras.layers.Layer):
       if training:
         log_prob = tf.math.log(tf.maximum(tf.reduce_sum(picked * weights, -1), 1e-30))
       select = picked
+      if training and expect is not None:
+        select = tf.where(expect[:, tf.newaxis], weights, picked)  # [batch, src_len]
+        log_prob = tf.where(expect, tf.zeros_like(log_prob), log_prob)  # [batch]
     else:
       select = weights
     context = kernels.attend(tf.cast(select, memory.dtype), memory)  # c [batch, mem_dim]

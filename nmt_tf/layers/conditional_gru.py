@@ -70,7 +70,7 @@ class ConditionalGRUCell(keras.layers.Layer):
     """GRU1's W E y + b: [..., emb_dim] -> [..., 3*units]."""
     return self.gru1.project_inputs(y_emb)
 
-  def step(self, x_proj, s_prev, memory, keys, mask, training=False, drops=None):
+  def step(self, x_proj, s_prev, memory, keys, mask, training=False, drops=None, expect=None):
     """One step j.
 
     Args:
@@ -80,6 +80,8 @@ class ConditionalGRUCell(keras.layers.Layer):
       training: passed to the attention.
       drops: optional recurrent dropout masks [batch, units] of GRU1, GRU2, GRU3, ...
         (layers/gru.py), one per sequence and GRU.
+      expect: optional [batch] bool, hard attention's rows that take the expected context
+        while training (attention.py).
 
     Returns:
       s_j [batch, units], c_j [batch, mem_dim], alpha_j [batch, src_len] float32, and the hard
@@ -87,7 +89,8 @@ class ConditionalGRUCell(keras.layers.Layer):
     """
     drops = drops or [None] * self.transition_depth
     s_inter = self.gru1.step(x_proj, s_prev, drops[0])  # s'_j [batch, units]
-    context, weights, log_prob = self.attention(s_inter, memory, keys, mask, training=training)
+    context, weights, log_prob = self.attention(s_inter, memory, keys, mask, training=training,
+                                                expect=expect)
     s = self.gru2.step(self.gru2.project_inputs(context), s_inter, drops[1])  # [batch, units]
     for cell, drop in zip(self.deep_cells, drops[2:]):
       s = cell.transition(s, drop)  # [batch, units]

@@ -130,7 +130,8 @@ class CGRUDecoder(Decoder):
       s_prev, _ = self.state_memory(s_prev, state["memory"], t, training=training)
     s, c, alpha, log_prob = self.cgru.step(x_t["gru"], s_prev, context["memory"],
                                            context["keys"], context["mask"], training=training,
-                                           drops=context.get("drops"))
+                                           drops=context.get("drops"),
+                                           expect=context.get("expect"))
     outputs = {"s": s, "context": c, "attention": alpha, "log_prob": log_prob}
     new_state["s"] = s
     if self.uses_memory:

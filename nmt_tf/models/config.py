@@ -54,6 +54,9 @@ class ModelConfig:
     attention_units: hidden size of additive/concat scores (default: decoder_units).
     attention_mode: soft | hard (Xu et al. 2015; trained with REINFORCE).
     hard_inference: expectation | argmax, hard attention at inference.
+    hard_expectation_rate: hard attention while training: the share of sentences (drawn per
+      sentence and batch) whose every step takes the expected context sum_i alpha_i h_i
+      instead of a sample and adds no REINFORCE term (Xu et al. 2015, sec. 4.1: 0.5).
     gru_reset: before | after; None = the paper's (before for encdec/rnnsearch, else after).
     rnn_cell: gru | lstm (luong decoder only).
     summary: avg | cavg (self_attentive_residual only).
@@ -109,6 +112,7 @@ class ModelConfig:
   attention_units: Optional[int] = None
   attention_mode: str = "soft"
   hard_inference: str = "expectation"
+  hard_expectation_rate: float = 0.0
   gru_reset: Optional[str] = None
   rnn_cell: str = "gru"
   summary: str = "avg"
@@ -153,7 +157,7 @@ class ModelConfig:
       raise ConfigError(f"Received reverse_source=True with encoder={self.encoder!r}; source "
                         "reversal needs encoder='rnn'.")
     for key in ("dropout", "source_word_dropout", "target_word_dropout", "embedding_dropout",
-                "hidden_dropout"):
+                "hidden_dropout", "hard_expectation_rate"):
       value = getattr(self, key)
       if not _is_number(value) or not 0.0 <= value < 1.0:
         raise ConfigError(f"Received {key}={value!r}; expected a rate in [0, 1).")
@@ -208,6 +212,10 @@ class ModelConfig:
       raise ConfigError("Received lexical_model=True with decoder='encdec', which has no "
                         "attention to weight the source words; pick an attention decoder.")
     self._check_image()
+    if self.hard_expectation_rate and self.attention_mode != "hard":
+      raise ConfigError(f"Received hard_expectation_rate={self.hard_expectation_rate} with "
+                        "attention_mode='soft'; it mixes the expectation into hard attention: "
+                        "set attention_mode='hard' or leave it at 0.")
     if self.attention_mode == "hard" and self.decoder == "encdec":
       raise ConfigError("Received attention_mode='hard' with decoder='encdec', which has no "
                         "attention; pick an attention decoder.")

@@ -100,7 +100,7 @@ class LuongDecoder(Decoder):
     else:
       s = self.rnn.step(x_proj, state["s"])  # [batch, units]
     c, alpha, log_prob = self.attention(s, context["memory"], context["keys"], context["mask"],
-                                        training=training)
+                                        training=training, expect=context.get("expect"))
     h_tilde = ops.dense(self.combine, tf.concat([c, s], axis=-1))  # [batch, units]
     new_state.update(s=s, h_tilde=h_tilde)
     return {"h_tilde": h_tilde, "attention": alpha, "log_prob": log_prob}, new_state

@@ -162,7 +162,8 @@ class RNNSearchDecoder(Decoder):
   def transition(self, x_t, state, context, t, training):
     s_prev = state["s"]
     c, alpha, log_prob = self.attention(s_prev, context["memory"], context["keys"],
-                                        context["mask"], training=training)
+                                        context["mask"], training=training,
+                                        expect=context.get("expect"))
     s = self.gru.step(x_t["gru"] + ops.dense(self.context_proj, c), s_prev)  # [batch, units]
     return {"s": s, "context": c, "attention": alpha, "log_prob": log_prob}, {"s": s}
 

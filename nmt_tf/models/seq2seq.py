@@ -99,6 +99,8 @@ class Seq2Seq(keras.Model):
     if cfg.target_word_dropout:
       self.target_word_dropout = keras.layers.Dropout(cfg.target_word_dropout,
                                                       noise_shape=(None, None, 1))
+    if cfg.hard_expectation_rate:  # which sentences take the expected context (Xu et al.)
+      self.expectation_sampler = keras.random.SeedGenerator(name="expectation_sampler")
     if cfg.embedding_dropout:  # one mask per sentence: the same at every position
       self.variational_dropout = keras.layers.Dropout(cfg.embedding_dropout,
                                                       noise_shape=(None, 1, None))
@@ -160,6 +162,10 @@ class Seq2Seq(keras.Model):
     """
     with kernels.precision_scope(self.matmul_dtype):
       context = self.encode(inputs["source"], training=training)
+      sampler = getattr(self, "expectation_sampler", None)
+      if training and sampler is not None:  # [batch] bool, one draw per sentence
+        draw = keras.random.uniform(tf.shape(inputs["target_in"])[:1], seed=sampler)
+        context = {**context, "expect": draw < self.model_config.hard_expectation_rate}
       emb = self.embed(inputs["target_in"], "target", training)  # [batch, tgt_len, e]
       logits, attention, log_prob = self.decoder(emb, context, training=training)
       logits = self._with_lexical(logits, attention, context)

@@ -7,7 +7,7 @@ Per replica r with batch B_r (docs/EQUATIONS.md, "Training objective"):
   g <- g * min(1, clip_norm / |g|)       (Pascanu et al. 2013), then Adam.
 so the update is that of the mean token loss of the global batch whatever the replica count.
 Hard attention (Xu et al. 2015, sec. 4.1) adds
-  -sum_s stop_gradient(R_s - b) log alpha(sampled) / S, R_s = log p(y_s | x_s, sampled), S the
+  -lambda_r sum_s stop_gradient(R_s - b) log alpha(sampled) / S, R_s = log p(y_s | x_s, sampled), S the
 global number of sentences, and b <- decay * b + (1 - decay) * mean_s R_s after each step.
 """
 
@@ -72,8 +72,9 @@ class TrainStep:
       if self.hard_attention:
         reward = losses.sentence_log_likelihood(outputs["logits"], batch["target_out"])  # [b]
         batch_size = tf.cast(tf.shape(reward)[0], tf.float32)
-        loss += losses.reinforce_loss(outputs["attention_log_prob"], reward, baseline,
-                                      batch["target_out"]) * batch_size / global_sentences
+        loss += self.config.reinforce_weight * losses.reinforce_loss(
+            outputs["attention_log_prob"], reward, baseline,
+            batch["target_out"]) * batch_size / global_sentences
         reward_sum = tf.reduce_sum(reward)
       scaled = self.optimizer.scale_loss(loss) if self.loss_scaled else loss
     grads = tape.gradient(scaled, variables)
