@@ -23,7 +23,7 @@ from nmt_tf.cli import common
 from nmt_tf.cli import translate  # pylint: disable=unused-import  (--input_file, --output_file)
 from nmt_tf.data import captions
 from nmt_tf.data.errors import DataError
-from nmt_tf.evaluation.image_attention import image_attention_png
+from nmt_tf.evaluation.image_attention import caption_attention_png
 from nmt_tf.experiment.run_dir import RunDirError
 from nmt_tf.inference import load_models
 from nmt_tf.inference.image_captioner import Captioner
@@ -84,10 +84,7 @@ def load_captioner():
 
 def write_attention(captioner, path, image, out, row, directory):
   """<directory>/<image name>.attention.png of row `row` of a caption output."""
-  length = int(out["lengths"][row, 0])
-  ids = out["ids"][row, 0, :length].numpy()
-  png = image_attention_png(image, out["attention"][row, 0, :length].numpy(), captioner.grid,
-                            captioner.words(ids), title=os.path.basename(path))
+  png = caption_attention_png(captioner, image, out, row, os.path.basename(path))
   os.makedirs(directory, exist_ok=True)
   with open(os.path.join(directory, os.path.basename(path) + ".attention.png"), "wb") as f:
     f.write(png)

@@ -19,6 +19,7 @@ import shutil
 import tempfile
 
 import numpy as np
+import tensorflow as tf
 
 from nmt_tf.data.errors import DataError
 
@@ -26,7 +27,7 @@ COLOURS = {"red": (220, 40, 40), "green": (40, 170, 60), "blue": (40, 80, 230),
            "yellow": (235, 200, 30)}
 SHAPES = ("circle", "square", "triangle")
 SIZES = {"small": 0.10, "large": 0.17}  # radius as a share of the image side
-OPPOSITE = {"left of": "right of", "above": "below"}
+CONVERSE = {"left of": "right of", "right of": "left of", "above": "below", "below": "above"}
 MANIFEST = "shapes.json"
 SPLITS = ("train", "valid", "test")
 
@@ -78,14 +79,8 @@ def draw_example(rng, side):
     relation = "left of" if dx > 0 else "right of"
   else:
     relation = "above" if dy > 0 else "below"
-  converse = OPPOSITE.get(relation) or {v: k for k, v in OPPOSITE.items()}[relation]
   return image, [f"{_phrase(a)} {relation} {_phrase(b)}",
-                 f"{_phrase(b)} {converse} {_phrase(a)}"]
-
-
-def _encode_png(image):
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  return tf.io.encode_png(image).numpy()
+                 f"{_phrase(b)} {CONVERSE[relation]} {_phrase(a)}"]
 
 
 def write_shapes(directory, sizes, image_size=64, seed=0):
@@ -127,7 +122,7 @@ def write_shapes(directory, sizes, image_size=64, seed=0):
         image, captions = draw_example(rng, image_size)
         name = f"images/{split}_{i:05d}.png"
         with open(os.path.join(staging, name), "wb") as f:
-          f.write(_encode_png(image))
+          f.write(tf.io.encode_png(image).numpy())
         lines += [f"{name}\t{caption}\n" for caption in captions]
       if lines:
         with open(os.path.join(staging, f"{split}.tsv"), "w", encoding="utf-8") as f:

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from nmt_tf.atomic_write import write_json
 from nmt_tf.data import captions
-from nmt_tf.evaluation.image_attention import image_attention_png
+from nmt_tf.evaluation.image_attention import caption_attention_png
 from nmt_tf.evaluation.scoring import corpus_bleu, corpus_chrf
 
 
@@ -43,13 +43,10 @@ def evaluate_captions(captioner, split, out_dir, beam_size, batch_size, plot_ima
     for row in range(int(batch.shape[0])):
       if start + row not in plot:
         continue
-      length = int(out["lengths"][row, 0])
       path = os.path.join(out_dir, f"attention_{start + row}.png")
       with open(path, "wb") as f:
-        f.write(image_attention_png(
-            np.asarray(batch[row]), out["attention"][row, 0, :length].numpy(), captioner.grid,
-            captioner.words(out["ids"][row, 0, :length].numpy()),
-            title=os.path.basename(images[start + row])))
+        f.write(caption_attention_png(captioner, np.asarray(batch[row]), out, row,
+                                      os.path.basename(images[start + row])))
       maps.append(path)
   with open(os.path.join(out_dir, "hypotheses.txt"), "w", encoding="utf-8") as f:
     f.writelines(f"{image}\t{h}\n" for image, h in zip(images, hypotheses))

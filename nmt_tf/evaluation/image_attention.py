@@ -73,3 +73,12 @@ def image_attention_png(image, attention, grid, words, title=None, dpi=80):
   buffer = io.BytesIO()
   fig.savefig(buffer, format="png")
   return buffer.getvalue()
+
+
+def caption_attention_png(captioner, image, out, row, title):
+  """image_attention_png of the best caption of row `row` of `out`, the output of an
+  inference.image_captioner.Captioner's `caption` for `image` [H, W, 3]."""
+  length = int(out["lengths"][row, 0])
+  return image_attention_png(image, out["attention"][row, 0, :length].numpy(), captioner.grid,
+                             captioner.words(out["ids"][row, 0, :length].numpy()),
+                             title=title)

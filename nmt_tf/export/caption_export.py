@@ -20,7 +20,7 @@ import os
 import tensorflow as tf
 
 from nmt_tf.export.exporter import (beam_and_nbest, claim_version, ExportError, METADATA_FILE,
-                                    serving_decode_config)
+                                    serving_decode_config, track_variables)
 from nmt_tf.export.ops import check_forbidden_ops
 from nmt_tf.inference.image_captioner import Captioner
 from nmt_tf.inference.loading import load_models
@@ -90,12 +90,7 @@ def export_captioner(run, checkpoint="best", export_dir=None, model_name="nmt_ca
   signatures = {name: fn.get_concrete_function() for name, fn in module.signatures().items()}
   root = tf.Module()
   root.tokenizer = tokenizer
-  seen = {}
-  for function in signatures.values():
-    for variable in function.variables:
-      seen.setdefault(id(variable), variable)
-  root.variables_used = list(seen.values())
-  tf.saved_model.save(root, tmp, signatures=signatures)
+  tf.saved_model.save(track_variables(root, signatures.values()), tmp, signatures=signatures)
   check_forbidden_ops(tmp)
   metadata = {"run_dir": run.path, "checkpoint": paths[0], "model_name": model_name,
               "version": int(os.path.basename(path)), "beam_size": beam_size, "nbest": nbest,

@@ -103,6 +103,12 @@ def saved_root(module, functions):
   root = tf.Module()
   root.source_tokenizer = module.translator.source_tokenizer
   root.target_tokenizer = module.translator.target_tokenizer
+  return track_variables(root, functions)
+
+
+def track_variables(root, functions):
+  """`root` with the tf.Variables that the concrete `functions` capture, each once, as
+  `root.variables_used` (see saved_root)."""
   seen = {}
   for function in functions:
     for variable in function.variables:

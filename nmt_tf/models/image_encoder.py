@@ -103,8 +103,8 @@ class ImageEncoder(keras.layers.Layer):
       side = image_size // 2 ** num_layers
       self.grid = (side, side)
     else:
-      self._preprocess = backbone_module(backbone)[0].preprocess_input
-      cls = backbone_module(backbone)[1]
+      module, cls = backbone_module(backbone)
+      self._preprocess = module.preprocess_input
       self.backbone = cls(include_top=False, weights=None,
                           input_shape=(image_size, image_size, 3))
       if backbone_weights is not None:

@@ -23,7 +23,7 @@ import tensorflow as tf
 from nmt_tf import data
 from nmt_tf.data import captions
 from nmt_tf.evaluation import scoring
-from nmt_tf.evaluation.image_attention import image_attention_png
+from nmt_tf.evaluation.image_attention import caption_attention_png
 from nmt_tf.experiment import corpus_fingerprint
 from nmt_tf.inference.image_captioner import Captioner
 from nmt_tf.training.data_order import CaptionOrder
@@ -111,12 +111,8 @@ class CaptionValidator:
 
   def _heat_map(self, index, image, out, row, search):
     """(title, PNG) of the attention of each word of row `row` of a caption output."""
-    length = int(out["lengths"][row, 0])
-    ids = out["ids"][row, 0, :length].numpy()
-    attention = out["attention"][row, 0, :length].numpy()  # [len, h*w]
     title = f"valid image {index} ({os.path.basename(self.images[index])}), {search}"
-    return title, image_attention_png(image, attention, self.captioner.grid,
-                                      self.captioner.words(ids), title=title)
+    return title, caption_attention_png(self.captioner, image, out, row, title)
 
 
 class CaptionTrainer(Trainer):
