@@ -15,8 +15,10 @@ import tensorflow as tf
 
 from nmt_tf import cpu
 from nmt_tf.evaluation.alignment_plot import alignment_png
-from nmt_tf.training import Trainer, TrainingError, train
+from nmt_tf.experiment.config import ConfigError, ExperimentConfig, TrainConfig
+from nmt_tf.training import Trainer, TrainingError, losses, train
 from nmt_tf.training.schedules import WarmupSchedule
+from nmt_tf.training.train_step import TrainStep
 from nmt_tf.training.trainer import bf16_warning
 from nmt_tf.training.validation import ValidationResult
 from tests.training_fixtures import nan_loss_at, tiny_train_config, train_until_killed
@@ -148,6 +150,110 @@ class HardAttentionTest(tf.test.TestCase):
     # The position sampler's stream is checkpointed (no dropout here: it is the only one).
     rng = [n for n in reader.get_variable_to_shape_map() if n.startswith("rng/")]
     self.assertLen(rng, 1)
+
+
+class _RowModel:
+  """Stands in for a hard-attention model: row r of the (repeated) batch gets the logits
+  w * C[r], the sampled log alpha u * D[r] and the attention softmax(u * E[r]), so that each
+  of a sentence's samples has its own reward and the gradient of the step has a closed form."""
+
+  def __init__(self, c, d, e):
+    self.c, self.d, self.e = tf.constant(c), tf.constant(d), tf.constant(e)
+    self.w, self.u = tf.Variable(1.0), tf.Variable(0.5)
+    self.trainable_variables = [self.w, self.u]
+
+  def __call__(self, inputs, training=False):
+    return {"logits": self.w * self.c, "attention_log_prob": self.u * self.d,
+            "attention": tf.nn.softmax(self.u * self.e)}
+
+
+def _entropy_sum(u, e, mask):
+  """numpy: mean over rows of sum_t H(softmax(u * E[r, t]))."""
+  logits = u * e
+  log_alpha = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+  return np.mean((-(np.exp(log_alpha) * log_alpha).sum(-1) * mask).sum(-1))
+
+
+class ReinforceSamplesTest(tf.test.TestCase):
+  """train.reinforce_samples = N: each sentence is decoded N times, and sample k's baseline is
+  the mean reward of the sentence's other samples (leave-one-out)."""
+
+  def test_leave_one_out_baseline(self):
+    reward = tf.constant([1.0, 2.0, 6.0, -3.0, -3.0, 0.0])
+    self.assertAllClose(losses.leave_one_out_baseline(reward, 3),
+                        [4.0, 3.5, 1.5, -1.5, -1.5, -3.0])
+
+  def test_reward_to_go_and_attention_entropy(self):
+    logits = tf.math.log(tf.constant([[[0.5, 0.5], [0.25, 0.75], [0.1, 0.9]]]))
+    targets = tf.constant([[1, 1, 0]])  # the last step is padding
+    self.assertAllClose(losses.reward_to_go(logits, targets),
+                        [[np.log(0.5 * 0.75), np.log(0.75), 0.0]])
+    alpha = tf.constant([[[0.5, 0.5, 0.0], [1.0, 0.0, 0.0], [0.2, 0.8, 0.0]]])
+    self.assertAllClose(losses.attention_entropy(alpha, targets), [np.log(2.0)])
+
+  def _step(self, reward_kind, entropy_weight):
+    """(loss_sum, reward_sum, grads) of a step and their numpy values."""
+    samples, sentences, length, vocab, cells = 3, 2, 4, 5, 6
+    rng = np.random.default_rng(0)
+    c = rng.normal(size=[sentences * samples, length, vocab]).astype(np.float32)
+    d = rng.normal(size=[sentences * samples, length]).astype(np.float32)
+    e = rng.normal(size=[sentences * samples, length, cells]).astype(np.float32)
+    target = np.array([[3, 4, 2, 0], [1, 2, 4, 2]], np.int32)  # [sentences, length], PAD = 0
+    batch = {"source": tf.zeros([sentences, 3], tf.int32), "target_in": tf.constant(target),
+             "target_out": tf.constant(target)}
+    step = TrainStep(_RowModel(c, d, e), None, tf.distribute.get_strategy(),
+                     TrainConfig(reinforce_samples=samples, reinforce_weight=0.7,
+                                 reinforce_reward=reward_kind,
+                                 attention_entropy_weight=entropy_weight),
+                     tf.Variable(-100.0), tf.Variable(5.0), hard_attention=True)
+    tokens = float((target != 0).sum())
+    got = step._compute_gradients(batch, tokens, float(sentences), tf.constant(-100.0))
+    # numpy: per-row log-likelihood of the repeated targets, then the terms' gradients.
+    rows = np.repeat(target, samples, axis=0)  # [rows, length]
+    mask = (rows != 0).astype(np.float64)
+    log_p = c - np.log(np.exp(c).sum(-1, keepdims=True))  # log softmax at w = 1
+    picked = np.take_along_axis(log_p, rows[..., None], -1)[..., 0] * mask  # [rows, length]
+    reward = picked.sum(-1)  # R [rows]
+    step_reward = reward[:, None] if reward_kind == "sentence" else \
+        np.cumsum(picked[:, ::-1], -1)[:, ::-1]  # [rows, 1] or [rows, length]
+    grouped = step_reward.reshape(sentences, samples, -1)
+    baseline = ((grouped.sum(1, keepdims=True) - grouped) / (samples - 1)).reshape(
+        step_reward.shape)
+    advantage = step_reward - baseline  # the -100 moving average is not used
+    # d/du of -0.7 * mean_rows(sum_t A_rt u D[r, t]) - lambda_e * mean_rows(sum_t H_rt)
+    expected_u = -0.7 * np.mean((advantage * d * mask).sum(-1))
+    delta = 1e-3
+    expected_u -= entropy_weight * (_entropy_sum(0.5 + delta, e, mask) -
+                                    _entropy_sum(0.5 - delta, e, mask)) / (2 * delta)
+    # d/dw of the mean token loss: -sum_r sum_t (C[r,t,y] - E_softmax[C[r,t]]) / N / tokens
+    softmax = np.exp(log_p)
+    target_c = np.take_along_axis(c, rows[..., None], -1)[..., 0]
+    expected_w = -(((target_c - (softmax * c).sum(-1)) * mask).sum()) / samples / tokens
+    return got, (-reward.sum() / samples, reward.sum() / samples, [expected_w, expected_u])
+
+  def test_step_is_the_mean_over_samples_with_their_own_baselines(self):
+    for reward_kind, entropy_weight in (("sentence", 0.0), ("to_go", 0.0), ("to_go", 0.3)):
+      (loss_sum, reward_sum, grads), expected = self._step(reward_kind, entropy_weight)
+      self.assertAllClose(loss_sum, expected[0], rtol=1e-5)
+      self.assertAllClose(reward_sum, expected[1], rtol=1e-5)
+      self.assertAllClose(grads[0], expected[2][0], rtol=1e-4)
+      self.assertAllClose(grads[1], expected[2][1], rtol=1e-3)
+
+  def test_samples_need_hard_attention_without_the_expectation(self):
+    base = {"model": {"attention_mode": "hard"}, "train": {"reinforce_samples": 4}}
+    ExperimentConfig.from_dict(base)
+    with self.assertRaisesRegex(ConfigError, "reinforce_samples=4 with model.attention_mode"):
+      ExperimentConfig.from_dict({**base, "model": {"attention_mode": "soft"}})
+    with self.assertRaisesRegex(ConfigError, "attention_entropy_weight=0.1 with model"):
+      ExperimentConfig.from_dict({"train": {"attention_entropy_weight": 0.1}})
+    with self.assertRaisesRegex(ConfigError, "reinforce_reward='all'; expected one of"):
+      ExperimentConfig.from_dict({"model": {"attention_mode": "hard"},
+                                  "train": {"reinforce_reward": "all"}})
+    with self.assertRaisesRegex(ConfigError, "set one of the two"):
+      ExperimentConfig.from_dict({**base, "model": {"attention_mode": "hard",
+                                                    "hard_expectation_rate": 0.5}})
+    with self.assertRaisesRegex(ConfigError, "reinforce_samples=0; expected a positive"):
+      ExperimentConfig.from_dict({"train": {"reinforce_samples": 0}})
 
 
 @pytest.mark.slow  # trains under each precision and stop rule

@@ -24,6 +24,7 @@ DECODE_PRECISIONS = ("auto", "float32", "float32_bf16_matmul")
 MATMUL_DTYPES = {"float32": "float32", "bfloat16": "float32_bf16_matmul"}  # the old spelling
 PRECISIONS = ("auto", "float32", "float32_bf16_matmul", "mixed_bfloat16", "mixed_float16")
 STRATEGIES = ("default", "mirrored", "multi_worker")
+REINFORCE_REWARDS = ("sentence", "to_go")
 CAPTION_CORPORA = ("shapes", "captions")  # images and captions (data/captions.py)
 
 
@@ -81,6 +82,15 @@ class TrainConfig:
     reinforce_baseline_decay: moving-average decay of the hard-attention reward baseline.
     reinforce_weight: lambda_r, the weight of hard attention's REINFORCE term (Xu et al.
       2015, eq. 12).
+    reinforce_samples: N, hard attention's sequences of attention decisions per sentence. With
+      N > 1 each sentence is decoded N times, the loss is the mean over the N, and each
+      sample's baseline is the mean reward of the sentence's other N - 1 samples, in place of
+      the moving average.
+    reinforce_reward: hard attention's reward for the decision at step t: "sentence", the
+      sentence's log-likelihood R (Xu et al. 2015), or "to_go", R_t = sum_{t' >= t} log p(y_t'),
+      the words that decision reaches.
+    attention_entropy_weight: lambda_e, hard attention's bonus for the entropy of alpha_t
+      (Xu et al. 2015, eq. 12).
     jit_compile: XLA-compile the train step.
     alignment_images: attention heat maps of this many validation sentences per validation.
   """
@@ -105,6 +115,9 @@ class TrainConfig:
   log_every: int = 50
   reinforce_baseline_decay: float = 0.99
   reinforce_weight: float = 1.0
+  reinforce_samples: int = 1
+  reinforce_reward: str = "sentence"
+  attention_entropy_weight: float = 0.0
   jit_compile: bool = False
   alignment_images: int = 3
 
@@ -114,6 +127,13 @@ class TrainConfig:
       value = getattr(self, key)
       _check(isinstance(value, int) and value > 0,
              f"Received train.{key}={value!r}; expected a positive integer.")
+    _check(self.reinforce_reward in REINFORCE_REWARDS, "Received train.reinforce_reward="
+           f"{self.reinforce_reward!r}; expected one of {REINFORCE_REWARDS}.")
+    _check(self.attention_entropy_weight >= 0, "Received train.attention_entropy_weight="
+           f"{self.attention_entropy_weight!r}; expected a weight >= 0.")
+    _check(isinstance(self.reinforce_samples, int) and self.reinforce_samples > 0,
+           f"Received train.reinforce_samples={self.reinforce_samples!r}; expected a positive "
+           "integer.")
     for key in ("warmup_steps", "patience", "eval_max_sentences", "alignment_images"):
       value = getattr(self, key)
       _check(isinstance(value, int) and value >= 0,
@@ -234,6 +254,19 @@ class ExperimentConfig:
     _check(not images or self.pipeline.batch_size > 0,
            "Received pipeline.batch_size=0 for captioning, which batches images by number, "
            "not by tokens: set pipeline.batch_size, e.g. 32.")
+    hard_only = {"reinforce_samples": 1, "reinforce_reward": "sentence",
+                 "attention_entropy_weight": 0.0}
+    changed = [f"train.{key}={getattr(self.train, key)!r}" for key, default in hard_only.items()
+               if getattr(self.train, key) != default]
+    _check(not changed or self.model.attention_mode == "hard",
+           f"Received {', '.join(changed)} with model.attention_mode="
+           f"{self.model.attention_mode!r}: they train hard attention; set "
+           "model.attention_mode='hard' or leave them at their defaults.")
+    samples = self.train.reinforce_samples
+    _check(samples == 1 or not self.model.hard_expectation_rate,
+           f"Received train.reinforce_samples={samples} with model.hard_expectation_rate="
+           f"{self.model.hard_expectation_rate}: the samples' shared baseline needs every "
+           "sentence sampled; set one of the two, not both.")
 
   def to_dict(self):
     return {name: dataclasses.asdict(getattr(self, name)) for name in SECTIONS}

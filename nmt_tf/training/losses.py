@@ -40,18 +40,61 @@ def sentence_log_likelihood(logits, targets):
   return -tf.reduce_sum(token_nll(logits, targets), axis=1)
 
 
+def reward_to_go(logits, targets):
+  """R_t = sum_{t' >= t} log p(y_t' | y_<t', x) per step [batch, tgt_len] float32.
+
+  The attention decision at step t reaches only the words from t on, so R_t can replace the
+  sentence's R as its reward in REINFORCE without bias, with less variance.
+  """
+  return tf.cumsum(-token_nll(logits, targets), axis=1, reverse=True)
+
+
 def reinforce_loss(attention_log_prob, reward, baseline, targets):
   """REINFORCE surrogate for hard attention (scalar).
 
+  -(1 / batch) sum_b sum_t (R_bt - b_bt) log alpha_bt(sampled), with R - b held constant.
+
   Args:
     attention_log_prob: [batch, tgt_len], log alpha of the sampled positions.
-    reward: [batch], e.g. sentence_log_likelihood (no gradient flows through it).
-    baseline: scalar or [batch], e.g. a moving average of the reward.
+    reward: [batch] (the sentence's, every step), e.g. sentence_log_likelihood, or
+      [batch, tgt_len] (per step), e.g. reward_to_go; no gradient flows through it.
+    baseline: scalar, or shaped like `reward`, e.g. a moving average of the reward.
     targets: [batch, tgt_len] ids (padding steps do not count).
   """
-  advantage = tf.stop_gradient(reward - baseline)  # [batch]
-  log_prob = tf.reduce_sum(attention_log_prob * target_mask(targets), axis=1)  # [batch]
-  return -tf.reduce_mean(advantage * log_prob)
+  advantage = tf.stop_gradient(reward - baseline)  # [batch] or [batch, tgt_len]
+  if advantage.shape.rank == 1:
+    advantage = advantage[:, tf.newaxis]
+  weighted = advantage * attention_log_prob * target_mask(targets)  # [batch, tgt_len]
+  return -tf.reduce_mean(tf.reduce_sum(weighted, axis=1))
+
+
+def attention_entropy(attention, targets):
+  """sum_t H(alpha_t) = -sum_t sum_i alpha_ti log alpha_ti per sentence [batch] float32.
+
+  Args:
+    attention: [batch, tgt_len, src_len] alpha (0 at padded source positions).
+    targets: [batch, tgt_len] ids (padding steps do not count).
+  """
+  alpha = tf.cast(attention, tf.float32)
+  entropy = -tf.reduce_sum(alpha * tf.math.log(tf.maximum(alpha, 1e-30)), axis=-1)
+  return tf.reduce_sum(entropy * target_mask(targets), axis=1)
+
+
+def leave_one_out_baseline(reward, samples):
+  """Each sample's baseline from the other samples of its sentence, shaped like `reward`.
+
+  b_k = (sum_j R_j - R_k) / (N - 1) over the N consecutive samples of a sentence; it does
+  not depend on sample k, so the REINFORCE estimate stays unbiased.
+
+  Args:
+    reward: [batch * N] or [batch * N, tgt_len], the N samples of each sentence in
+      consecutive rows.
+    samples: N >= 2.
+  """
+  shape = tf.shape(reward)
+  grouped = tf.reshape(reward, tf.concat([[-1, samples], shape[1:]], 0))  # [batch, N, ...]
+  total = tf.reduce_sum(grouped, axis=1, keepdims=True)  # [batch, 1, ...]
+  return tf.reshape((total - grouped) / (samples - 1.0), shape)
 
 
 def token_loss_sum(logits, targets, label_smoothing=0.0, smoothing_labels="sparse"):

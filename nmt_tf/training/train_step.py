@@ -9,6 +9,10 @@ so the update is that of the mean token loss of the global batch whatever the re
 Hard attention (Xu et al. 2015, sec. 4.1) adds
   -lambda_r sum_s stop_gradient(R_s - b) log alpha(sampled) / S, R_s = log p(y_s | x_s, sampled), S the
 global number of sentences, and b <- decay * b + (1 - decay) * mean_s R_s after each step.
+With N = train.reinforce_samples > 1, each sentence is decoded with N samples of attention
+decisions s^(k) (the Monte Carlo estimate of Xu et al.'s bound), both terms are means over the
+N, and sample k's baseline is b_k = sum_{j != k} R^(j) / (N - 1) (leave-one-out): it removes
+how hard the sentence is from the advantage, which then measures only the attention decisions.
 """
 
 import tensorflow as tf
@@ -62,20 +66,33 @@ class TrainStep:
   def _compute_gradients(self, batch, global_tokens, global_sentences, baseline):
     """Forward and backward pass of one replica (no collective: can be XLA-compiled)."""
     variables = self.model.trainable_variables
+    samples = self.config.reinforce_samples if self.hard_attention else 1
+    if samples > 1:  # each sentence N times in a row: [b * N, ...]
+      batch = {key: tf.repeat(batch[key], samples, axis=0)
+               for key in ("source", "target_in", "target_out")}
     with tf.GradientTape() as tape:
       outputs = self.model({"source": batch["source"], "target_in": batch["target_in"]},
                            training=True)
       loss_sum, _ = losses.token_loss_sum(outputs["logits"], batch["target_out"],
                                           self.config.label_smoothing, self.smoothing_labels)
+      loss_sum = loss_sum / samples  # the mean over the N samples of each sentence
       loss = loss_sum / global_tokens
       reward_sum = tf.constant(0.0)
       if self.hard_attention:
-        reward = losses.sentence_log_likelihood(outputs["logits"], batch["target_out"])  # [b]
-        batch_size = tf.cast(tf.shape(reward)[0], tf.float32)
-        loss += self.config.reinforce_weight * losses.reinforce_loss(
-            outputs["attention_log_prob"], reward, baseline,
-            batch["target_out"]) * batch_size / global_sentences
-        reward_sum = tf.reduce_sum(reward)
+        reward = losses.sentence_log_likelihood(outputs["logits"], batch["target_out"])  # [b N]
+        step_reward = reward
+        if self.config.reinforce_reward == "to_go":
+          step_reward = losses.reward_to_go(outputs["logits"], batch["target_out"])  # [b N, T]
+        if samples > 1:
+          baseline = losses.leave_one_out_baseline(step_reward, samples)  # like step_reward
+        sentences = tf.cast(tf.shape(reward)[0], tf.float32) / samples
+        term = self.config.reinforce_weight * losses.reinforce_loss(
+            outputs["attention_log_prob"], step_reward, baseline, batch["target_out"])
+        if self.config.attention_entropy_weight:
+          term -= self.config.attention_entropy_weight * tf.reduce_mean(
+              losses.attention_entropy(outputs["attention"], batch["target_out"]))
+        loss += term * sentences / global_sentences
+        reward_sum = tf.reduce_sum(reward) / samples
       scaled = self.optimizer.scale_loss(loss) if self.loss_scaled else loss
     grads = tape.gradient(scaled, variables)
     grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
