@@ -252,6 +252,15 @@ class CaptionAttentionTest(tf.test.TestCase):
         out = model({"source": images(batch=4), "target_in": target_in}, training=True)
         self.assertEqual(bool(np.all(out["attention_log_prob"].numpy() == 0.0)), zero,
                          (decoder, rate))
+    # With N copies of each sentence (train.reinforce_samples), the copies draw together.
+    keras.utils.set_random_seed(0)
+    model = build_model(tiny_image_config(attention_mode="hard", hard_expectation_rate=0.5))
+    source = tf.repeat(images(batch=8), 3, axis=0)
+    out = model({"source": source, "target_in": tf.repeat(target_in[:1], 24, axis=0)},
+                training=True, samples=3)
+    expected = np.all(out["attention_log_prob"].numpy() == 0.0, axis=1).reshape(8, 3)  # [b, N]
+    self.assertAllEqual(expected.all(axis=1), expected.any(axis=1))
+    self.assertTrue(expected.any() and not expected.all())  # both kinds, for this seed
     with self.assertRaisesRegex(ConfigError, "attention_mode='hard'"):
       tiny_image_config(hard_expectation_rate=0.5)
 

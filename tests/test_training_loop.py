@@ -162,7 +162,7 @@ class _RowModel:
     self.w, self.u = tf.Variable(1.0), tf.Variable(0.5)
     self.trainable_variables = [self.w, self.u]
 
-  def __call__(self, inputs, training=False):
+  def __call__(self, inputs, training=False, samples=1):
     return {"logits": self.w * self.c, "attention_log_prob": self.u * self.d,
             "attention": tf.nn.softmax(self.u * self.e)}
 
@@ -239,7 +239,7 @@ class ReinforceSamplesTest(tf.test.TestCase):
       self.assertAllClose(grads[0], expected[2][0], rtol=1e-4)
       self.assertAllClose(grads[1], expected[2][1], rtol=1e-3)
 
-  def test_samples_need_hard_attention_without_the_expectation(self):
+  def test_samples_need_hard_attention(self):
     base = {"model": {"attention_mode": "hard"}, "train": {"reinforce_samples": 4}}
     ExperimentConfig.from_dict(base)
     with self.assertRaisesRegex(ConfigError, "reinforce_samples=4 with model.attention_mode"):
@@ -249,9 +249,6 @@ class ReinforceSamplesTest(tf.test.TestCase):
     with self.assertRaisesRegex(ConfigError, "reinforce_reward='all'; expected one of"):
       ExperimentConfig.from_dict({"model": {"attention_mode": "hard"},
                                   "train": {"reinforce_reward": "all"}})
-    with self.assertRaisesRegex(ConfigError, "set one of the two"):
-      ExperimentConfig.from_dict({**base, "model": {"attention_mode": "hard",
-                                                    "hard_expectation_rate": 0.5}})
     with self.assertRaisesRegex(ConfigError, "reinforce_samples=0; expected a positive"):
       ExperimentConfig.from_dict({"train": {"reinforce_samples": 0}})
 

@@ -262,11 +262,6 @@ class ExperimentConfig:
            f"Received {', '.join(changed)} with model.attention_mode="
            f"{self.model.attention_mode!r}: they train hard attention; set "
            "model.attention_mode='hard' or leave them at their defaults.")
-    samples = self.train.reinforce_samples
-    _check(samples == 1 or not self.model.hard_expectation_rate,
-           f"Received train.reinforce_samples={samples} with model.hard_expectation_rate="
-           f"{self.model.hard_expectation_rate}: the samples' shared baseline needs every "
-           "sentence sampled; set one of the two, not both.")
 
   def to_dict(self):
     return {name: dataclasses.asdict(getattr(self, name)) for name in SECTIONS}

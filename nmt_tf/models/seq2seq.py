@@ -149,12 +149,14 @@ class Seq2Seq(keras.Model):
     self.encoder.kernel_choice = resolve("encoder")
     self.decoder.use_kernels(resolve("decoder"))
 
-  def call(self, inputs, training=False):
+  def call(self, inputs, training=False, samples=1):
     """Teacher-forced forward pass.
 
     Args:
       inputs: dict with `source` and `target_in`.
       training: dropout, sampled hard attention, and the training kernels.
+      samples: N, a Python int: the batch holds N consecutive copies of each sentence, which
+        take the expected context together (`hard_expectation_rate`).
 
     Returns:
       dict: logits [batch, tgt_len, tgt_vocab], attention [batch, tgt_len, src_len] (float32),
@@ -164,7 +166,9 @@ class Seq2Seq(keras.Model):
       context = self.encode(inputs["source"], training=training)
       sampler = getattr(self, "expectation_sampler", None)
       if training and sampler is not None:  # [batch] bool, one draw per sentence
-        draw = keras.random.uniform(tf.shape(inputs["target_in"])[:1], seed=sampler)
+        # With `samples` = N consecutive copies of each sentence, the copies share the draw.
+        batch = tf.shape(inputs["target_in"])[:1] // samples
+        draw = tf.repeat(keras.random.uniform(batch, seed=sampler), samples, axis=0)
         context = {**context, "expect": draw < self.model_config.hard_expectation_rate}
       emb = self.embed(inputs["target_in"], "target", training)  # [batch, tgt_len, e]
       logits, attention, log_prob = self.decoder(emb, context, training=training)

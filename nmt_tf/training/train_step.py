@@ -72,7 +72,7 @@ class TrainStep:
                for key in ("source", "target_in", "target_out")}
     with tf.GradientTape() as tape:
       outputs = self.model({"source": batch["source"], "target_in": batch["target_in"]},
-                           training=True)
+                           training=True, samples=samples)
       loss_sum, _ = losses.token_loss_sum(outputs["logits"], batch["target_out"],
                                           self.config.label_smoothing, self.smoothing_labels)
       loss_sum = loss_sum / samples  # the mean over the N samples of each sentence
