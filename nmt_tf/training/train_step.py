@@ -7,8 +7,8 @@ Per replica r with batch B_r (docs/EQUATIONS.md, "Training objective"):
   g <- g * min(1, clip_norm / |g|)       (Pascanu et al. 2013), then Adam.
 so the update is that of the mean token loss of the global batch whatever the replica count.
 Hard attention (Xu et al. 2015, sec. 4.1) adds
-  -lambda_r sum_s stop_gradient(R_s - b) log alpha(sampled) / S, R_s = log p(y_s | x_s, sampled), S the
-global number of sentences, and b <- decay * b + (1 - decay) * mean_s R_s after each step.
+  -lambda_r sum_s stop_gradient(R_s - b) log alpha(sampled) / S, R_s = log p(y_s | x_s, sampled),
+S the global number of sentences, and b <- decay * b + (1 - decay) * mean_s R_s after each step.
 With N = train.reinforce_samples > 1, each sentence is decoded with N samples of attention
 decisions s^(k) (the Monte Carlo estimate of Xu et al.'s bound), both terms are means over the
 N, and sample k's baseline is b_k = sum_{j != k} R^(j) / (N - 1) (leave-one-out): it removes
@@ -79,10 +79,12 @@ class TrainStep:
       loss = loss_sum / global_tokens
       reward_sum = tf.constant(0.0)
       if self.hard_attention:
-        reward = losses.sentence_log_likelihood(outputs["logits"], batch["target_out"])  # [b N]
-        step_reward = reward
         if self.config.reinforce_reward == "to_go":
           step_reward = losses.reward_to_go(outputs["logits"], batch["target_out"])  # [b N, T]
+          reward = step_reward[:, 0]  # R_1 = R, the sentence's: [b N]
+        else:
+          reward = step_reward = losses.sentence_log_likelihood(
+              outputs["logits"], batch["target_out"])  # [b N]
         if samples > 1:
           baseline = losses.leave_one_out_baseline(step_reward, samples)  # like step_reward
         sentences = tf.cast(tf.shape(reward)[0], tf.float32) / samples
