@@ -2,6 +2,7 @@
 
 Usage: .venv/bin/python bench/bench_decode.py [--pair de-en] [--batch_size 64] [--beams 1,5]
            [--length_a 2.0 --length_b 10] [--jit false,true] [--decoders cgru,rnnsearch]
+           [--compact false,true] [--run_dir RUN]
 Model: the reference cgru (embedding 256, BiGRU 2x512 encoder, cGRU decoder 512; --decoders
 times other decoders of the same size, each model's keys prefixed "<decoder>/") with
 SentencePiece 8k vocabularies trained on Multi30k train, UNTRAINED (random weights): speed
@@ -12,7 +13,11 @@ caps the output near the reference length (Multi30k de-en pieces: about 1 target
 token), the figure to compare with a trained model's. With --jit true the search is
 XLA-compiled; XLA compiles once per batch shape, and the last, smaller batch is one more
 shape (its compile time is inside the timed pass). The first batch of each
-setting is a warm-up (tracing) and is not timed. Prints one JSON object.
+setting is a warm-up (tracing) and is not timed. --compact times greedy search with and
+without dropping finished sentences from the batch (decode.compact_batch); it only matters when
+the sentences of a batch end at different steps, as a trained model's do: --run_dir times the
+trained model of a run (its best checkpoint and vocabularies) instead of the untrained one.
+Prints one JSON object.
 """
 
 import json
@@ -27,6 +32,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import tensorflow as tf
 
+import nmt_tf
 from nmt_tf import data
 from nmt_tf.experiment import DecodeConfig
 from nmt_tf.inference import CompiledTranslator, translate_lines, Translator
@@ -37,6 +43,8 @@ flags.DEFINE_integer("batch_size", 64, "Sentences per search call.")
 flags.DEFINE_list("beams", ["1", "5"], "Beam sizes to time (1 = greedy).")
 flags.DEFINE_integer("vocab_size", 8000, "SentencePiece vocabulary size per side.")
 flags.DEFINE_integer("limit", 0, "Only the first N validation sentences (0 = all).")
+flags.DEFINE_string("run_dir", None, "Time the trained model of this run instead.")
+flags.DEFINE_list("compact", ["true"], "decode.compact_batch settings to time (false, true).")
 flags.DEFINE_float("length_a", 2.0, "Output cap a * source length + b (decode.max_length_a).")
 flags.DEFINE_float("length_b", 10.0, "Output cap a * source length + b (decode.max_length_b).")
 flags.DEFINE_list("jit", ["false"], "jit_compile settings of the search to time (false, true).")
@@ -65,24 +73,35 @@ def main(argv):
             "max_length": f"min(128, {FLAGS.length_a:g} * src_len + {FLAGS.length_b:g})",
             "setup_s": round(setup, 1),
             "threads": os.cpu_count()}
-  settings = [(beam, jit, dtype) for beam in (int(b) for b in FLAGS.beams)
-              for jit in (j.lower() in ("1", "true", "yes") for j in FLAGS.jit)
-              for dtype in FLAGS.matmul_dtypes]
+  truth = lambda values: [v.lower() in ("1", "true", "yes") for v in values]
+  settings = [(beam, jit, dtype, compact) for beam in (int(b) for b in FLAGS.beams)
+              for jit in truth(FLAGS.jit) for dtype in FLAGS.matmul_dtypes
+              for compact in truth(FLAGS.compact)]
+  if FLAGS.run_dir:
+    translator = nmt_tf.load(FLAGS.run_dir).translator
+    report["model"] = f"{FLAGS.run_dir}, trained"
+    report["vocab"] = [translator.source_tokenizer.vocab_size,
+                       translator.target_tokenizer.vocab_size]
+    for setting in settings:
+      _time_setting(report, translator.model, translator.source_tokenizer,
+                    translator.target_tokenizer, sources, *setting, "")
+    print(json.dumps(report, indent=2))
+    return
   for decoder in FLAGS.decoders:
     model = build_model(ModelConfig(src_vocab_size=src_tok.vocab_size,
                                     tgt_vocab_size=tgt_tok.vocab_size, embedding_dim=256,
                                     encoder="birnn", encoder_units=512, decoder=decoder,
                                     decoder_units=512))
     prefix = "" if FLAGS.decoders == ["cgru"] else f"{decoder}/"
-    for beam, jit, dtype in settings:
-      _time_setting(report, model, src_tok, tgt_tok, sources, beam, jit, dtype, prefix)
+    for setting in settings:
+      _time_setting(report, model, src_tok, tgt_tok, sources, *setting, prefix)
   print(json.dumps(report, indent=2))
 
 
-def _time_setting(report, model, src_tok, tgt_tok, sources, beam, jit, dtype, prefix):
+def _time_setting(report, model, src_tok, tgt_tok, sources, beam, jit, dtype, compact, prefix):
   """Times one search setting of `model` on `sources` into report[prefix + name]."""
   model.matmul_dtype = None if dtype == "float32" else dtype
-  decode = DecodeConfig(beam_size=beam, nbest=1,
+  decode = DecodeConfig(beam_size=beam, nbest=1, compact_batch=compact,
                         length_penalty=0.6 if beam > 1 else 0.0, max_length=128,
                         max_length_a=FLAGS.length_a, max_length_b=FLAGS.length_b,
                         batch_size=FLAGS.batch_size)
@@ -94,7 +113,8 @@ def _time_setting(report, model, src_tok, tgt_tok, sources, beam, jit, dtype, pr
   seconds = time.perf_counter() - start
   tokens = sum(len(r.hypotheses[0].ids) for r in results if r.hypotheses)
   name = prefix + (("greedy" if beam == 1 else f"beam{beam}") + ("_xla" if jit else "")
-                   + ("" if dtype == "float32" else f"_{dtype}_matmul"))
+                   + ("" if dtype == "float32" else f"_{dtype}_matmul")
+                   + ("" if compact or len(FLAGS.compact) == 1 else "_no_compact"))
   report[name] = {"sentences_per_s": round(len(sources) / seconds, 2),
                   "seconds": round(seconds, 1),
                   "output_tokens_per_sentence": round(tokens / len(sources), 1)}

@@ -6,9 +6,11 @@ The tokenizers are trained once and cached in `vocab_dir` (default /tmp/nmt_tf_b
 so that repeated benchmark runs start in seconds.
 """
 
+import collections
 import importlib.util
 import json
 import os
+import re
 import sys
 import time
 
@@ -98,3 +100,42 @@ def device_info():
           "avx512f": "avx512f" in flags, "avx512_bf16": "avx512_bf16" in flags,
           "amx_bf16": "amx_bf16" in flags,
           "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads()}
+
+
+# Events that contain other ops' events: the executor's, and ops that call functions.
+_CONTAINERS = {"Process", "Run", "While", "StatelessWhile", "PartitionedCall",
+               "StatefulPartitionedCall", "If", "StatelessIf"}
+
+
+def op_times(xspace_path):
+  """{(op type, op name): [milliseconds, count]} of the leaf TF ops of the host planes."""
+  from tensorflow.tsl.profiler.protobuf import xplane_pb2  # pylint: disable=g-import-not-at-top
+  space = xplane_pb2.XSpace()
+  with open(xspace_path, "rb") as f:
+    space.ParseFromString(f.read())
+  times = collections.defaultdict(lambda: [0.0, 0])
+  for plane in space.planes:
+    if not plane.name.startswith("/host:CPU"):
+      continue
+    for line in plane.lines:
+      for event in line.events:
+        full = plane.event_metadata[event.metadata_id].name
+        if ":" not in full:
+          continue
+        name, op_type = full.rsplit(":", 1)
+        if op_type in _CONTAINERS or "__inference" in full or op_type.startswith((" ", "__")):
+          continue
+        scope, _, op = name.rpartition("/")  # scopes renumbered per trace: seq2_seq_1 -> seq2_seq
+        entry = times[(op_type, re.sub(r"_\d+(?=/|$)", "", scope) + "/" + op)]
+        entry[0] += event.duration_ps / 1e9
+        entry[1] += 1
+  return times
+
+
+def op_type_totals(times):
+  """{op type: [milliseconds, count]} summed over the op names of `op_times`."""
+  by_type = collections.defaultdict(lambda: [0.0, 0])
+  for (op_type, _), (ms, count) in times.items():
+    by_type[op_type][0] += ms
+    by_type[op_type][1] += count
+  return by_type

@@ -11,10 +11,8 @@ the `--detail` types the op names that take the most time (e.g. the gradient sum
 loop's backward pass). Shares are meaningful on a busy machine too; absolute times are not.
 """
 
-import collections
 import glob
 import os
-import re
 import sys
 import tempfile
 
@@ -25,7 +23,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # pylint: disable=g-import-not-at-top,wrong-import-position
 import keras
 import tensorflow as tf
-from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
 import common
 from bench_train import make_batches  # also defines --pair
@@ -41,35 +38,6 @@ flags.DEFINE_integer("top", 25, "Op types listed.")
 flags.DEFINE_list("detail", ["AddN", "ConcatV2", "Sum", "Mul"],
                   "Op types whose largest ops (by name) are listed too.")
 FLAGS = flags.FLAGS
-
-# Events that contain other ops' events: the executor's, and ops that call functions.
-_CONTAINERS = {"Process", "Run", "While", "StatelessWhile", "PartitionedCall",
-               "StatefulPartitionedCall", "If", "StatelessIf"}
-
-
-def op_times(xspace_path):
-  """{(op type, op name): [milliseconds, count]} of the leaf TF ops of the host planes."""
-  space = xplane_pb2.XSpace()
-  with open(xspace_path, "rb") as f:
-    space.ParseFromString(f.read())
-  times = collections.defaultdict(lambda: [0.0, 0])
-  for plane in space.planes:
-    if not plane.name.startswith("/host:CPU"):
-      continue
-    for line in plane.lines:
-      for event in line.events:
-        full = plane.event_metadata[event.metadata_id].name
-        if ":" not in full:
-          continue
-        name, op_type = full.rsplit(":", 1)
-        if op_type in _CONTAINERS or "__inference" in full or op_type.startswith((" ", "__")):
-          continue
-        scope, _, op = name.rpartition("/")  # scopes renumbered per trace: seq2_seq_1 -> seq2_seq
-        entry = times[(op_type, re.sub(r"_\d+(?=/|$)", "", scope) + "/" + op)]
-        entry[0] += event.duration_ps / 1e9
-        entry[1] += 1
-  return times
-
 
 def main(argv):
   del argv
@@ -91,11 +59,8 @@ def main(argv):
   for batch in batches:
     float(step(batch)["loss"])
   tf.profiler.experimental.stop()
-  times = op_times(sorted(glob.glob(f"{logdir}/plugins/profile/*/*.xplane.pb"))[-1])
-  by_type = collections.defaultdict(lambda: [0.0, 0])
-  for (op_type, _), (ms, count) in times.items():
-    by_type[op_type][0] += ms
-    by_type[op_type][1] += count
+  times = common.op_times(sorted(glob.glob(f"{logdir}/plugins/profile/*/*.xplane.pb"))[-1])
+  by_type = common.op_type_totals(times)
   total = sum(ms for ms, _ in by_type.values())
   n = FLAGS.steps
   report = {"precision": FLAGS.precision, "steps": n, "profile_dir": logdir,

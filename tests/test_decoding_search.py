@@ -424,6 +424,75 @@ class CompilationTest(tf.test.TestCase):
         self.assertAllClose(got[0], expected[b])
 
 
+class CompactBatchTest(tf.test.TestCase):
+  """compact=True drops finished sentences from the steps' batch without changing a result."""
+
+  def search(self, fake, compact, beam_size=1, graph=False):
+    src_length = tf.constant(([1, 4, 2, 6, 3, 5, 6, 1, 2] * fake.batch)[:fake.batch])
+
+    def run(state, context):
+      return decode(fake.step, state, context, max_length=fake.max_len, batch_size=fake.batch,
+                    beam_size=beam_size, nbest=min(beam_size, 2), src_length=src_length,
+                    max_length_a=1.0, max_length_b=1.0, length_penalty=0.6,
+                    coverage_penalty=0.2 if beam_size > 1 else 0.0, compact=compact)
+
+    run = tf.function(run, autograph=False) if graph else run
+    return run(fake.state(), fake.context())
+
+  def test_same_result_eager_and_in_a_graph(self):
+    for beam_size in (1, 3):
+      for seed, cls in ((0, MarkovFake), (1, HistoryFake), (2, HistoryFake)):
+        fake = random_fake(cls, seed, batch=9, max_len=7, scale=1.0)
+        expected = self.search(fake, False, beam_size)
+        self.assertGreater(len(set(expected.lengths.numpy()[:, 0])), 2)  # unequal lengths
+        for graph in (False, True):
+          got = self.search(fake, True, beam_size, graph)
+          for a, b in zip(got, expected):
+            self.assertAllClose(a, b, atol=1e-6)
+
+  def test_finished_sentences_leave_the_batch(self):
+    for beam_size in (1, 3):
+      fake = random_fake(HistoryFake, seed=1, batch=9, max_len=7, scale=1.0)
+      rows = []
+      unbatched = fake.step
+
+      def step(ids, state, context, time, rows=rows, unbatched=unbatched):
+        rows.append(int(ids.shape[0]))  # eager: one call per step
+        return unbatched(ids, state, context, time)
+
+      fake.step = step
+      result = self.search(fake, True, beam_size)
+      # A sentence is decoded up to its longest returned hypothesis at least.
+      ends = result.lengths.numpy().max(axis=1)  # [batch]
+      self.assertEqual(rows[0], 9 * beam_size)
+      self.assertEqual(rows, sorted(rows, reverse=True))
+      self.assertLess(sum(rows), 9 * beam_size * len(rows))
+      for time, n in enumerate(rows):  # every unfinished sentence is still in the batch
+        self.assertGreaterEqual(n, int(np.sum(ends > time)) * beam_size)
+
+  def test_no_retrace_for_new_batch_size(self):
+    traces = []
+    spec = [tf.TensorSpec([None, 6, 6, 6], tf.float32), tf.TensorSpec([None, 6, 3], tf.float32)]
+
+    @tf.function(input_signature=spec, autograph=False)
+    def translate(emb, att):
+      traces.append(1)
+      batch = tf.shape(emb)[0]
+      state = {"history": tf.zeros([batch, 6], tf.int32), "att_logits": tf.zeros([batch, 3])}
+      context = {"emb": emb, "att": att}
+      return [decode(HistoryFake.step, state, context, max_length=6, batch_size=batch,
+                     beam_size=beam_size, compact=True) for beam_size in (1, 3)]
+
+    for batch in (5, 2):
+      fake = random_fake(HistoryFake, seed=batch, batch=batch, max_len=6, scale=1.0)
+      results = translate(fake.emb, fake.att)
+      for result, beam_size in zip(results, (None, 3)):
+        expected = run_search(fake, beam_size)
+        for got, want in zip(result, expected):
+          self.assertAllClose(got, want[:, :1], atol=1e-6)
+    self.assertLen(traces, 1)
+
+
 class TopKTest(tf.test.TestCase):
   """utils.top_k, the chunked top-k of beam search, against tf.math.top_k."""
 

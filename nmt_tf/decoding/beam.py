@@ -28,7 +28,7 @@ _NEG_INF = -float("inf")
 
 def beam_search(step_fn, state, context, batch_size, beam_size, max_length, *,
                 src_length=None, max_length_a=None, max_length_b=0.0, min_length=0,
-                length_penalty=0.0, coverage_penalty=0.0, nbest=1):
+                length_penalty=0.0, coverage_penalty=0.0, nbest=1, compact=False):
   """Decodes with beam search and returns the n best finished hypotheses.
 
   Runs eagerly, inside `tf.function` and under `tf.function(jit_compile=True)` (static
@@ -53,6 +53,8 @@ def beam_search(step_fn, state, context, batch_size, beam_size, max_length, *,
     length_penalty: GNMT alpha (0 = rank by log-probability).
     coverage_penalty: GNMT beta (0 = none).
     nbest: python int in [1, beam_size]: hypotheses returned per sentence.
+    compact: python bool: drop done sentences and their beams from the steps' batch (see
+      `greedy_search`).
 
   Returns:
     A `DecodeResult` with nbest hypotheses per sentence, sorted by score.
@@ -70,100 +72,122 @@ def beam_search(step_fn, state, context, batch_size, beam_size, max_length, *,
   k = beam_size
   max_lengths = constraints.sentence_max_lengths(
       batch_size, max_length, src_length, max_length_a, max_length_b)  # [batch]
-  row_max_lengths = tf.repeat(max_lengths, k)  # [batch*beam]
-  upper_lp = penalties.length_penalty(max_lengths, length_penalty)  # [batch]
-  state = utils.tile_beams(state, k)
-  context = utils.tile_beams(context, k)
-  row_offsets = (tf.range(batch_size) * k)[:, tf.newaxis]  # [batch, 1]
 
+  # The loop's "active" entries cover the sentences still in the steps' batch (every sentence
+  # unless `compact`): per sentence ([n, ...]) or per beam row ([n * beam, ...]), with
+  # "sentences" mapping them to the sentences of the batch.
   def advance(time, logits, attention, new_state, loop):
     """Extends the alive beams by one token (see the module docstring)."""
-    alive_ids, alive_attn, alive_log_probs = loop["alive"]
-    fin, done = loop["finished"], loop["done"]
-    log_probs = constraints.step_log_probs(logits, time, min_length, row_max_lengths)
+    active = loop["active"]
+    alive_ids, alive_attn, alive_log_probs = active["alive"]
+    fin, done = active["finished"], active["done"]
+    sentences = tf.shape(done)[0] if compact else batch_size  # fewer once compacted
+    row_offsets = (tf.range(sentences) * k)[:, tf.newaxis]  # [n, 1]
+    log_probs = constraints.step_log_probs(logits, time, min_length,
+                                           tf.repeat(active["max_lengths"], k))
     vocab = log_probs.shape[-1] if log_probs.shape[-1] is not None else tf.shape(log_probs)[-1]
-    totals = alive_log_probs[:, tf.newaxis] + log_probs  # [batch*beam, vocab]
-    totals = tf.reshape(totals, [batch_size, -1])  # [batch, beam*vocab]
-    cand_scores, cand_index = utils.top_k(totals, k=2 * k)  # [batch, 2*beam]
-    cand_parents = row_offsets + cand_index // vocab  # [batch, 2*beam] rows of batch*beam
-    cand_tokens = cand_index % vocab  # [batch, 2*beam]
+    totals = alive_log_probs[:, tf.newaxis] + log_probs  # [n*beam, vocab]
+    totals = tf.reshape(totals, [sentences, -1])  # [n, beam*vocab]
+    cand_scores, cand_index = utils.top_k(totals, k=2 * k)  # [n, 2*beam]
+    cand_parents = row_offsets + cand_index // vocab  # [n, 2*beam] rows of n*beam
+    cand_tokens = cand_index % vocab  # [n, 2*beam]
     cand_is_eos = tf.equal(cand_tokens, EOS_ID)
-    attention = tf.cast(attention, tf.float32)  # [batch*beam, src_len]
+    attention = tf.cast(attention, tf.float32)  # [n*beam, src_len]
 
     def extend(parents, tokens):
-      """Prefix buffers of `parents` [batch, n] extended with `tokens` [batch, n]."""
-      rows = tf.reshape(parents, [-1])  # [batch*n]
+      """Prefix buffers of `parents` [n, m] extended with `tokens` [n, m]."""
+      rows = tf.reshape(parents, [-1])  # [n*m]
       ids = utils.write_at(tf.gather(alive_ids, rows), time, tf.reshape(tokens, [-1]))
       attn = utils.write_at(tf.gather(alive_attn, rows), time, tf.gather(attention, rows))
-      return ids, attn  # [batch*n, max_length], [batch*n, max_length, src_len]
+      return ids, attn  # [n*m, max_length], [n*m, max_length, src_len]
 
     # Finished: EOS continuations among the beam_size best candidates.
     new_ids, new_attn = extend(cand_parents[:, :k], cand_tokens[:, :k])
-    new_ids = tf.reshape(new_ids, [batch_size, k, max_length])  # [batch, beam, max_length]
-    new_attn = tf.reshape(new_attn, [batch_size, k, max_length, -1])  # [b, beam, T, src]
-    new_log_probs = cand_scores[:, :k]  # [batch, beam]
-    new_lengths = tf.fill(tf.shape(new_log_probs), time + 1)  # [batch, beam]
-    src_mask = utils.source_mask(src_length, tf.shape(attention)[-1])  # [batch, src_len]
+    new_ids = tf.reshape(new_ids, [sentences, k, max_length])  # [n, beam, max_length]
+    new_attn = tf.reshape(new_attn, [sentences, k, max_length, -1])  # [n, beam, T, src]
+    new_log_probs = cand_scores[:, :k]  # [n, beam]
+    new_lengths = tf.fill(tf.shape(new_log_probs), time + 1)  # [n, beam]
+    src_mask = utils.source_mask(active.get("src_length"), tf.shape(attention)[-1])  # [n, src]
     new_scores = penalties.hypothesis_scores(
         new_log_probs, new_lengths, tf.reduce_sum(new_attn, axis=2), length_penalty,
-        coverage_penalty, None if src_mask is None else src_mask[:, tf.newaxis])  # [b, beam]
+        coverage_penalty, None if src_mask is None else src_mask[:, tf.newaxis])  # [n, beam]
     valid = tf.logical_and(cand_is_eos[:, :k], new_log_probs > _NEG_INF)
-    valid = tf.logical_and(valid, tf.logical_not(done)[:, tf.newaxis])  # [batch, beam]
+    valid = tf.logical_and(valid, tf.logical_not(done)[:, tf.newaxis])  # [n, beam]
     new_scores = tf.where(valid, new_scores, _NEG_INF)
     merged = [tf.concat([old, new], axis=1) for old, new in zip(
-        fin, (new_ids, new_attn, new_log_probs, new_lengths, new_scores))]  # [batch, 2*beam..]
-    _, keep = tf.math.top_k(merged[-1], k=k)  # [batch, beam]
+        fin, (new_ids, new_attn, new_log_probs, new_lengths, new_scores))]  # [n, 2*beam, ..]
+    _, keep = tf.math.top_k(merged[-1], k=k)  # [n, beam]
     fin = tuple(tf.gather(x, keep, batch_dims=1) for x in merged)
 
     # Alive: the beam_size best candidates that do not end with EOS.
-    alive_scores = tf.where(cand_is_eos, _NEG_INF, cand_scores)  # [batch, 2*beam]
-    alive_log_probs, keep = tf.math.top_k(alive_scores, k=k)  # [batch, beam]
-    parents = tf.gather(cand_parents, keep, batch_dims=1)  # [batch, beam]
-    tokens = tf.gather(cand_tokens, keep, batch_dims=1)  # [batch, beam]
+    alive_scores = tf.where(cand_is_eos, _NEG_INF, cand_scores)  # [n, 2*beam]
+    alive_log_probs, keep = tf.math.top_k(alive_scores, k=k)  # [n, beam]
+    parents = tf.gather(cand_parents, keep, batch_dims=1)  # [n, beam]
+    tokens = tf.gather(cand_tokens, keep, batch_dims=1)  # [n, beam]
     alive_ids, alive_attn = extend(parents, tokens)
     new_state = utils.gather_rows(new_state, tf.reshape(parents, [-1]))
 
-    fin_scores = fin[-1]  # [batch, beam], sorted
-    num_finished = tf.reduce_sum(tf.cast(fin_scores > _NEG_INF, tf.int32), axis=1)  # [batch]
-    best_possible = alive_log_probs[:, 0] / upper_lp  # [batch]
+    fin_scores = fin[-1]  # [n, beam], sorted
+    num_finished = tf.reduce_sum(tf.cast(fin_scores > _NEG_INF, tf.int32), axis=1)  # [n]
+    best_possible = alive_log_probs[:, 0] / active["upper_lp"]  # [n]
     done = tf.reduce_any(tf.stack([
-        done, num_finished >= k, time >= max_lengths - 1,
-        best_possible <= fin_scores[:, nbest - 1]]), axis=0)  # [batch]
-    return {"time": time + 1, "tokens": tf.reshape(tokens, [-1]), "state": new_state,
-            "alive": (alive_ids, alive_attn, tf.reshape(alive_log_probs, [-1])),
-            "finished": fin, "done": done}
+        done, num_finished >= k, time >= active["max_lengths"] - 1,
+        best_possible <= fin_scores[:, nbest - 1]]), axis=0)  # [n]
+    active = dict(active, tokens=tf.reshape(tokens, [-1]), state=new_state,
+                  alive=(alive_ids, alive_attn, tf.reshape(alive_log_probs, [-1])),
+                  finished=fin, done=done)
+    return dict(loop, time=time + 1, active=active)
 
   # The first step is taken before the loop: it reveals src_len, needed to allocate the
   # attention buffers, without asking the caller for it.
   time = tf.constant(0, tf.int32)
   rows = batch_size * k
+  state = utils.tile_beams(state, k)
+  context = utils.tile_beams(context, k)
   logits, attention, new_state = step_fn(tf.fill([rows], BOS_ID), state, context, time)
   src_len = tf.shape(attention)[-1]
   # Only beam 0 starts alive, so that the first step does not yield beam_size copies.
   first_beam = tf.tile(tf.one_hot(0, k, on_value=0.0, off_value=_NEG_INF), [batch_size])
-  loop = {
+  finished = (tf.zeros([batch_size, k, max_length], tf.int32),
+              tf.zeros([batch_size, k, max_length, src_len], tf.float32),
+              tf.fill([batch_size, k], _NEG_INF),  # log-probs
+              tf.zeros([batch_size, k], tf.int32),  # lengths
+              tf.fill([batch_size, k], _NEG_INF))  # scores
+  active = {
+      # per beam row
+      "tokens": tf.fill([rows], BOS_ID), "state": state, "context": context,
       "alive": (tf.zeros([rows, max_length], tf.int32),
                 tf.zeros([rows, max_length, src_len], tf.float32),
                 first_beam),  # [batch*beam]
-      "finished": (tf.zeros([batch_size, k, max_length], tf.int32),
-                   tf.zeros([batch_size, k, max_length, src_len], tf.float32),
-                   tf.fill([batch_size, k], _NEG_INF),  # log-probs
-                   tf.zeros([batch_size, k], tf.int32),  # lengths
-                   tf.fill([batch_size, k], _NEG_INF)),  # scores
-      "done": tf.zeros([batch_size], tf.bool),
+      # per sentence
+      "finished": finished, "done": tf.zeros([batch_size], tf.bool),
+      "max_lengths": max_lengths,
+      "upper_lp": penalties.length_penalty(max_lengths, length_penalty),  # [batch]
+      "sentences": tf.range(batch_size),
   }
+  if src_length is not None:
+    active["src_length"] = src_length
+  # The finished buffers of the sentences that left the batch, per sentence.
+  loop = {"active": active, "left": finished}
   loop = advance(time, logits, attention, new_state, loop)
 
   def cond(loop):
-    return tf.logical_not(tf.reduce_all(loop["done"]))
+    return tf.logical_not(tf.reduce_all(loop["active"]["done"]))
 
   def body(loop):
-    logits, attention, new_state = step_fn(loop["tokens"], loop["state"], context,
-                                           loop["time"])
-    return (utils.keep_shapes(advance(loop["time"], logits, attention, new_state, loop), loop),)
+    active = loop["active"]
+    logits, attention, new_state = step_fn(active["tokens"], active["state"],
+                                           active["context"], loop["time"])
+    loop = advance(loop["time"], logits, attention, new_state, loop)
+    if compact:
+      loop = _compact(loop, k)
+    return (utils.keep_shapes(loop, invariants),)
 
-  (loop,) = tf.while_loop(cond, body, (loop,), maximum_iterations=max_length - 1)
-  ids, attn, log_probs, lengths, scores = (x[:, :nbest] for x in loop["finished"])
+  invariants = utils.shape_invariants(loop, "active" if compact else None)
+  (loop,) = tf.while_loop(cond, body, (loop,), maximum_iterations=max_length - 1,
+                          shape_invariants=(invariants,))
+  finished = _gather_finished(loop) if compact else loop["active"]["finished"]
+  ids, attn, log_probs, lengths, scores = (x[:, :nbest] for x in finished)
   found = scores > _NEG_INF  # [batch, nbest]
   return DecodeResult(
       ids=tf.where(found[:, :, tf.newaxis], ids, 0),  # [batch, nbest, max_length]
@@ -171,3 +195,30 @@ def beam_search(step_fn, state, context, batch_size, beam_size, max_length, *,
       log_probs=tf.where(found, log_probs, _NEG_INF),  # [batch, nbest]
       scores=scores,  # [batch, nbest]
       attention=tf.where(found[:, :, tf.newaxis, tf.newaxis], attn, 0.0))  # [b, n, T, src]
+
+
+_ROW_KEYS = ("tokens", "state", "context", "alive")  # the others are per sentence
+
+
+def _gather_finished(loop):
+  """The finished buffers [batch, beam, ...] of every sentence: those that left the batch,
+  with those of the sentences still in it scattered over them."""
+  active = loop["active"]
+  at = active["sentences"][:, tf.newaxis]  # [n, 1]
+  return tuple(tf.tensor_scatter_nd_update(left, at, now)
+               for left, now in zip(loop["left"], active["finished"]))
+
+
+def _compact(loop, k):
+  """The loop with its done sentences (and their beam rows) removed from the active entries,
+  if any is done (see greedy's `_compact`); their finished buffers move to "left"."""
+  done = loop["active"]["done"]  # [n]
+
+  def drop():
+    keep = tf.cast(tf.where(tf.logical_not(done))[:, 0], tf.int32)  # [kept]
+    keep_rows = tf.reshape(keep[:, tf.newaxis] * k + tf.range(k), [-1])  # [kept*beam]
+    kept = {key: utils.gather_rows(value, keep_rows if key in _ROW_KEYS else keep)
+            for key, value in loop["active"].items()}
+    return dict(loop, active=kept, left=_gather_finished(loop))
+
+  return tf.cond(tf.reduce_any(done), drop, lambda: loop)

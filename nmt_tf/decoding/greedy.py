@@ -11,7 +11,7 @@ from nmt_tf.special_tokens import BOS_ID, EOS_ID, PAD_ID
 
 def greedy_search(step_fn, state, context, batch_size, max_length, src_length=None, *,
                   max_length_a=None, max_length_b=0.0, min_length=0, length_penalty=0.0,
-                  coverage_penalty=0.0):
+                  coverage_penalty=0.0, compact=False):
   """Decodes by taking the most probable token at each step.
 
   Runs eagerly, inside `tf.function` and under `tf.function(jit_compile=True)`: shapes are
@@ -19,6 +19,13 @@ def greedy_search(step_fn, state, context, batch_size, max_length, src_length=No
   `tf.while_loop` bounded by `max_length` that exits early once every sentence has emitted
   EOS. Length conventions are those of `constraints.py` (lengths count EOS). The penalties do
   not change the greedy choice; they only define the returned `scores`.
+
+  With `compact=True` the finished sentences leave the batch (as fairseq's generator drops
+  finalized sentences): the steps run on the sentences still decoding, gathered from `state`
+  and `context` after every step in which one emitted EOS, and their outputs are scattered
+  into the buffers by sentence index. The result is the same; the
+  steps' batch shrinks, so sentences of unequal lengths cost less. The batch dimension is no
+  longer static: not for XLA or LiteRT.
 
   Args:
     step_fn: `step_fn(ids, state, context, time) -> (logits, attention, new_state)` with
@@ -34,6 +41,7 @@ def greedy_search(step_fn, state, context, batch_size, max_length, src_length=No
     min_length: python int: minimum number of tokens before EOS.
     length_penalty: GNMT alpha for the returned scores.
     coverage_penalty: GNMT beta for the returned scores.
+    compact: python bool: drop finished sentences from the steps' batch.
 
   Returns:
     A `DecodeResult` with nbest = 1.
@@ -46,23 +54,28 @@ def greedy_search(step_fn, state, context, batch_size, max_length, src_length=No
   max_lengths = constraints.sentence_max_lengths(
       batch_size, max_length, src_length, max_length_a, max_length_b)  # [batch]
 
+  # The loop's "active" entries have one row per sentence still in the steps' batch (every
+  # sentence unless `compact`); "rows" maps them to the sentences. The buffers are per sentence.
   def advance(time, logits, attention, new_state, loop):
     """Chooses the tokens of step `time` and writes them into the buffers."""
-    ids, attn_buffer, log_probs, lengths, finished = loop["outputs"]
-    scores = constraints.step_log_probs(logits, time, min_length, max_lengths)  # [b, vocab]
-    tokens = tf.argmax(scores, axis=-1, output_type=tf.int32)  # [batch]
-    token_log_probs = tf.gather(scores, tokens, batch_dims=1)  # [batch]
-    attention = tf.cast(attention, tf.float32)  # [batch, src_len]
+    active, (ids, attn_buffer) = loop["active"], loop["buffers"]
+    finished = active["finished"]  # [active]
+    scores = constraints.step_log_probs(logits, time, min_length, active["max_lengths"])
+    tokens = tf.argmax(scores, axis=-1, output_type=tf.int32)  # [active]
+    token_log_probs = tf.gather(scores, tokens, batch_dims=1)  # [active]
+    attention = tf.cast(attention, tf.float32)  # [active, src_len]
     tokens = tf.where(finished, PAD_ID, tokens)
     token_log_probs = tf.where(finished, 0.0, token_log_probs)
     attention = tf.where(finished[:, tf.newaxis], 0.0, attention)
-    ended = tf.logical_and(tf.logical_not(finished), tf.equal(tokens, EOS_ID))  # [batch]
-    outputs = (utils.write_at(ids, time, tokens),  # [batch, max_length]
-               utils.write_at(attn_buffer, time, attention),  # [batch, max_length, src_len]
-               log_probs + token_log_probs,
-               tf.where(ended, time + 1, lengths),
-               tf.logical_or(finished, ended))
-    return {"time": time + 1, "tokens": tokens, "state": new_state, "outputs": outputs}
+    ended = tf.logical_and(tf.logical_not(finished), tf.equal(tokens, EOS_ID))  # [active]
+    rows = active["rows"] if compact else None
+    active = dict(active, tokens=tokens, state=new_state,
+                  log_probs=active["log_probs"] + token_log_probs,
+                  lengths=tf.where(ended, time + 1, active["lengths"]),
+                  finished=tf.logical_or(finished, ended))
+    buffers = (utils.write_at(ids, time, tokens, rows),  # [batch, max_length]
+               utils.write_at(attn_buffer, time, attention, rows))  # [batch, max_length, src]
+    return dict(loop, time=time + 1, active=active, buffers=buffers)
 
   # The first step is taken before the loop: it reveals src_len, needed to allocate the
   # attention buffer, without asking the caller for it.
@@ -70,23 +83,37 @@ def greedy_search(step_fn, state, context, batch_size, max_length, src_length=No
   bos = tf.fill([batch_size], BOS_ID)  # [batch]
   logits, attention, new_state = step_fn(bos, state, context, time)
   src_len = tf.shape(attention)[-1]
-  outputs = (tf.zeros([batch_size, max_length], tf.int32),
-             tf.zeros([batch_size, max_length, src_len], tf.float32),
-             tf.zeros([batch_size], tf.float32),
-             tf.zeros([batch_size], tf.int32),
-             tf.zeros([batch_size], tf.bool))
-  loop = advance(time, logits, attention, new_state, {"outputs": outputs})
+  active = {"tokens": bos, "state": state, "context": context, "max_lengths": max_lengths,
+            "rows": tf.range(batch_size), "log_probs": tf.zeros([batch_size], tf.float32),
+            "lengths": tf.zeros([batch_size], tf.int32),
+            "finished": tf.zeros([batch_size], tf.bool)}
+  loop = {"active": active,
+          "buffers": (tf.zeros([batch_size, max_length], tf.int32),
+                      tf.zeros([batch_size, max_length, src_len], tf.float32)),
+          # log_probs and lengths of the sentences that left the batch, per sentence.
+          "left": (tf.zeros([batch_size], tf.float32), tf.zeros([batch_size], tf.int32))}
+  loop = advance(time, logits, attention, new_state, loop)
 
   def cond(loop):
-    return tf.logical_not(tf.reduce_all(loop["outputs"][-1]))
+    return tf.logical_not(tf.reduce_all(loop["active"]["finished"]))
 
   def body(loop):
-    logits, attention, new_state = step_fn(loop["tokens"], loop["state"], context,
-                                           loop["time"])
-    return (utils.keep_shapes(advance(loop["time"], logits, attention, new_state, loop), loop),)
+    active = loop["active"]
+    logits, attention, new_state = step_fn(active["tokens"], active["state"],
+                                           active["context"], loop["time"])
+    loop = advance(loop["time"], logits, attention, new_state, loop)
+    if compact:
+      loop = _compact(loop)
+    return (utils.keep_shapes(loop, invariants),)
 
-  (loop,) = tf.while_loop(cond, body, (loop,), maximum_iterations=max_length - 1)
-  ids, attn_buffer, log_probs, lengths, _ = loop["outputs"]
+  invariants = utils.shape_invariants(loop, "active" if compact else None)
+  (loop,) = tf.while_loop(cond, body, (loop,), maximum_iterations=max_length - 1,
+                          shape_invariants=(invariants,))
+  ids, attn_buffer = loop["buffers"]
+  if compact:
+    log_probs, lengths = _gather_results(loop)  # [batch] each
+  else:  # every sentence stayed in place (no scatter: LiteRT lowers the loop to builtins)
+    log_probs, lengths = loop["active"]["log_probs"], loop["active"]["lengths"]
   attn_sum = tf.reduce_sum(attn_buffer, axis=1)  # [batch, src_len]
   scores = penalties.hypothesis_scores(
       log_probs, lengths, attn_sum, length_penalty, coverage_penalty,
@@ -96,3 +123,28 @@ def greedy_search(step_fn, state, context, batch_size, max_length, src_length=No
                       log_probs=log_probs[:, tf.newaxis],  # [batch, 1]
                       scores=scores[:, tf.newaxis],  # [batch, 1]
                       attention=attn_buffer[:, tf.newaxis])  # [batch, 1, max_length, src_len]
+
+
+def _gather_results(loop):
+  """(log_probs [batch], lengths [batch]): the values of the sentences that left the batch,
+  with those of the sentences still in it scattered over them."""
+  active = loop["active"]
+  at = active["rows"][:, tf.newaxis]  # [active, 1]
+  left_log_probs, left_lengths = loop["left"]
+  return (tf.tensor_scatter_nd_update(left_log_probs, at, active["log_probs"]),
+          tf.tensor_scatter_nd_update(left_lengths, at, active["lengths"]))
+
+
+def _compact(loop):
+  """The loop with its finished sentences removed from the active entries, if any finished;
+  their log_probs and lengths move to "left". Compacting after every step that ends a
+  sentence costs a copy of the context each time, but decodes faster than waiting for
+  several to end (bench/bench_decode.py --compact)."""
+  finished = loop["active"]["finished"]  # [active]
+
+  def drop():
+    keep = tf.where(tf.logical_not(finished))[:, 0]  # [kept] int64
+    kept = tf.nest.map_structure(lambda x: tf.gather(x, keep, axis=0), loop["active"])
+    return dict(loop, active=kept, left=_gather_results(loop))
+
+  return tf.cond(tf.reduce_any(finished), drop, lambda: loop)

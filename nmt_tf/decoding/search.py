@@ -8,7 +8,7 @@ from nmt_tf.decoding.greedy import greedy_search
 
 def decode(step_fn, state, context, *, max_length, beam_size=1, nbest=1, batch_size=None,
            src_length=None, max_length_a=None, max_length_b=0.0, min_length=0,
-           length_penalty=0.0, coverage_penalty=0.0):
+           length_penalty=0.0, coverage_penalty=0.0, compact=False):
   """Decodes with greedy search (beam_size = 1) or beam search (beam_size > 1).
 
   Both strategies return the same `DecodeResult`, so callers (translation, evaluation,
@@ -29,6 +29,7 @@ def decode(step_fn, state, context, *, max_length, beam_size=1, nbest=1, batch_s
     min_length: minimum number of tokens before EOS.
     length_penalty: GNMT alpha.
     coverage_penalty: GNMT beta.
+    compact: drop finished sentences from the steps' batch (see `greedy_search`).
 
   Returns:
     A `DecodeResult`.
@@ -47,6 +48,7 @@ def decode(step_fn, state, context, *, max_length, beam_size=1, nbest=1, batch_s
                  max_length_b=max_length_b, min_length=min_length,
                  length_penalty=length_penalty, coverage_penalty=coverage_penalty)
   if beam_size == 1 and nbest == 1:
-    return greedy_search(step_fn, state, context, batch_size, max_length, **options)
+    return greedy_search(step_fn, state, context, batch_size, max_length, compact=compact,
+                         **options)
   return beam_search(step_fn, state, context, batch_size, beam_size, max_length,
-                     nbest=nbest, **options)
+                     nbest=nbest, compact=compact, **options)

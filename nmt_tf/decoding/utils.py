@@ -39,27 +39,43 @@ def keep_shapes(new, old):
 
   Args:
     new: nested structure of tensors, the body's outputs.
-    old: the same structure, the loop variables (static shapes compatible with `new`).
+    old: the same structure, the loop variables (static shapes compatible with `new`), or
+      their shape invariants (tf.TensorShape).
 
   Returns:
     `new`, each tensor's static shape merged with that of its loop variable.
   """
   for x, y in zip(tf.nest.flatten(new), tf.nest.flatten(old)):
-    x.set_shape(y.shape)  # merges; raises if incompatible
+    x.set_shape(y if isinstance(y, tf.TensorShape) else y.shape)  # merges; raises if not
   return new
 
 
-def write_at(buffer, time, values):
+def shape_invariants(loop, open_key=None):
+  """Static shapes of a search's loop variables `loop` (a dict), with the leading (batch)
+  dimension of every tensor under `loop[open_key]` left open: the entries that shrink when
+  the batch is compacted."""
+  shapes = tf.nest.map_structure(lambda x: x.shape, loop)
+  if open_key is not None:
+    shapes[open_key] = tf.nest.map_structure(
+        lambda x: tf.TensorShape([None]).concatenate(x.shape[1:]), loop[open_key])
+  return shapes
+
+
+def write_at(buffer, time, values, rows=None):
   """Writes `values` at index `time` of axis 1 of a preallocated buffer (static shape).
 
   Args:
     buffer: tensor [rows, max_length, ...].
     time: scalar int32 tensor.
-    values: tensor [rows, ...] of the buffer's dtype.
+    values: tensor [rows, ...] of the buffer's dtype, or [n, ...] with `rows`.
+    rows: optional int32 [n]: the buffer rows that `values` go to (the others keep theirs).
 
   Returns:
     The updated buffer [rows, max_length, ...].
   """
+  if rows is not None:
+    at = tf.stack([rows, tf.fill(tf.shape(rows), time)], axis=1)  # [n, 2]
+    return tf.tensor_scatter_nd_update(buffer, at, values)
   max_length = buffer.shape[1] if buffer.shape[1] is not None else tf.shape(buffer)[1]
   at_time = tf.equal(tf.range(max_length), time)  # [max_length]
   at_time = tf.reshape(at_time, [1, -1] + [1] * (buffer.shape.rank - 2))

@@ -173,6 +173,9 @@ class DecodeConfig:
     max_length_a, max_length_b: per-sentence cap a * source_length + b.
     min_length: EOS forbidden before this many tokens.
     batch_size: sentences per decoding batch.
+    compact_batch: the search drops finished sentences from the steps' batch (same
+      result, less work when lengths differ; decoding/greedy.py). Off under XLA and in the
+      LiteRT export, which need static shapes.
     precision: float32 | float32_bf16_matmul | auto, as train.precision: the search's matrix
       products with bfloat16 operands (layers/kernels/precision.py; 1.2-1.35x faster search on
       AMX CPUs, docs/PERFORMANCE.md), or auto, float32_bf16_matmul where the CPU has
@@ -191,6 +194,7 @@ class DecodeConfig:
   max_length_b: float = 10.0
   min_length: int = 0
   batch_size: int = 64
+  compact_batch: bool = True
   precision: str = "float32"
   matmul_dtype: Optional[str] = None
 

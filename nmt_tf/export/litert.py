@@ -51,14 +51,15 @@ def search_functions(translator, beam_size, nbest):
 
   def greedy(source_ids):
     with without_tensor_lists():
-      result = translator.translate_ids(source_ids, beam_size=1, nbest=1)
+      result = translator.translate_ids(source_ids, beam_size=1, nbest=1, compact=False)
     return {"ids": result.ids[:, 0], "length": result.lengths[:, 0],  # [batch, max_len], [b]
             "log_prob": result.log_probs[:, 0],  # [batch]
             "attention": result.attention[:, 0]}  # [batch, max_len, src_len]
 
   def beam_search(source_ids):
     with without_tensor_lists():
-      result = translator.translate_ids(source_ids, beam_size=beam_size, nbest=nbest)
+      result = translator.translate_ids(source_ids, beam_size=beam_size, nbest=nbest,
+                                        compact=False)
     return {"ids": result.ids, "length": result.lengths,  # [b, nbest, max_len], [b, nbest]
             "log_prob": result.log_probs, "score": result.scores,  # [batch, nbest]
             "attention": result.attention}  # [batch, nbest, max_len, src_len]

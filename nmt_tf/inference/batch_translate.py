@@ -34,6 +34,7 @@ class CompiledTranslator:
     cfg = translator.decode_config
     self.beam_size = beam_size or cfg.beam_size
     self.nbest = nbest or (cfg.nbest if self.beam_size > 1 else 1)
+    self.compact = False if jit_compile else None  # XLA needs static shapes
     strings = tf.TensorSpec([None], tf.string)
     ids = tf.TensorSpec([None, None], tf.int32)
     self.source_ids = tf.function(lambda text: translator.source_ids(text),
@@ -44,7 +45,8 @@ class CompiledTranslator:
                                   input_signature=[ids], autograph=False)
 
   def _search(self, source):
-    return self.translator.translate_ids(source, self.beam_size, self.nbest)._asdict()
+    return self.translator.translate_ids(source, self.beam_size, self.nbest,
+                                         self.compact)._asdict()
 
   def __call__(self, text):
     """text tf.string [batch] -> dict of numpy arrays (see `Translator.translate`)."""

@@ -41,7 +41,7 @@ class Captioner:
     return decoding.decode(
         self.model.step, state, context, max_length=cfg.max_length, beam_size=beam_size,
         nbest=nbest, batch_size=tf.shape(images)[0], min_length=cfg.min_length,
-        length_penalty=cfg.length_penalty if beam_size > 1 else 0.0)
+        length_penalty=cfg.length_penalty if beam_size > 1 else 0.0, compact=cfg.compact_batch)
 
   def caption(self, images, beam_size=None, nbest=None):
     """images [batch, size, size, 3] -> dict: caption tf.string [batch, nbest], ids, lengths,

@@ -110,17 +110,20 @@ class Translator(tf.Module):
         "truncated": tf.logical_or(source_cut, target_cut),
     }
 
-  def translate_ids(self, source, beam_size=None, nbest=None):
-    """source [batch, src_len] ids -> DecodeResult (ids [batch, nbest, max_len], ...)."""
+  def translate_ids(self, source, beam_size=None, nbest=None, compact=None):
+    """source [batch, src_len] ids -> DecodeResult (ids [batch, nbest, max_len], ...).
+    `compact` (None = decode.compact_batch): drop finished sentences from the search's batch,
+    which leaves its shapes dynamic (False for XLA and LiteRT)."""
     cfg = self.decode_config
     beam_size = beam_size or cfg.beam_size
     nbest = nbest or (cfg.nbest if beam_size > 1 else 1)
     # The model's own (its training precision) first; an ensemble has none.
     dtype = getattr(self.model, "matmul_dtype", None) or kernels.matmul_dtype_for(self.precision)
     with kernels.precision_scope(dtype, prefetch=self.model.trainable_variables):
-      return self._search(source, cfg, beam_size, nbest)
+      return self._search(source, cfg, beam_size, nbest,
+                          cfg.compact_batch if compact is None else compact)
 
-  def _search(self, source, cfg, beam_size, nbest):
+  def _search(self, source, cfg, beam_size, nbest, compact):
     context = self.model.encode(source)
     state = self.model.initial_state(context, cfg.max_length)
     src_length = tf.reduce_sum(tf.cast(source != 0, tf.int32), axis=1)  # [batch]
@@ -129,7 +132,7 @@ class Translator(tf.Module):
         nbest=nbest, batch_size=tf.shape(source)[0], src_length=src_length,
         max_length_a=cfg.max_length_a, max_length_b=cfg.max_length_b,
         min_length=cfg.min_length, length_penalty=cfg.length_penalty if beam_size > 1 else 0.0,
-        coverage_penalty=cfg.coverage_penalty if beam_size > 1 else 0.0)
+        coverage_penalty=cfg.coverage_penalty if beam_size > 1 else 0.0, compact=compact)
 
   def translate(self, text, beam_size=None, nbest=None):
     """text tf.string [batch] -> dict: translation [batch, nbest] tf.string, ids, lengths,
