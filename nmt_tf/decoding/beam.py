@@ -31,10 +31,10 @@ def beam_search(step_fn, state, context, batch_size, beam_size, max_length, *,
                 length_penalty=0.0, coverage_penalty=0.0, nbest=1, compact=False):
   """Decodes with beam search and returns the n best finished hypotheses.
 
-  Runs eagerly, inside `tf.function` and under `tf.function(jit_compile=True)` (static
-  shapes, preallocated buffers written by index, `tf.while_loop` bounded by `max_length`,
-  early exit when every sentence is done). Length conventions are those of
-  `constraints.py`: lengths count EOS, `min_length` does not.
+  Runs eagerly, inside `tf.function` and, with `compact=False`, under
+  `tf.function(jit_compile=True)` (static shapes, preallocated buffers written by index,
+  `tf.while_loop` bounded by `max_length`, early exit when every sentence is done). Length
+  conventions are those of `constraints.py`: lengths count EOS, `min_length` does not.
 
   Args:
     step_fn: `step_fn(ids, state, context, time) -> (logits, attention, new_state)` with

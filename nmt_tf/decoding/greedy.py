@@ -14,11 +14,12 @@ def greedy_search(step_fn, state, context, batch_size, max_length, src_length=No
                   coverage_penalty=0.0, compact=False):
   """Decodes by taking the most probable token at each step.
 
-  Runs eagerly, inside `tf.function` and under `tf.function(jit_compile=True)`: shapes are
-  static, outputs are preallocated buffers written by index and the loop is a
-  `tf.while_loop` bounded by `max_length` that exits early once every sentence has emitted
-  EOS. Length conventions are those of `constraints.py` (lengths count EOS). The penalties do
-  not change the greedy choice; they only define the returned `scores`.
+  Runs eagerly, inside `tf.function` and, with `compact=False`, under
+  `tf.function(jit_compile=True)`: shapes are static, outputs are preallocated buffers
+  written by index and the loop is a `tf.while_loop` bounded by `max_length` that exits
+  early once every sentence has emitted EOS. Length conventions are those of
+  `constraints.py` (lengths count EOS). The penalties do not change the greedy choice; they
+  only define the returned `scores`.
 
   With `compact=True` the finished sentences leave the batch (as fairseq's generator drops
   finalized sentences): the steps run on the sentences still decoding, gathered from `state`
