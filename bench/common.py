@@ -139,3 +139,26 @@ def op_type_totals(times):
     by_type[op_type][0] += ms
     by_type[op_type][1] += count
   return by_type
+
+
+def profile_summary(logdir, unit, per, per_count, top, detail, digits):
+  """The op time of the tf.profiler trace in `logdir`, by op type, as report fields: total
+  "op_ms_per_<unit>" (divided by `per`), "by_type" (the `top` types: ms per unit, share of the
+  total, count per `per_count`) and "largest" (the 8 largest ops by name of each `detail`
+  type), rounded to `digits`."""
+  import glob  # pylint: disable=g-import-not-at-top
+  times = op_times(sorted(glob.glob(f"{logdir}/plugins/profile/*/*.xplane.pb"))[-1])
+  by_type = op_type_totals(times)
+  total = sum(ms for ms, _ in by_type.values())
+  ranked = sorted(by_type.items(), key=lambda kv: -kv[1][0])[:top]
+  largest = {}
+  for op_type in detail:
+    named = sorted(((ms, name) for (t, name), (ms, _) in times.items() if t == op_type),
+                   reverse=True)[:8]
+    largest[op_type] = {name[-100:]: round(ms / per, digits) for ms, name in named}
+  return {f"op_ms_per_{unit}": round(total / per, digits),
+          "by_type": {t: {f"ms_per_{unit}": round(ms / per, digits),
+                          "share": round(ms / total, 3),
+                          "ops_per_step": round(count / per_count, 1)}
+                      for t, (ms, count) in ranked},
+          "largest": largest}

@@ -12,7 +12,6 @@ the `--detail` types the op names that take the most time. Shares are meaningful
 machine too; absolute times are not.
 """
 
-import glob
 import os
 import sys
 import tempfile
@@ -65,26 +64,14 @@ def main(argv):
   seconds = time.perf_counter() - start
   tf.profiler.experimental.stop()
   steps = sum(max(len(r.hypotheses[0].ids), 1) for r in results if r.hypotheses)
-  times = common.op_times(sorted(glob.glob(f"{logdir}/plugins/profile/*/*.xplane.pb"))[-1])
-  by_type = common.op_type_totals(times)
-  total = sum(ms for ms, _ in by_type.values())
   n = len(sources)
   # One search step runs once per batch, so ops per step = op count / (batches * mean steps).
-  batches = -(-n // FLAGS.batch_size)
-  search_steps = steps / n * batches
+  search_steps = steps / n * -(-n // FLAGS.batch_size)
   report = {"beam": FLAGS.beam, "batch_size": FLAGS.batch_size, "sentences": n,
             "matmul_dtype": FLAGS.matmul_dtype, "profile_dir": logdir,
-            "wall_ms_per_sentence_profiled": round(seconds * 1e3 / n, 3),
-            "op_ms_per_sentence": round(total / n, 3),
-            "by_type": {t: {"ms_per_sentence": round(ms / n, 3), "share": round(ms / total, 3),
-                            "ops_per_step": round(count / search_steps, 1)}
-                        for t, (ms, count) in sorted(by_type.items(), key=lambda kv: -kv[1][0])
-                        [:FLAGS.top]},
-            "largest": {}}
-  for op_type in FLAGS.detail:
-    named = sorted(((ms, name) for (t, name), (ms, _) in times.items() if t == op_type),
-                   reverse=True)[:8]
-    report["largest"][op_type] = {name[-100:]: round(ms / n, 3) for ms, name in named}
+            "wall_ms_per_sentence_profiled": round(seconds * 1e3 / n, 3)}
+  report.update(common.profile_summary(logdir, "sentence", n, search_steps, FLAGS.top,
+                                       FLAGS.detail, 3))
   common.print_json(report)
 
 

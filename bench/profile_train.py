@@ -11,7 +11,6 @@ the `--detail` types the op names that take the most time (e.g. the gradient sum
 loop's backward pass). Shares are meaningful on a busy machine too; absolute times are not.
 """
 
-import glob
 import os
 import sys
 import tempfile
@@ -59,21 +58,9 @@ def main(argv):
   for batch in batches:
     float(step(batch)["loss"])
   tf.profiler.experimental.stop()
-  times = common.op_times(sorted(glob.glob(f"{logdir}/plugins/profile/*/*.xplane.pb"))[-1])
-  by_type = common.op_type_totals(times)
-  total = sum(ms for ms, _ in by_type.values())
   n = FLAGS.steps
-  report = {"precision": FLAGS.precision, "steps": n, "profile_dir": logdir,
-            "op_ms_per_step": round(total / n, 1),
-            "by_type": {t: {"ms_per_step": round(ms / n, 1), "share": round(ms / total, 3),
-                            "ops_per_step": round(count / n)}
-                        for t, (ms, count) in sorted(by_type.items(), key=lambda kv: -kv[1][0])
-                        [:FLAGS.top]},
-            "largest": {}}
-  for op_type in FLAGS.detail:
-    named = sorted(((ms, name) for (t, name), (ms, _) in times.items() if t == op_type),
-                   reverse=True)[:8]
-    report["largest"][op_type] = {name[-100:]: round(ms / n, 1) for ms, name in named}
+  report = {"precision": FLAGS.precision, "steps": n, "profile_dir": logdir}
+  report.update(common.profile_summary(logdir, "step", n, n, FLAGS.top, FLAGS.detail, 1))
   common.print_json(report)
 
 
