@@ -84,7 +84,7 @@ def beam_search(step_fn, state, context, batch_size, beam_size, max_length, *,
     sentences = tf.shape(done)[0] if compact else batch_size  # fewer once compacted
     row_offsets = (tf.range(sentences) * k)[:, tf.newaxis]  # [n, 1]
     log_probs = constraints.step_log_probs(logits, time, min_length,
-                                           tf.repeat(active["max_lengths"], k))
+                                           active["row_max_lengths"])
     vocab = log_probs.shape[-1] if log_probs.shape[-1] is not None else tf.shape(log_probs)[-1]
     totals = alive_log_probs[:, tf.newaxis] + log_probs  # [n*beam, vocab]
     totals = tf.reshape(totals, [sentences, -1])  # [n, beam*vocab]
@@ -159,6 +159,7 @@ def beam_search(step_fn, state, context, batch_size, beam_size, max_length, *,
       "alive": (tf.zeros([rows, max_length], tf.int32),
                 tf.zeros([rows, max_length, src_len], tf.float32),
                 first_beam),  # [batch*beam]
+      "row_max_lengths": tf.repeat(max_lengths, k),  # [batch*beam]
       # per sentence
       "finished": finished, "done": tf.zeros([batch_size], tf.bool),
       "max_lengths": max_lengths,
@@ -197,7 +198,7 @@ def beam_search(step_fn, state, context, batch_size, beam_size, max_length, *,
       attention=tf.where(found[:, :, tf.newaxis, tf.newaxis], attn, 0.0))  # [b, n, T, src]
 
 
-_ROW_KEYS = ("tokens", "state", "context", "alive")  # the others are per sentence
+_ROW_KEYS = ("tokens", "state", "context", "alive", "row_max_lengths")  # the others are per sentence
 
 
 def _gather_finished(loop):

@@ -145,7 +145,7 @@ def _compact(loop):
 
   def drop():
     keep = tf.where(tf.logical_not(finished))[:, 0]  # [kept] int64
-    kept = tf.nest.map_structure(lambda x: tf.gather(x, keep, axis=0), loop["active"])
+    kept = utils.gather_rows(loop["active"], keep)
     return dict(loop, active=kept, left=_gather_results(loop))
 
   return tf.cond(tf.reduce_any(finished), drop, lambda: loop)
