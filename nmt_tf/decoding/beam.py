@@ -54,7 +54,7 @@ def beam_search(step_fn, state, context, batch_size, beam_size, max_length, *,
     coverage_penalty: GNMT beta (0 = none).
     nbest: python int in [1, beam_size]: hypotheses returned per sentence.
     compact: python bool: drop done sentences and their beams from the steps' batch (see
-      `greedy_search`).
+      `greedy_search`), and end the prefix buffers at the batch's longest cap.
 
   Returns:
     A `DecodeResult` with nbest hypotheses per sentence, sorted by score.
@@ -72,6 +72,9 @@ def beam_search(step_fn, state, context, batch_size, beam_size, max_length, *,
   k = beam_size
   max_lengths = constraints.sentence_max_lengths(
       batch_size, max_length, src_length, max_length_a, max_length_b)  # [batch]
+  # The prefix buffers are copied at every step: without static shapes to keep, they end at
+  # the batch's longest cap instead of max_length.
+  length = tf.reduce_max(max_lengths) if compact else max_length
 
   # The loop's "active" entries cover the sentences still in the steps' batch (every sentence
   # unless `compact`): per sentence ([n, ...]) or per beam row ([n * beam, ...]), with
@@ -99,12 +102,12 @@ def beam_search(step_fn, state, context, batch_size, beam_size, max_length, *,
       rows = tf.reshape(parents, [-1])  # [n*m]
       ids = utils.write_at(tf.gather(alive_ids, rows), time, tf.reshape(tokens, [-1]))
       attn = utils.write_at(tf.gather(alive_attn, rows), time, tf.gather(attention, rows))
-      return ids, attn  # [n*m, max_length], [n*m, max_length, src_len]
+      return ids, attn  # [n*m, length], [n*m, length, src_len]
 
     # Finished: EOS continuations among the beam_size best candidates.
     new_ids, new_attn = extend(cand_parents[:, :k], cand_tokens[:, :k])
-    new_ids = tf.reshape(new_ids, [sentences, k, max_length])  # [n, beam, max_length]
-    new_attn = tf.reshape(new_attn, [sentences, k, max_length, -1])  # [n, beam, T, src]
+    new_ids = tf.reshape(new_ids, [sentences, k, length])  # [n, beam, length]
+    new_attn = tf.reshape(new_attn, [sentences, k, length, -1])  # [n, beam, T, src]
     new_log_probs = cand_scores[:, :k]  # [n, beam]
     new_lengths = tf.fill(tf.shape(new_log_probs), time + 1)  # [n, beam]
     src_mask = utils.source_mask(active.get("src_length"), tf.shape(attention)[-1])  # [n, src]
@@ -148,16 +151,16 @@ def beam_search(step_fn, state, context, batch_size, beam_size, max_length, *,
   src_len = tf.shape(attention)[-1]
   # Only beam 0 starts alive, so that the first step does not yield beam_size copies.
   first_beam = tf.tile(tf.one_hot(0, k, on_value=0.0, off_value=_NEG_INF), [batch_size])
-  finished = (tf.zeros([batch_size, k, max_length], tf.int32),
-              tf.zeros([batch_size, k, max_length, src_len], tf.float32),
+  finished = (tf.zeros([batch_size, k, length], tf.int32),
+              tf.zeros([batch_size, k, length, src_len], tf.float32),
               tf.fill([batch_size, k], _NEG_INF),  # log-probs
               tf.zeros([batch_size, k], tf.int32),  # lengths
               tf.fill([batch_size, k], _NEG_INF))  # scores
   active = {
       # per beam row
       "tokens": tf.fill([rows], BOS_ID), "state": state, "context": context,
-      "alive": (tf.zeros([rows, max_length], tf.int32),
-                tf.zeros([rows, max_length, src_len], tf.float32),
+      "alive": (tf.zeros([rows, length], tf.int32),
+                tf.zeros([rows, length, src_len], tf.float32),
                 first_beam),  # [batch*beam]
       "row_max_lengths": tf.repeat(max_lengths, k),  # [batch*beam]
       # per sentence
@@ -189,6 +192,12 @@ def beam_search(step_fn, state, context, batch_size, beam_size, max_length, *,
                           shape_invariants=(invariants,))
   finished = _gather_finished(loop) if compact else loop["active"]["finished"]
   ids, attn, log_probs, lengths, scores = (x[:, :nbest] for x in finished)
+  if compact:  # back to the static max_length of the result
+    pad = max_length - length
+    ids = tf.pad(ids, [[0, 0], [0, 0], [0, pad]])  # [batch, nbest, max_length]
+    attn = tf.pad(attn, [[0, 0], [0, 0], [0, pad], [0, 0]])  # [batch, nbest, T, src]
+    ids.set_shape([None, None, max_length])
+    attn.set_shape([None, None, max_length, None])
   found = scores > _NEG_INF  # [batch, nbest]
   return DecodeResult(
       ids=tf.where(found[:, :, tf.newaxis], ids, 0),  # [batch, nbest, max_length]
