@@ -95,4 +95,17 @@ ablation tied_all cgru_joint8k_de-en_2500steps \
 ablation deeptrans "$BASE" \
   "A deep-transition decoder: four GRU transitions per step instead of two (Nematus)." \
   "${F32[@]}" --config.model.decoder_transition_depth=4
+ablation lr2e-3 "$BASE" \
+  "A peak learning rate of 0.002 instead of 0.001 (Sennrich and Zhang 2019 tune it per setting)." \
+  "${F32[@]}" --config.train.learning_rate=0.002
+# Smaller batches (Sennrich and Zhang 2019): at equal steps they would see half the data, so
+# this row takes as many steps as it takes to see the baseline's tokens.
+if wanted batch2k; then
+  "$PYTHON" experiments/multi30k/study.py row cgru_batch2k_de-en_5000steps \
+    --config=multi30k:cgru --run_dir="$RUN_ROOT/cgru_batch2k_de-en_5000steps" \
+    --baseline="$BASE" \
+    --note="Batches of 2,048 tokens instead of 4,096, for 5,000 steps: the baseline's tokens." \
+    -- --config.train.steps=5000 --config.train.max_minutes=0 "${F32[@]}" \
+    --config.pipeline.batch_tokens=2048
+fi
 "$PYTHON" experiments/multi30k/study.py report
