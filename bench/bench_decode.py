@@ -2,7 +2,7 @@
 
 Usage: .venv/bin/python bench/bench_decode.py [--pair de-en] [--batch_size 64] [--beams 1,5]
            [--length_a 2.0 --length_b 10] [--jit false,true] [--decoders cgru,rnnsearch]
-           [--compact false,true] [--run_dir RUN]
+           [--compact false,true] [--shortlists 0,20] [--run_dir RUN]
 Model: the reference cgru (embedding 256, BiGRU 2x512 encoder, cGRU decoder 512; --decoders
 times other decoders of the same size, each model's keys prefixed "<decoder>/") with
 SentencePiece 8k vocabularies trained on Multi30k train, UNTRAINED (random weights): speed
@@ -35,7 +35,7 @@ import tensorflow as tf
 import nmt_tf
 from nmt_tf import data
 from nmt_tf.experiment import DecodeConfig
-from nmt_tf.inference import CompiledTranslator, translate_lines, Translator
+from nmt_tf.inference import CompiledTranslator, shortlist, translate_lines, Translator
 from nmt_tf.models import build_model, ModelConfig
 
 flags.DEFINE_string("pair", "de-en", "Multi30k language pair.")
@@ -52,6 +52,9 @@ flags.DEFINE_list("decoders", ["cgru"], "Decoders to time (ModelConfig.decoder);
                   "has the same embedding, encoder and decoder sizes.")
 flags.DEFINE_list("matmul_dtypes", ["float32"], "Matrix-product dtypes to time (float32, "
                   "bfloat16: Seq2Seq.matmul_dtype, layers/kernels/precision.py).")
+flags.DEFINE_list("shortlists", ["0"], "decode.shortlist settings to time: translations per "
+                  "source word (0 = the whole vocabulary; inference/shortlist.py, built from "
+                  "Multi30k train).")
 FLAGS = flags.FLAGS
 
 
@@ -74,19 +77,21 @@ def main(argv):
             "setup_s": round(setup, 1),
             "threads": os.cpu_count()}
   truth = lambda values: [v.lower() in ("1", "true", "yes") for v in values]
-  settings = [(beam, jit, dtype, compact) for beam in (int(b) for b in FLAGS.beams)
+  settings = [(beam, jit, dtype, compact, int(k)) for beam in (int(b) for b in FLAGS.beams)
               for jit in truth(FLAGS.jit) for dtype in FLAGS.matmul_dtypes
-              for compact in truth(FLAGS.compact)]
+              for compact in truth(FLAGS.compact) for k in FLAGS.shortlists]
   if FLAGS.run_dir:
     translator = nmt_tf.load(FLAGS.run_dir).translator
     report["model"] = f"{FLAGS.run_dir}, trained"
     report["vocab"] = [translator.source_tokenizer.vocab_size,
                        translator.target_tokenizer.vocab_size]
+    tables = _tables(train, translator.source_tokenizer, translator.target_tokenizer)
     for setting in settings:
       _time_setting(report, translator.model, translator.source_tokenizer,
-                    translator.target_tokenizer, sources, *setting, "")
+                    translator.target_tokenizer, sources, tables, *setting, "")
     print(json.dumps(report, indent=2))
     return
+  tables = _tables(train, src_tok, tgt_tok)
   for decoder in FLAGS.decoders:
     model = build_model(ModelConfig(src_vocab_size=src_tok.vocab_size,
                                     tgt_vocab_size=tgt_tok.vocab_size, embedding_dim=256,
@@ -94,18 +99,27 @@ def main(argv):
                                     decoder_units=512))
     prefix = "" if FLAGS.decoders == ["cgru"] else f"{decoder}/"
     for setting in settings:
-      _time_setting(report, model, src_tok, tgt_tok, sources, *setting, prefix)
+      _time_setting(report, model, src_tok, tgt_tok, sources, tables, *setting, prefix)
   print(json.dumps(report, indent=2))
 
 
-def _time_setting(report, model, src_tok, tgt_tok, sources, beam, jit, dtype, compact, prefix):
+def _tables(train, src_tok, tgt_tok):
+  """The shortlist table of Multi30k train, when --shortlists asks for one."""
+  if all(int(k) == 0 for k in FLAGS.shortlists):
+    return None
+  return shortlist.build_from_split(train, src_tok, tgt_tok)
+
+
+def _time_setting(report, model, src_tok, tgt_tok, sources, tables, beam, jit, dtype, compact,
+                  k, prefix):
   """Times one search setting of `model` on `sources` into report[prefix + name]."""
   model.matmul_dtype = None if dtype == "float32" else dtype
   decode = DecodeConfig(beam_size=beam, nbest=1, compact_batch=compact,
                         length_penalty=0.6 if beam > 1 else 0.0, max_length=128,
                         max_length_a=FLAGS.length_a, max_length_b=FLAGS.length_b,
-                        batch_size=FLAGS.batch_size)
-  compiled = CompiledTranslator(Translator(model, src_tok, tgt_tok, decode),
+                        batch_size=FLAGS.batch_size, shortlist=k)
+  short = shortlist.Shortlist(*tables, k, decode.shortlist_frequent) if k else None
+  compiled = CompiledTranslator(Translator(model, src_tok, tgt_tok, decode, shortlist=short),
                                 jit_compile=jit)
   translate_lines(compiled, sources[:FLAGS.batch_size], FLAGS.batch_size)  # warm-up
   start = time.perf_counter()
@@ -114,7 +128,8 @@ def _time_setting(report, model, src_tok, tgt_tok, sources, beam, jit, dtype, co
   tokens = sum(len(r.hypotheses[0].ids) for r in results if r.hypotheses)
   name = prefix + (("greedy" if beam == 1 else f"beam{beam}") + ("_xla" if jit else "")
                    + ("" if dtype == "float32" else f"_{dtype}_matmul")
-                   + ("" if compact or len(FLAGS.compact) == 1 else "_no_compact"))
+                   + ("" if compact or len(FLAGS.compact) == 1 else "_no_compact")
+                   + (f"_shortlist{k}" if k else ""))
   report[name] = {"sentences_per_s": round(len(sources) / seconds, 2),
                   "seconds": round(seconds, 1),
                   "output_tokens_per_sentence": round(tokens / len(sources), 1)}

@@ -341,6 +341,35 @@ class DecodeCommandsTest(tf.test.TestCase):
                        r"\(.+\); restore it from a backup or retrain the tokenizers in a new "
                        r"--run_dir")
 
+  def test_shortlist(self):
+    run = os.path.join(self.tmp, "shortlisted")
+    shutil.copytree(self.run_path, run)
+    table = os.path.join(run, "shortlist.npz")
+    out, err = self.translate(run_dir=run, shortlist=3)
+    self.assertIn("shortlist: counting the co-occurrences of the training data", err)
+    self.assertTrue(os.path.exists(table))
+    self.assertLen(out, len(self.lines))
+    self.assertEqual(out[2], "")
+    self.assertEqual(self.translate(run_dir=run, shortlist=3)[0], out)  # the kept table
+    ensemble, _ = self.translate(run_dir=run, shortlist=3, checkpoints=[
+        RunDir(run).checkpoint_path("last"), RunDir(run).checkpoint_path("best")])
+    self.assertEqual(ensemble, out)  # two copies of the same weights
+    full, _ = self.translate(run_dir=run)
+    self.assertEqual(self.translate(run_dir=run, shortlist=100, shortlist_frequent=10**6)[0],
+                     full)  # every word in the shortlist: the full search
+    with open(table, "wb") as f:
+      f.write(b"not a table")
+    code, out, err = run_command(translate_cli, **{**self.common, "run_dir": run},
+                                 input_file=self.src_file, shortlist=3)
+    self.assertEqual((code, out), (2, ""))
+    self.assertLen(err.strip().splitlines(), 1, err)
+    self.assertRegex(err, rf"^error: {re.escape(table)} is unreadable \(.+\); move it away so "
+                     "that the next call rebuilds it")
+    code, _, err = run_command(translate_cli, **{**self.common, "run_dir": run},
+                               input_file=self.src_file, shortlist=101)
+    self.assertEqual(code, 2)
+    self.assertIn("decode.shortlist=101; expected 0 (off) to 100", err)
+
   def test_evaluate(self):
     ref_file = self.write("ref.txt", self.references)
     src_file = self.write("eval_src.txt", self.sources)

@@ -72,6 +72,16 @@ class PythonApiTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, "nbest=4"):
       self.model.translate(sentences, beam_size=3, nbest=4)
 
+  def test_shortlist(self):
+    sentences = list(self.corpus["test"].sources[:3])
+    short = nmt_tf.load(self.tiny_run.path, shortlist=2).translate(sentences, beam_size=3)
+    self.assertTrue(os.path.exists(os.path.join(self.tiny_run.path, "shortlist.npz")))
+    self.assertLen(short, 3)
+    # 100 translations per word and the 100 most frequent words hold the tiny vocabulary.
+    whole = nmt_tf.load(self.tiny_run.path, shortlist=100).translate(sentences, beam_size=3)
+    self.assertEqual([t.text for t in whole],
+                     [t.text for t in self.model.translate(sentences, beam_size=3)])
+
   def test_score_is_the_translation_log_prob(self):
     sentences = list(self.corpus["test"].sources[:3])
     best = self.model.translate(sentences, beam_size=1)

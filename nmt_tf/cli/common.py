@@ -36,6 +36,12 @@ flags.DEFINE_enum("precision", None, ["auto", "float32", "float32_bf16_matmul"],
                   "default: the config's decode.precision.")
 flags.DEFINE_enum("matmul_dtype", None, ["float32", "bfloat16"], "Deprecated: --precision "
                   "(bfloat16 = float32_bf16_matmul).")
+flags.DEFINE_integer("shortlist", None, "Vocabulary shortlist (translate, evaluate): score only "
+                     "the N best translations of each source word and the "
+                     "--shortlist_frequent most frequent target words; 0 = the whole "
+                     "vocabulary; default: the config's decode.shortlist.")
+flags.DEFINE_integer("shortlist_frequent", None, "Most frequent target words always in the "
+                     "shortlist; default: the config's decode.shortlist_frequent.")
 
 FLAGS = flags.FLAGS
 # Errors a user's input can cause: the commands print them as one `error:` line.
@@ -52,7 +58,8 @@ def decode_config(config):
   overrides = {key: getattr(FLAGS, flag) for key, flag in (
       ("beam_size", "beam_size"), ("nbest", "nbest"), ("length_penalty", "length_penalty"),
       ("coverage_penalty", "coverage_penalty"), ("batch_size", "decode_batch_size"),
-      ("precision", "precision"))
+      ("precision", "precision"), ("shortlist", "shortlist"),
+      ("shortlist_frequent", "shortlist_frequent"))
       if getattr(FLAGS, flag) is not None}
   if FLAGS.matmul_dtype is not None and FLAGS.precision is None:
     overrides["precision"] = MATMUL_DTYPES[FLAGS.matmul_dtype]

@@ -30,6 +30,7 @@ from nmt_tf.cli import common
 from nmt_tf.experiment.run_dir import RunDirError
 from nmt_tf.inference import (alignments, CompiledTranslator, load_models, translate_lines,
                               Translator)
+from nmt_tf.inference import shortlist as shortlist_lib
 
 COMMAND = "translate"
 HELP = "Translate a file or stdin (beam/n-best, alignments, UNK replacement, ensembles)."
@@ -59,8 +60,10 @@ def build_translator():
   if FLAGS.max_input_tokens < 1:
     raise ValueError(f"Received --max_input_tokens={FLAGS.max_input_tokens}; expected a "
                      "positive integer.")
+  shortlist = shortlist_lib.load_or_build(FLAGS.run_dir, decode, config.data, src_tok,
+                                         tgt_tok)
   translator = Translator(model, src_tok, tgt_tok, decode, FLAGS.max_input_tokens,
-                          reverse_source=config.pipeline.reverse_source)
+                          reverse_source=config.pipeline.reverse_source, shortlist=shortlist)
   if translator.precision_reason:
     print(f"precision: {translator.precision} ({translator.precision_reason})", file=sys.stderr)
   return translator, config, decode, paths

@@ -160,6 +160,9 @@ class TrainConfig:
            f"{self.reinforce_weight!r}; expected a weight >= 0.")
 
 
+SHORTLIST_CANDIDATES = 100  # translations kept per source word in a run's shortlist table
+
+
 @dataclasses.dataclass(frozen=True)
 class DecodeConfig:
   """Search settings for validation, translate, evaluate and export.
@@ -183,6 +186,12 @@ class DecodeConfig:
       whatever this says.
     matmul_dtype: deprecated spelling of precision (bfloat16 = float32_bf16_matmul), read
       with a warning.
+    shortlist: a vocabulary shortlist for the output layer (inference/shortlist.py, Marian's
+      lexical shortlist): the search scores, per batch, only the target words among the
+      `shortlist` best translations of each source word and the `shortlist_frequent` most
+      frequent target words. 0 = the whole vocabulary (exact). translate and evaluate only;
+      built from the run's training data on first use.
+    shortlist_frequent: the most frequent target words always in the shortlist.
   """
 
   beam_size: int = 5
@@ -197,6 +206,8 @@ class DecodeConfig:
   compact_batch: bool = True
   precision: str = "float32"
   matmul_dtype: Optional[str] = None
+  shortlist: int = 0
+  shortlist_frequent: int = 100
 
   def __post_init__(self):
     if self.matmul_dtype is not None:
@@ -220,6 +231,12 @@ class DecodeConfig:
     _check(isinstance(self.min_length, int) and 0 <= self.min_length < self.max_length,
            f"Received decode.min_length={self.min_length!r}; expected 0 <= min_length < "
            f"max_length={self.max_length}.")
+    _check(isinstance(self.shortlist, int) and 0 <= self.shortlist <= SHORTLIST_CANDIDATES,
+           f"Received decode.shortlist={self.shortlist!r}; expected 0 (off) to "
+           f"{SHORTLIST_CANDIDATES} translations per source word.")
+    _check(isinstance(self.shortlist_frequent, int) and self.shortlist_frequent >= 0,
+           f"Received decode.shortlist_frequent={self.shortlist_frequent!r}; expected an "
+           "integer >= 0.")
 
 
 SECTIONS = {"model": ModelConfig, "data": CorpusConfig, "tokenizer": TokenizerConfig,

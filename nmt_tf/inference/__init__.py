@@ -7,9 +7,10 @@ from nmt_tf.inference.batch_translate import (CompiledTranslator, Hypothesis, Se
 from nmt_tf.inference.ensemble import ModelEnsemble
 from nmt_tf.inference.forced_scoring import ForcedScore, ForcedScorer
 from nmt_tf.inference.loading import load_models
+from nmt_tf.inference.shortlist import Shortlist
 from nmt_tf.inference.translator import token_log_probs, Translator
 
 __all__ = ["CompiledTranslator", "ForcedScore", "ForcedScorer", "Hypothesis", "ModelEnsemble",
-           "SentenceResult", "Translator", "hard_alignment", "load_models", "pharaoh",
+           "SentenceResult", "Shortlist", "Translator", "hard_alignment", "load_models", "pharaoh",
            "replace_unknowns", "soft_alignment", "source_tokens", "target_tokens",
            "token_log_probs", "translate_lines"]

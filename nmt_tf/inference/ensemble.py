@@ -55,13 +55,15 @@ def ensemble_step_fn(step_fns, average="log_probs"):
     raise ValueError(f"Received average={average!r}; expected one of {_AVERAGES}.")
   num_models = len(step_fns)
 
-  def step_fn(ids, state, context, time):
+  def step_fn(ids, state, context, time, vocab=None):
     if len(state) != num_models or len(context) != num_models:
       raise ValueError(f"Received {len(state)} states and {len(context)} contexts; expected "
                        f"one per model ({num_models}).")
     log_probs, attentions, new_states = [], [], []
     for member_fn, member_state, member_context in zip(step_fns, state, context):
-      logits, attention, new_state = member_fn(ids, member_state, member_context, time)
+      shortlist = {} if vocab is None else {"vocab": vocab}
+      logits, attention, new_state = member_fn(ids, member_state, member_context, time,
+                                               **shortlist)
       log_probs.append(tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1))
       attentions.append(tf.cast(attention, tf.float32))
       new_states.append(new_state)
@@ -110,9 +112,10 @@ class ModelEnsemble(tf.Module):
   def initial_state(self, context, max_length):
     return tuple(m.initial_state(c, max_length) for m, c in zip(self.models, context))
 
-  def step(self, prev_ids, state, context, time):
-    """(log_probs [batch, vocab], mean attention [batch, src_len], tuple of states)."""
-    return self._step(prev_ids, state, context, time)
+  def step(self, prev_ids, state, context, time, vocab=None):
+    """(log_probs [batch, vocab], mean attention [batch, src_len], tuple of states); with
+    `vocab` (int32 [n], a shortlist), log-probabilities over those words only."""
+    return self._step(prev_ids, state, context, time, vocab)
 
   def __call__(self, inputs, training=False):
     """Teacher-forced pass: logits are the combined log-probabilities [batch, tgt_len, vocab],

@@ -20,6 +20,7 @@ import numpy as np
 
 from nmt_tf.experiment.run_dir import RunDirError
 from nmt_tf.inference import alignments
+from nmt_tf.inference import shortlist as shortlist_lib
 from nmt_tf.inference.batch_translate import CompiledTranslator, translate_lines
 from nmt_tf.inference.forced_scoring import ForcedScore, ForcedScorer
 from nmt_tf.inference.loading import load_models
@@ -59,17 +60,26 @@ class TranslationModel:
     checkpoint: "best" (default), "last" or a checkpoint prefix.
     checkpoints: optional ensemble members (checkpoint prefixes or run directories).
     max_input_tokens: longer inputs are cut to this many tokens.
+    shortlist: optional decode.shortlist for this model (translations per source word; 0 =
+      the whole vocabulary); None keeps the run's.
   """
 
-  def __init__(self, run_dir, checkpoint="best", checkpoints=None, max_input_tokens=200):
+  def __init__(self, run_dir, checkpoint="best", checkpoints=None, max_input_tokens=200,
+               shortlist=None):
     model, config, src_tok, tgt_tok, self.checkpoints = load_models(run_dir, checkpoint,
                                                                     checkpoints)
+    if shortlist is not None:
+      config = dataclasses.replace(config, decode=dataclasses.replace(config.decode,
+                                                                      shortlist=shortlist))
     if config.model.encoder == "image":
       raise RunDirError(f"{run_dir} is a captioning run (model.encoder='image'), which "
                         "translates no text; caption images with `nmt-tf caption`.")
     self.config = config
+    shortlist = shortlist_lib.load_or_build(run_dir, config.decode, config.data, src_tok,
+                                           tgt_tok)
     self.translator = Translator(model, src_tok, tgt_tok, config.decode, max_input_tokens,
-                                 reverse_source=config.pipeline.reverse_source)
+                                 reverse_source=config.pipeline.reverse_source,
+                                 shortlist=shortlist)
     self._compiled = {}
     self._scorer = None
 
@@ -164,6 +174,6 @@ def _positive_int(name, value):
   return int(value)
 
 
-def load(run_dir, checkpoint="best", checkpoints=None, max_input_tokens=200):
+def load(run_dir, checkpoint="best", checkpoints=None, max_input_tokens=200, shortlist=None):
   """A TranslationModel of a trained run (see TranslationModel)."""
-  return TranslationModel(run_dir, checkpoint, checkpoints, max_input_tokens)
+  return TranslationModel(run_dir, checkpoint, checkpoints, max_input_tokens, shortlist)

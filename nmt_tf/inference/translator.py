@@ -47,11 +47,14 @@ class Translator(tf.Module):
     reverse_source: reverse the real source tokens (EOS stays last), as the data pipeline
       does with `pipeline.reverse_source` (Sutskever et al., 2014); attention columns are
       then in reversed order.
+    shortlist: optional `inference.shortlist.Shortlist`: the searches score only its
+      vocabulary of each batch (decode.shortlist).
   """
 
   def __init__(self, model, source_tokenizer, target_tokenizer, decode_config,
-               max_source_length=200, reverse_source=False, name=None):
+               max_source_length=200, reverse_source=False, shortlist=None, name=None):
     super().__init__(name=name)
+    self.shortlist = shortlist
     self.model = model
     self.source_tokenizer = source_tokenizer
     self.target_tokenizer = target_tokenizer
@@ -127,12 +130,21 @@ class Translator(tf.Module):
     context = self.model.encode(source)
     state = self.model.initial_state(context, cfg.max_length)
     src_length = tf.reduce_sum(tf.cast(source != 0, tf.int32), axis=1)  # [batch]
-    return decoding.decode(
-        self.model.step, state, context, max_length=cfg.max_length, beam_size=beam_size,
+    step, vocab = self.model.step, None
+    if self.shortlist is not None:
+      # The search sees positions in the batch's shortlist V' [n]; the model, their words.
+      vocab = self.shortlist.vocabulary(source)  # [n]
+      step = lambda ids, state, context, time: self.model.step(  # pylint: disable=g-long-lambda
+          tf.gather(vocab, ids), state, context, time, vocab=vocab)
+    result = decoding.decode(
+        step, state, context, max_length=cfg.max_length, beam_size=beam_size,
         nbest=nbest, batch_size=tf.shape(source)[0], src_length=src_length,
         max_length_a=cfg.max_length_a, max_length_b=cfg.max_length_b,
         min_length=cfg.min_length, length_penalty=cfg.length_penalty if beam_size > 1 else 0.0,
         coverage_penalty=cfg.coverage_penalty if beam_size > 1 else 0.0, compact=compact)
+    if vocab is not None:
+      result = result._replace(ids=tf.gather(vocab, result.ids))  # PAD stays 0
+    return result
 
   def translate(self, text, beam_size=None, nbest=None):
     """text tf.string [batch] -> dict: translation [batch, nbest] tf.string, ids, lengths,

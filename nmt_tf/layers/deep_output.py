@@ -42,9 +42,9 @@ class _TiedOutput:
       raise ValueError(f"Received inputs of {units} units for an output projection tied to "
                        f"embeddings of {width}; they must match.")
 
-  def _tied_logits(self, x, bias):
-    """e^{-1/2} x E^T + b_o: x [..., e] -> [..., V]."""
-    return ops.project_on_table(x * (float(x.shape[-1]) ** -0.5), self._table(), bias)
+  def _tied_logits(self, x, bias, vocab=None):
+    """e^{-1/2} x E^T + b_o: x [..., e] -> [..., V] (or the words `vocab` [n] only)."""
+    return ops.project_on_table(x * (float(x.shape[-1]) ** -0.5), self._table(), bias, vocab)
 
 
 @keras.saving.register_keras_serializable(package="nmt_tf")
@@ -112,12 +112,13 @@ class DeepOutput(_TiedOutput, keras.layers.Layer):
       pre = ops.project(inputs[name], self.kernels[name]) + tf.cast(pre, inputs[name].dtype)
     return self.dropout_layer(tf.tanh(pre), training=training)
 
-  def call(self, inputs, training=False):
-    """Dict of named inputs [..., dim_k] -> logits [..., vocab_size]."""
+  def call(self, inputs, training=False, vocab=None):
+    """Dict of named inputs [..., dim_k] -> logits [..., vocab_size], or with `vocab` (int32
+    [n], a shortlist) the logits of those words only, [..., n]."""
     hidden = self.hidden(inputs, training)  # [..., e]
     if self.tied:
-      return self._tied_logits(hidden, self.output_bias)
-    return ops.project(hidden, self.output_kernel, self.output_bias)
+      return self._tied_logits(hidden, self.output_bias, vocab)
+    return ops.project(hidden, self.output_kernel, self.output_bias, vocab)
 
   def get_config(self):
     return {
@@ -189,11 +190,12 @@ class OutputProjection(_TiedOutput, keras.layers.Layer):
                                     initializer="glorot_uniform")
     self.bias = self.add_weight(name="b_o", shape=(self.vocab_size,), initializer="zeros")
 
-  def call(self, x, training=False):
+  def call(self, x, training=False, vocab=None):
+    """x [..., in] -> logits [..., vocab_size], or [..., n] for the words `vocab` [n] only."""
     x = self.dropout_layer(x, training=training)
     if self.tied:
-      return self._tied_logits(x, self.bias)
-    return ops.project(x, self.kernel, self.bias)
+      return self._tied_logits(x, self.bias, vocab)
+    return ops.project(x, self.kernel, self.bias, vocab)
 
   def get_config(self):
     return {**super().get_config(), "vocab_size": self.vocab_size, "dropout": self.dropout,

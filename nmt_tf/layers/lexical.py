@@ -39,16 +39,17 @@ class LexicalModel(keras.layers.Layer):
     self.output_bias = self.add_weight(name="b_l", shape=(self.vocab_size,),
                                        initializer="zeros")
 
-  def call(self, attention, source_embeddings):
+  def call(self, attention, source_embeddings, vocab=None):
     """attention [batch, src_len] (one step) or [batch, tgt_len, src_len], source_embeddings
-    F [batch, src_len, e] -> logits [batch, vocab] or [batch, tgt_len, vocab]."""
+    F [batch, src_len, e] -> logits [batch, vocab] or [batch, tgt_len, vocab]; with `vocab`
+    (int32 [n], a shortlist) the logits of those words only."""
     alpha = tf.cast(attention, source_embeddings.dtype)
     one_step = alpha.shape.rank == 2
     if one_step:
       alpha = alpha[:, tf.newaxis]  # [batch, 1, src_len]
     h = tf.tanh(tf.matmul(alpha, source_embeddings))  # [batch, tgt_len, e]
     h = tf.tanh(ops.project(h, self.kernel)) + h  # [batch, tgt_len, e]
-    logits = ops.project(h, self.output_kernel, self.output_bias)  # [batch, tgt_len, V]
+    logits = ops.project(h, self.output_kernel, self.output_bias, vocab)  # [batch, tgt_len, V]
     return logits[:, 0] if one_step else logits
 
   def get_config(self):

@@ -5,7 +5,7 @@ import tensorflow as tf
 from nmt_tf.layers import kernels
 
 
-def project(x, kernel, bias=None):
+def project(x, kernel, bias=None, take=None):
   """x W (+ b) over the last axis for any leading dims, as one 2-D matmul (`kernels.matmul`:
   in the precision of the forward pass, W's gradient deferred inside a deferring time loop).
 
@@ -13,18 +13,19 @@ def project(x, kernel, bias=None):
     x: [..., in_dim].
     kernel: [in_dim, out_dim] variable or tensor.
     bias: optional [out_dim].
+    take: optional int32 [n]: only the outputs `take` (x W[:, take] + b[take]).
 
   Returns:
-    [..., out_dim] in x's dtype.
+    [..., out_dim] (or [..., n]) in x's dtype.
   """
   x = tf.convert_to_tensor(x)
-  y = kernels.matmul(x, kernel)  # [..., out_dim]
+  y = kernels.matmul(x, kernel, take=take)  # [..., out_dim]
   if bias is not None:
-    y = y + tf.cast(bias, x.dtype)
+    y = y + tf.cast(bias if take is None else tf.gather(bias, take), x.dtype)
   return y
 
 
-def project_on_table(x, table, bias=None):
+def project_on_table(x, table, bias=None, take=None):
   """x T^T (+ b) over the last axis, for an embedding table T [V, in] used as the output
   projection (tied embeddings; `kernels.matmul_transposed`).
 
@@ -32,13 +33,16 @@ def project_on_table(x, table, bias=None):
     x: [..., in].
     table: [V, in] variable.
     bias: optional [V].
+    take: optional int32 [n]: only the outputs `take` (x T[take]^T + b[take]).
 
   Returns:
-    [..., V] in x's dtype.
+    [..., V] (or [..., n]) in x's dtype.
   """
   x = tf.convert_to_tensor(x)
-  y = kernels.matmul_transposed(x, table)  # [..., V]
-  return y if bias is None else y + tf.cast(bias, x.dtype)
+  y = kernels.matmul_transposed(x, table, take=take)  # [..., V]
+  if bias is None:
+    return y
+  return y + tf.cast(bias if take is None else tf.gather(bias, take), x.dtype)
 
 
 def dense(layer, x):

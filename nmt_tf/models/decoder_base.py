@@ -113,7 +113,7 @@ class Decoder(keras.layers.Layer):
     logits = self.output_layer(self.output_inputs(outputs, emb), training=training)
     return logits, outputs["attention"], outputs["log_prob"]
 
-  def step(self, emb_t, state, context, time):
+  def step(self, emb_t, state, context, time, vocab=None):
     """One decoding step (inference mode).
 
     Args:
@@ -121,10 +121,12 @@ class Decoder(keras.layers.Layer):
       state: from `initial_state` or the previous `step`.
       context: from `make_context`.
       time: scalar int32, 0 at the first step.
+      vocab: optional int32 [n], a shortlist: the logits of those words only.
 
     Returns:
-      logits [batch, vocab], attention [batch, src_len] float32, new state.
+      logits [batch, vocab] (or [batch, n]), attention [batch, src_len] float32, new state.
     """
     outputs, state = self.transition(self.precompute(emb_t), state, context, time, False)
-    logits = self.output_layer(self.output_inputs(outputs, emb_t), training=False)
+    logits = self.output_layer(self.output_inputs(outputs, emb_t), training=False,
+                               vocab=vocab)
     return logits, outputs["attention"], state

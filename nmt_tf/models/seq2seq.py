@@ -175,12 +175,13 @@ class Seq2Seq(keras.Model):
       logits = self._with_lexical(logits, attention, context)
     return {"logits": logits, "attention": attention, "attention_log_prob": log_prob}
 
-  def _with_lexical(self, logits, attention, context):
+  def _with_lexical(self, logits, attention, context, vocab=None):
     """The decoder's logits plus the lexical model's, when the model has one."""
     lexical = getattr(self, "lexical", None)
     if lexical is None:
       return logits
-    return logits + tf.cast(lexical(attention, context["source_embeddings"]), logits.dtype)
+    return logits + tf.cast(lexical(attention, context["source_embeddings"], vocab=vocab),
+                            logits.dtype)
 
   def encode(self, source, training=False):
     """source [batch, src_len] ids -> decoding context (dict of batch-leading tensors)."""
@@ -212,13 +213,14 @@ class Seq2Seq(keras.Model):
     with kernels.precision_scope(self.matmul_dtype):
       return self.decoder.initial_state(context, max_length)
 
-  def step(self, prev_ids, state, context, time):
+  def step(self, prev_ids, state, context, time, vocab=None):
     """One incremental decoding step: prev_ids [batch] -> (logits [batch, vocab],
-    attention [batch, src_len], new state)."""
+    attention [batch, src_len], new state). With `vocab` (int32 [n], a shortlist of target
+    ids) the logits are those of the shortlist's words only, [batch, n]."""
     with kernels.precision_scope(self.matmul_dtype):
       logits, attention, state = self.decoder.step(self.tgt_embedding(prev_ids), state,
-                                                    context, time)
-      return self._with_lexical(logits, attention, context), attention, state
+                                                    context, time, vocab)
+      return self._with_lexical(logits, attention, context, vocab), attention, state
 
   def build_with_dummy_batch(self):
     """Creates every weight by running one tiny batch (needed before `step` or loading).

@@ -61,31 +61,33 @@ precision_scope = precision.scope
 matmul_dtype_for = precision.matmul_dtype_for
 
 
-def matmul(x, w, columns=None):
+def matmul(x, w, columns=None, take=None):
   """x W over the last axis, for a weight W that is the same at every time step.
 
-  W (or its columns [begin, end)) is cast to the product dtype once per `precision_scope`.
-  For x [batch, in] inside a deferring time loop (layers/recurrence.scan_time) the product
-  defers W's gradient to after the loop; any other x is one 2-D product.
+  W (or its columns [begin, end), or the columns `take`) is cast to the product dtype once
+  per `precision_scope`. For x [batch, in] inside a deferring time loop
+  (layers/recurrence.scan_time) the product defers W's gradient to after the loop; any other
+  x is one 2-D product.
 
   Args:
     x: [..., in].
     w: [in, out] variable or tensor.
     columns: optional (begin, end): multiply by w[:, begin:end] only.
+    take: optional int32 [n]: multiply by the columns w[:, take] only (gathered once).
 
   Returns:
-    [..., out] in x's dtype.
+    [..., out] (or [..., n]) in x's dtype.
   """
   x = tf.convert_to_tensor(x)
-  w = weight(w, x.dtype, columns)  # [in, out] in the product dtype
+  w = weight(w, x.dtype, columns, take)  # [in, out] in the product dtype
   if x.shape.rank == 2:
     return deferred.matmul(x, w)  # [batch, out]
   lead = tf.shape(x)[:-1]
   y = precision.matmul(tf.reshape(x, [-1, x.shape[-1]]), w)  # [prod(lead), out]
-  return tf.reshape(y, tf.concat([lead, [w.shape[-1]]], 0))  # [..., out]
+  return tf.reshape(y, tf.concat([lead, [_dim(w, -1)]], 0))  # [..., out]
 
 
-def matmul_transposed(x, table):
+def matmul_transposed(x, table, take=None):
   """x T^T over the last axis, for a table T [out, in] that every step reuses (an embedding
   table as the output projection): T cast once per pass (`weight`) and transposed inside the
   product, never copied.
@@ -93,15 +95,21 @@ def matmul_transposed(x, table):
   Args:
     x: [..., in].
     table: [out, in] variable.
+    take: optional int32 [n]: the rows T[take] only (gathered once per pass).
 
   Returns:
-    [..., out] in x's dtype.
+    [..., out] (or [..., n]) in x's dtype.
   """
   x = tf.convert_to_tensor(x)
-  t = weight(table, x.dtype)  # [out, in] in the product dtype
+  t = weight(table, x.dtype, take=take, axis=0)  # [out, in] in the product dtype
   lead = tf.shape(x)[:-1]
   y = precision.matmul(tf.reshape(x, [-1, x.shape[-1]]), t, transpose_b=True)  # [n, out]
-  return tf.reshape(y, tf.concat([lead, [t.shape[0]]], 0))  # [..., out]
+  return tf.reshape(y, tf.concat([lead, [_dim(t, 0)]], 0))  # [..., out]
+
+
+def _dim(x, axis):
+  """The size of x along `axis`: static where known (keeps the static shapes of reshapes)."""
+  return x.shape[axis] if x.shape[axis] is not None else tf.shape(x)[axis]
 
 
 __all__ = [

@@ -70,23 +70,31 @@ def product_dtype(dtype):
   return active.matmul_dtype
 
 
-def weight(w, dtype, columns=None):
+def weight(w, dtype, columns=None, take=None, axis=1):
   """w cast to the product dtype for `dtype` inputs; variables once per scope.
 
   columns: optional (begin, end): only those columns of w, sliced once per scope too, so
   that a loop multiplying by part of a kernel (the reset-before GRU's U_zr and U_h) does not
   copy the part out of the kernel at every step.
+  take: optional int32 [n] indices along `axis`: only those rows or columns of w, gathered
+  once per scope too (the output layer restricted to a vocabulary shortlist).
   """
   target = product_dtype(dtype)
   active = getattr(_local, "scope", None)
   if active is None or isinstance(w, tf.Tensor):
     w = tf.cast(w, target)
+    if take is not None:
+      return tf.gather(w, take, axis=axis)
     return w if columns is None else w[:, columns[0]:columns[1]]
-  key = (id(w), target, columns)
+  key = (id(w), target, columns, None if take is None else (id(take), axis))
   if key not in active.casts or not _reachable(active.casts[key][1]):
-    # A part is sliced from the cached cast of the whole kernel.
-    part = tf.cast(w, target) if columns is None else weight(w, dtype)[:, columns[0]:columns[1]]
-    active.casts[key] = (w, part)  # keeps w alive so that its id stays unique
+    # A part is sliced or gathered from the cached cast of the whole kernel.
+    if take is not None:
+      part = tf.gather(weight(w, dtype), take, axis=axis)
+    else:
+      part = (tf.cast(w, target) if columns is None
+              else weight(w, dtype)[:, columns[0]:columns[1]])
+    active.casts[key] = (w, part, take)  # keeps w and take alive so that their ids stay unique
   return active.casts[key][1]
 
 
