@@ -85,14 +85,16 @@ def greedy_search(step_fn, state, context, batch_size, max_length, src_length=No
   logits, attention, new_state = step_fn(bos, state, context, time)
   src_len = tf.shape(attention)[-1]
   active = {"tokens": bos, "state": state, "context": context, "max_lengths": max_lengths,
-            "rows": tf.range(batch_size), "log_probs": tf.zeros([batch_size], tf.float32),
+            "log_probs": tf.zeros([batch_size], tf.float32),
             "lengths": tf.zeros([batch_size], tf.int32),
             "finished": tf.zeros([batch_size], tf.bool)}
   loop = {"active": active,
           "buffers": (tf.zeros([batch_size, max_length], tf.int32),
-                      tf.zeros([batch_size, max_length, src_len], tf.float32)),
-          # log_probs and lengths of the sentences that left the batch, per sentence.
-          "left": (tf.zeros([batch_size], tf.float32), tf.zeros([batch_size], tf.int32))}
+                      tf.zeros([batch_size, max_length, src_len], tf.float32))}
+  if compact:
+    active["rows"] = tf.range(batch_size)  # the batch row of each active sentence
+    # log_probs and lengths of the sentences that left the batch, per sentence.
+    loop["left"] = (tf.zeros([batch_size], tf.float32), tf.zeros([batch_size], tf.int32))
   loop = advance(time, logits, attention, new_state, loop)
 
   def cond(loop):
@@ -139,8 +141,8 @@ def _gather_results(loop):
 def _compact(loop):
   """The loop with its finished sentences removed from the active entries, if any finished;
   their log_probs and lengths move to "left". Compacting after every step that ends a
-  sentence costs a copy of the context each time, but decodes faster than waiting for
-  several to end (bench/bench_decode.py --compact)."""
+  sentence costs a copy of the context each time; it decodes faster than keeping every
+  sentence to the end (bench/bench_decode.py --compact false,true)."""
   finished = loop["active"]["finished"]  # [active]
 
   def drop():
