@@ -229,6 +229,11 @@ class DecodeCommandsTest(tf.test.TestCase):
     self.assertEqual(code, 2)
     self.assertLen(err.strip().splitlines(), 1)
     self.assertIn("trained with pipeline.reverse_source=True", err)
+    code, _, err = run_command(export_cli, run_dir=self.run_path,
+                               checkpoints=[self.run_path, flipped], shortlist=5)
+    self.assertEqual(code, 2)
+    self.assertIn("decode.shortlist=5 is not exported; the export searches the whole "
+                  "vocabulary", err)
 
   def test_damaged_checkpoint_is_one_line(self):
     for damage in ("truncated", "flipped"):

@@ -54,6 +54,9 @@ def run(argv):
   try:
     run_dir = RunDir(FLAGS.run_dir)
     decode = common.decode_config(run_dir.load_config())
+    if decode.shortlist:
+      print(f"shortlist: decode.shortlist={decode.shortlist} is not exported; the export "
+            "searches the whole vocabulary.", file=sys.stderr)
     common_args = dict(checkpoint=FLAGS.checkpoint, export_dir=FLAGS.export_dir,
                        version=FLAGS.export_version, beam_size=decode.beam_size,
                        nbest=FLAGS.export_nbest, max_source_length=FLAGS.export_max_source_length,
