@@ -17,6 +17,8 @@ setting is a warm-up (tracing) and is not timed. --compact times greedy search w
 without dropping finished sentences from the batch (decode.compact_batch); it only matters when
 the sentences of a batch end at different steps, as a trained model's do: --run_dir times the
 trained model of a run (its best checkpoint and vocabularies) instead of the untrained one.
+--shortlists times the search over a vocabulary shortlist (decode.shortlist) and reports the
+table's counting time and the mean shortlist size of the file-order batches.
 Prints one JSON object.
 """
 
@@ -85,13 +87,14 @@ def main(argv):
     report["model"] = f"{FLAGS.run_dir}, trained"
     report["vocab"] = [translator.source_tokenizer.vocab_size,
                        translator.target_tokenizer.vocab_size]
-    tables = _tables(train, translator.source_tokenizer, translator.target_tokenizer)
+    tables = _tables(report, train, translator.source_tokenizer,
+                     translator.target_tokenizer)
     for setting in settings:
       _time_setting(report, translator.model, translator.source_tokenizer,
                     translator.target_tokenizer, sources, tables, *setting, "")
     print(json.dumps(report, indent=2))
     return
-  tables = _tables(train, src_tok, tgt_tok)
+  tables = _tables(report, train, src_tok, tgt_tok)
   for decoder in FLAGS.decoders:
     model = build_model(ModelConfig(src_vocab_size=src_tok.vocab_size,
                                     tgt_vocab_size=tgt_tok.vocab_size, embedding_dim=256,
@@ -103,11 +106,15 @@ def main(argv):
   print(json.dumps(report, indent=2))
 
 
-def _tables(train, src_tok, tgt_tok):
-  """The shortlist table of Multi30k train, when --shortlists asks for one."""
+def _tables(report, train, src_tok, tgt_tok):
+  """The shortlist table of Multi30k train, when --shortlists asks for one; its counting
+  time goes into the report."""
   if all(int(k) == 0 for k in FLAGS.shortlists):
     return None
-  return shortlist.build_from_split(train, src_tok, tgt_tok)
+  start = time.perf_counter()
+  tables = shortlist.build_from_split(train, src_tok, tgt_tok)
+  report["shortlist_table_s"] = round(time.perf_counter() - start, 1)
+  return tables
 
 
 def _time_setting(report, model, src_tok, tgt_tok, sources, tables, beam, jit, dtype, compact,
@@ -133,6 +140,12 @@ def _time_setting(report, model, src_tok, tgt_tok, sources, tables, beam, jit, d
   report[name] = {"sentences_per_s": round(len(sources) / seconds, 2),
                   "seconds": round(seconds, 1),
                   "output_tokens_per_sentence": round(tokens / len(sources), 1)}
+  if short is not None:  # |V'| of the file-order batches of --batch_size sentences
+    translator = compiled.translator
+    sizes = [int(tf.shape(short.vocabulary(translator.source_ids(tf.constant(
+        sources[i:i + FLAGS.batch_size]))[0]))[0]) for i in range(0, len(sources),
+                                                               FLAGS.batch_size)]
+    report[name]["shortlist_words_per_batch"] = round(sum(sizes) / len(sizes), 1)
 
 
 if __name__ == "__main__":

@@ -60,8 +60,8 @@ def ensemble_step_fn(step_fns, average="log_probs"):
       raise ValueError(f"Received {len(state)} states and {len(context)} contexts; expected "
                        f"one per model ({num_models}).")
     log_probs, attentions, new_states = [], [], []
+    shortlist = {} if vocab is None else {"vocab": vocab}
     for member_fn, member_state, member_context in zip(step_fns, state, context):
-      shortlist = {} if vocab is None else {"vocab": vocab}
       logits, attention, new_state = member_fn(ids, member_state, member_context, time,
                                                **shortlist)
       log_probs.append(tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1))

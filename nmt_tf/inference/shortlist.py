@@ -24,12 +24,14 @@ default). The table is built from the run's training data on first use and kept 
 `RUN/shortlist.npz` (docs/DECODING.md).
 """
 
+import io
 import os
 import sys
 
 import numpy as np
 import tensorflow as tf
 
+from nmt_tf import atomic_write
 from nmt_tf import data
 from nmt_tf.experiment.config import SHORTLIST_CANDIDATES
 from nmt_tf.experiment.run_dir import RunDirError
@@ -146,10 +148,9 @@ def load_or_build(run_dir, decode, corpus, source_tokenizer, target_tokenizer):
           f"{MAX_SENTENCES:,} pairs) into {path}", file=sys.stderr)
     table, frequent = build_from_split(data.load_corpus(corpus)["train"], source_tokenizer,
                                        target_tokenizer)
-    partial = path + ".partial"
-    with open(partial, "wb") as stream:
-      np.savez(stream, table=table, frequent=frequent)
-    os.replace(partial, path)
+    stream = io.BytesIO()
+    np.savez(stream, table=table, frequent=frequent)
+    atomic_write.write_bytes(path, stream.getvalue())
   try:
     with np.load(path) as stored:
       table, frequent = stored["table"], stored["frequent"]
