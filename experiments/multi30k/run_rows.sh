@@ -80,6 +80,9 @@ ablation lexical "$BASE" \
 ablation spm2k "$BASE" \
   "SentencePiece vocabularies of 2,000 pieces per side instead of 8,000." \
   "${F32[@]}" --config.tokenizer.vocab_size=2000
+ablation subword "$BASE" \
+  "Subword regularization: every epoch draws new segmentations from the 64 best, alpha 0.1 (Kudo 2018)." \
+  "${F32[@]}" --config.pipeline.subword_alpha=0.1 --config.pipeline.subword_nbest=64
 ablation embdrop "$BASE" \
   "Variational dropout of 0.2 on the embeddings, one mask per sentence (Nematus)." \
   "${F32[@]}" --config.model.embedding_dropout=0.2

@@ -46,9 +46,15 @@ class PipelineConfig:
       200,000 pairs of a streamed corpus (ParallelShards, stream_order.py), whose pieces
       are shuffled whole, one after the other, a larger corpus in several; 100,000 pairs
       for a tf.data corpus.
-    seed: shuffling seed; the order of every epoch is fixed by it.
+    seed: shuffling seed; the order of every epoch (and its subword draws) is fixed by it.
     eval_batch_size: pairs per evaluation batch.
     tokenize_batch: strings tokenized per call inside the pipeline.
+    subword_alpha: subword regularization (Kudo 2018, ``subword_sampling.py``): when > 0,
+      every epoch segments the training pairs anew, each segmentation x of a sentence drawn
+      with probability proportional to P(x)^subword_alpha under the SentencePiece unigram
+      model; 0 keeps the one best segmentation. Validation and decoding always use that one.
+    subword_nbest: the segmentations drawn from: the subword_nbest best, or all of them
+      when -1.
   """
   max_source_len: int = 50
   max_target_len: int = 50
@@ -60,8 +66,17 @@ class PipelineConfig:
   seed: int = 0
   eval_batch_size: int = 64
   tokenize_batch: int = 1024
+  subword_alpha: float = 0.0
+  subword_nbest: int = -1
 
   def __post_init__(self):
+    if not (isinstance(self.subword_alpha, (int, float)) and self.subword_alpha >= 0):
+      raise DataError(f"Received subword_alpha={self.subword_alpha!r}; expected a number "
+                      f">= 0 (0 turns subword sampling off).")
+    if not (isinstance(self.subword_nbest, int) and (self.subword_nbest == -1
+                                                     or self.subword_nbest > 1)):
+      raise DataError(f"Received subword_nbest={self.subword_nbest!r}; expected -1 (all "
+                      f"segmentations) or an integer > 1.")
     for name in ("max_source_len", "max_target_len", "batch_size", "shuffle_buffer"):
       if getattr(self, name) < 0:
         raise DataError(f"Received {name}={getattr(self, name)}; expected an integer >= 0.")
@@ -95,7 +110,12 @@ class FilterStats:
 def encode_source(tokenizer: Tokenizer, strings: tf.Tensor,
                   reverse: bool = False) -> tf.RaggedTensor:
   """tf.string [batch] -> int32 ragged [batch, (len + 1)]: ids (reversed if asked), EOS."""
-  ids = tokenizer.tokenize(strings)  # [batch, (len)]
+  return add_eos(tokenizer.tokenize(strings), reverse)  # [batch, (len)] ids
+
+
+def add_eos(ids: tf.RaggedTensor, reverse: bool = False) -> tf.RaggedTensor:
+  """Source ids [batch, (len)] -> [batch, (len + 1)]: the ids (reversed if asked), EOS."""
+  ids = tf.cast(ids, tf.int32)
   if reverse:
     ids = tf.reverse(ids, axis=[1])
   eos = tf.fill([ids.nrows(), 1], tf.constant(special_tokens.EOS_ID, tf.int32))
@@ -241,7 +261,16 @@ def train_batches(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
     seed: shuffling seed, a Python int or an int64 scalar tensor.
     cache: keep the filtered pairs in memory after the first iteration.
   """
-  max_src, max_tgt = config.max_source_len, config.max_target_len
+  ds = encode_batches(pairs, source_tokenizer, target_tokenizer, config)
+  return batch_rows(ds.unbatch(), config, limits, buffer, seed, cache)
+
+
+def batch_rows(rows: tf.data.Dataset, config: PipelineConfig, limits: Tuple[int, int],
+               buffer: int, seed, cache: bool = False) -> tf.data.Dataset:
+  """Encoded pairs (dicts of ``source``, ``target_in``, ``target_out`` ids, one pair per
+  element) -> length-filtered, shuffled, bucketed batches; arguments as ``train_batches``.
+  Pairs longer than ``limits`` (0: no limit) are skipped."""
+  max_src, max_tgt = limits
 
   def keep(ex):
     src_len = tf.size(ex["source"]) - 1
@@ -253,10 +282,9 @@ def train_batches(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
       ok = tf.logical_and(ok, tgt_len <= max_tgt)
     return ok
 
-  ds = encode_batches(pairs, source_tokenizer, target_tokenizer, config)
   # Unbatched ragged rows have a RaggedTensorSpec of ragged_rank 0 that padded_batch
   # refuses; tf.identity turns them into plain tensors.
-  ds = ds.unbatch().map(lambda ex: {k: tf.identity(v) for k, v in ex.items()})
+  ds = rows.map(lambda ex: {k: tf.identity(v) for k, v in ex.items()})
   ds = ds.filter(keep)
   if cache:
     ds = ds.cache()

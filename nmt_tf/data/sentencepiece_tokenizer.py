@@ -4,7 +4,7 @@ package and applied in-graph with ``tensorflow_text.SentencepieceTokenizer``."""
 import hashlib
 import io
 import os
-from typing import Iterable, List, Optional
+from typing import Iterable, List, Optional, Sequence
 
 import sentencepiece as spm
 import tensorflow as tf
@@ -127,6 +127,15 @@ class SentencePieceTokenizer(Tokenizer):
 
   def encode(self, text: str) -> List[int]:
     return self._processor.encode(text, out_type=int)
+
+  def sample(self, texts: Sequence[str], seed: int, alpha: float,
+             nbest: int = -1) -> List[List[int]]:
+    """One segmentation of each text drawn from P(x)^alpha over its `nbest` best
+    segmentations (all when -1), as SentencePiece's sampling encoder does (Kudo 2018). The
+    same seed gives the same segmentations: one thread, seeded before the call."""
+    spm.set_random_generator_seed(seed)
+    return self._processor.encode(list(texts), out_type=int, enable_sampling=True,
+                                  alpha=alpha, nbest_size=nbest, num_threads=1)
 
   def _decode_real(self, ids: List[int]) -> str:
     return self._processor.decode(ids)

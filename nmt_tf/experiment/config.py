@@ -77,7 +77,7 @@ class TrainConfig:
       auto: float32_bf16_matmul on a CPU with AVX512_BF16 or AMX-BF16 and no GPU, float32
       elsewhere (nmt_tf/cpu.py), decided at every start and printed.
     strategy: default | mirrored | multi_worker (tf.distribute).
-    seed: random seed of weights, dropout and data order.
+    seed: random seed of the weights and dropout (the data order follows pipeline.seed).
     log_every: console/TensorBoard scalars every N steps.
     reinforce_baseline_decay: moving-average decay of the hard-attention reward baseline.
     reinforce_weight: lambda_r, the weight of hard attention's REINFORCE term (Xu et al.
@@ -275,6 +275,11 @@ class ExperimentConfig:
     _check(not images or self.pipeline.batch_size > 0,
            "Received pipeline.batch_size=0 for captioning, which batches images by number, "
            "not by tokens: set pipeline.batch_size, e.g. 32.")
+    _check(self.pipeline.subword_alpha == 0 or (self.tokenizer.kind == "sentencepiece"
+                                                and not images),
+           f"Received pipeline.subword_alpha={self.pipeline.subword_alpha!r} with tokenizer.kind="
+           f"{self.tokenizer.kind!r}; subword sampling draws SentencePiece segmentations of "
+           "sentence pairs: set tokenizer.kind='sentencepiece' or pipeline.subword_alpha=0.")
     hard_only = {"reinforce_samples": 1, "reinforce_reward": "sentence",
                  "attention_entropy_weight": 0.0}
     changed = [f"train.{key}={getattr(self.train, key)!r}" for key, default in hard_only.items()

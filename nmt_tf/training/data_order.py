@@ -25,6 +25,7 @@ import tensorflow as tf
 
 from nmt_tf import data
 from nmt_tf.data import captions
+from nmt_tf.data import subword_sampling
 
 
 def batch_order(split, source_tokenizer, target_tokenizer, pipeline_config, num_workers=1,
@@ -38,6 +39,8 @@ def batch_order(split, source_tokenizer, target_tokenizer, pipeline_config, num_
     pipeline_config: nmt_tf.data.PipelineConfig.
     num_workers, worker: this worker's share of every epoch.
   """
+  if pipeline_config.subword_alpha > 0:
+    subword_sampling.check_split(split, source_tokenizer, target_tokenizer)
   cls = StreamedOrder if isinstance(split, data.ParallelShards) else InMemoryOrder
   return cls(split, source_tokenizer, target_tokenizer, pipeline_config, num_workers, worker)
 
