@@ -1,8 +1,11 @@
 """Throughput of the training pipeline on Multi30k train with an 8k SentencePiece.
 
 Usage: .venv/bin/python bench/bench_data.py [--pair de-en] [--epochs 2] [--vocab_size 8000]
+    [--subword_alpha 0.1 --subword_nbest 64]
 Prints one JSON object: sentence pairs/s and target tokens/s over the timed epochs (the
-first epoch tokenizes, later ones read the in-memory cache), plus the setup times.
+first epoch tokenizes, later ones read the in-memory cache), plus the setup times. With
+--subword_alpha > 0 (subword regularization) every epoch draws the segmentations of all its
+pairs before its first batch, as in training, instead of reading the cache.
 """
 
 import json
@@ -21,6 +24,8 @@ flags.DEFINE_string("pair", "de-en", "Multi30k language pair.")
 flags.DEFINE_integer("epochs", 2, "Epochs to iterate.")
 flags.DEFINE_integer("vocab_size", 8000, "SentencePiece vocabulary size per side.")
 flags.DEFINE_integer("batch_tokens", 4096, "Token budget per batch.")
+flags.DEFINE_float("subword_alpha", 0.0, "pipeline.subword_alpha (0: no sampling).")
+flags.DEFINE_integer("subword_nbest", -1, "pipeline.subword_nbest.")
 FLAGS = flags.FLAGS
 
 
@@ -35,7 +40,9 @@ def main(argv):
         run_dir, data.TokenizerConfig(vocab_size=FLAGS.vocab_size), corpus["train"])
     train_tok_s = time.perf_counter() - start
     config = data.PipelineConfig(max_source_len=50, max_target_len=50,
-                                 batch_tokens=FLAGS.batch_tokens)
+                                 batch_tokens=FLAGS.batch_tokens,
+                                 subword_alpha=FLAGS.subword_alpha,
+                                 subword_nbest=FLAGS.subword_nbest)
     start = time.perf_counter()
     ds = data.make_train_dataset(corpus["train"], src_tok, tgt_tok, config)
     build_s = time.perf_counter() - start

@@ -1,5 +1,8 @@
 """Subword regularization (data/subword_sampling.py): drawn segmentations of the training pairs,
-the same for the same seed, and errors for what cannot sample."""
+in memory and streamed, the same for the same seed, and errors for what cannot sample."""
+
+import gzip
+import os
 
 import tensorflow as tf
 
@@ -11,14 +14,23 @@ from nmt_tf.models.config import ConfigError
 from nmt_tf.training import data_order
 
 EOS, BOS = special_tokens.EOS_ID, special_tokens.BOS_ID
+KEYS = ("source", "target_in", "target_out")
 
 
-def _rows(dataset):
-  return [{k: v.numpy().tolist() for k, v in row.items()} for row in dataset]
+def _batches(dataset, count=None):
+  dataset = dataset.take(count) if count is not None else dataset
+  return [{k: v.tolist() for k, v in batch.items()} for batch in dataset.as_numpy_iterator()]
 
 
-def _batches(dataset):
-  return [{k: v.numpy().tolist() for k, v in batch.items()} for batch in dataset]
+def _real(row):
+  """A padded row's ids without the padding."""
+  return [i for i in row if i != special_tokens.PAD_ID]
+
+
+def _write(path, lines):
+  with gzip.open(path, "wt", encoding="utf-8") as f:
+    f.write("".join(line + "\n" for line in lines))
+  return path
 
 
 class SubwordSamplingTest(tf.test.TestCase):
@@ -31,31 +43,49 @@ class SubwordSamplingTest(tf.test.TestCase):
     cls.tgt_tok = data.SentencePieceTokenizer.train(cls.text.targets, vocab_size=60)
 
   def _config(self, **kwargs):
-    return data.PipelineConfig(**{"max_source_len": 80, "max_target_len": 80,
-                                  "batch_tokens": 400, "subword_alpha": 0.1, **kwargs})
+    return data.PipelineConfig(**{"max_source_len": 1000, "max_target_len": 1000,
+                                  "batch_tokens": 2000, "subword_alpha": 0.1, **kwargs})
 
-  def test_rows_are_segmentations_of_their_pairs(self):
-    rows = _rows(subword_sampling.sampled_rows(self.text, self.src_tok, self.tgt_tok,
-                                               self._config()))
-    self.assertLen(rows, len(self.text))
+  def _streamed(self, name):
+    d = os.path.join(self.get_temp_dir(), name)
+    os.makedirs(d, exist_ok=True)
+    return data.open_text_shards([_write(os.path.join(d, "train.src.gz"), self.text.sources)],
+                                 [_write(os.path.join(d, "train.tgt.gz"), self.text.targets)])
+
+  def test_draws_are_segmentations_of_their_pairs(self):
+    pairs = tf.data.Dataset.from_tensor_slices((self.text.sources, self.text.targets))
+    drawn = list(subword_sampling.sampled_pairs(pairs, self.src_tok, self.tgt_tok, 0.1, -1,
+                                                seed=3).as_numpy_iterator())
+    self.assertLen(drawn, len(self.text))
     changed = 0
-    for row, source, target in zip(rows, self.text.sources, self.text.targets):
-      self.assertEqual(row["source"][-1], EOS)
-      self.assertEqual(row["target_in"], [BOS] + row["target_out"][:-1])
-      self.assertEqual(row["target_out"][-1], EOS)
-      self.assertEqual(self.src_tok.decode(row["source"][:-1]), source)
-      self.assertEqual(self.tgt_tok.decode(row["target_out"][:-1]), target)
-      changed += row["source"][:-1] != self.src_tok.encode(source)
+    for (source_ids, target_ids), source, target in zip(drawn, self.text.sources,
+                                                        self.text.targets):
+      self.assertEqual(self.src_tok.decode(source_ids.tolist()), source)
+      self.assertEqual(self.tgt_tok.decode(target_ids.tolist()), target)
+      changed += source_ids.tolist() != self.src_tok.encode(source)
     self.assertGreater(changed, len(self.text) // 2)  # alpha 0.1 over all segmentations
 
-  def test_reversed_source_keeps_eos_last(self):
-    forward = _rows(subword_sampling.sampled_rows(self.text, self.src_tok, self.tgt_tok,
-                                                  self._config()))
-    reverse = _rows(subword_sampling.sampled_rows(self.text, self.src_tok, self.tgt_tok,
-                                                  self._config(reverse_source=True)))
-    for f, r in zip(forward, reverse):
-      self.assertEqual(r["source"], f["source"][:-1][::-1] + [EOS])
-      self.assertEqual(r["target_out"], f["target_out"])
+  def test_batches_hold_the_model_inputs_of_drawn_pairs(self):
+    batches = _batches(data.make_train_dataset(self.text, self.src_tok, self.tgt_tok,
+                                               self._config()))
+    sources, changed = set(), 0
+    for batch in batches:
+      for source, target_in, target_out in zip(*(batch[k] for k in KEYS)):
+        source, target_in, target_out = _real(source), _real(target_in), _real(target_out)
+        self.assertEqual(source[-1], EOS)
+        self.assertEqual(target_in, [BOS] + target_out[:-1])
+        self.assertEqual(target_out[-1], EOS)
+        text = self.src_tok.decode(source[:-1])
+        sources.add(text)
+        changed += source[:-1] != self.src_tok.encode(text)
+    self.assertEqual(sources, set(self.text.sources))
+    self.assertGreater(changed, len(self.text) // 2)
+    # The deprecated pipeline reversal reverses the drawn ids, EOS last.
+    reversed_batches = _batches(data.make_train_dataset(
+        self.text, self.src_tok, self.tgt_tok, self._config(reverse_source=True)))
+    for batch, reverse in zip(batches, reversed_batches):
+      for f, r in zip(batch["source"], reverse["source"]):
+        self.assertEqual(_real(r), _real(f)[:-1][::-1] + [EOS])
 
   def test_seed_fixes_the_draw(self):
     first = _batches(data.make_train_dataset(self.text, self.src_tok, self.tgt_tok,
@@ -63,10 +93,12 @@ class SubwordSamplingTest(tf.test.TestCase):
     again = _batches(data.make_train_dataset(self.text, self.src_tok, self.tgt_tok,
                                              self._config(seed=3)))
     self.assertEqual(first, again)
-    rows = [_rows(subword_sampling.sampled_rows(self.text, self.src_tok, self.tgt_tok,
-                                                self._config(seed=seed))) for seed in (3, 4)]
-    self.assertNotEqual([r["source"] for r in rows[0]], [r["source"] for r in rows[1]])
-    self.assertNotEqual([r["target_out"] for r in rows[0]], [r["target_out"] for r in rows[1]])
+    pairs = tf.data.Dataset.from_tensor_slices((self.text.sources, self.text.targets))
+    draws = [[tuple(map(tuple, p)) for p in subword_sampling.sampled_pairs(
+        pairs, self.src_tok, self.tgt_tok, 0.1, -1, seed).as_numpy_iterator()]
+             for seed in (3, 4)]
+    self.assertNotEqual([d[0] for d in draws[0]], [d[0] for d in draws[1]])
+    self.assertNotEqual([d[1] for d in draws[0]], [d[1] for d in draws[1]])
     # The source and target draws of one seed use different random streams.
     self.assertNotEqual(*subword_sampling.side_seeds(3))
     self.assertNotIn(subword_sampling.side_seeds(3)[1], subword_sampling.side_seeds(4))
@@ -78,6 +110,20 @@ class SubwordSamplingTest(tf.test.TestCase):
     restored = data_order.batch_order(self.text, self.src_tok, self.tgt_tok, self._config())
     self.assertEqual(_batches(restored.epoch(2, skip=3)), whole[3:])
     self.assertNotEqual(_batches(order.epoch(3)), whole)
+
+  def test_streamed_split_draws_as_in_memory_and_resumes(self):
+    split = self._streamed("one_piece")
+    config = self._config(seed=4)
+    in_memory = _batches(data.make_train_dataset(self.text, self.src_tok, self.tgt_tok,
+                                                 config))
+    streamed = data.StreamOrder(split, self.src_tok, self.tgt_tok, config)
+    self.assertEqual(_batches(streamed.epoch(0)), in_memory)  # one piece: the same batches
+    config = self._config(seed=4, shuffle_buffer=70)  # 5 pieces
+    order = data.StreamOrder(split, self.src_tok, self.tgt_tok, config)
+    reference = _batches(order.stream(), 12)
+    _batches(order.stream(), 7)
+    resumed = data.StreamOrder(split, self.src_tok, self.tgt_tok, config)
+    self.assertEqual(_batches(resumed.stream(order.position(7)), 5), reference[7:])
 
   def test_long_draws_are_filtered_at_the_limits(self):
     config = self._config(max_source_len=30, max_target_len=30, subword_alpha=0.01)
@@ -91,9 +137,8 @@ class SubwordSamplingTest(tf.test.TestCase):
       data.make_train_dataset(self.text, words, self.tgt_tok, self._config())
     with self.assertRaisesRegex(data.DataError, "SentencePiece tokenizers"):
       data_order.batch_order(self.text, self.src_tok, words, self._config())
-    pairs = tf.data.Dataset.from_tensor_slices((self.text.sources, self.text.targets))
-    with self.assertRaisesRegex(data.DataError, "read into memory.*subword_alpha=0"):
-      data_order.batch_order(pairs, self.src_tok, self.tgt_tok, self._config())
+    with self.assertRaisesRegex(data.DataError, "SentencePiece tokenizers"):
+      data_order.batch_order(self._streamed("words"), words, self.tgt_tok, self._config())
     for bad in ({"subword_alpha": -0.1}, {"subword_alpha": "0.1"}, {"subword_nbest": 0},
                 {"subword_nbest": 1}, {"subword_nbest": -2}):
       with self.assertRaisesRegex(data.DataError, "subword_"):

@@ -17,6 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from nmt_tf import special_tokens
+from nmt_tf.data import subword_sampling
 from nmt_tf.data.errors import DataError
 from nmt_tf.data.shards import ParallelShards
 from nmt_tf.data.text_files import ParallelText
@@ -258,18 +259,26 @@ def train_batches(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
     config: filter and batching options.
     limits: ``train_limits``; the longest bucket holds ``max(limits) + 1`` tokens.
     buffer: shuffle buffer (pairs); at least the number of pairs shuffles them all.
-    seed: shuffling seed, a Python int or an int64 scalar tensor.
+    seed: shuffling seed, a Python int or an int64 scalar tensor; with
+      ``config.subword_alpha`` > 0 it also seeds the segmentations drawn for all the pairs
+      (``subword_sampling.py``), which then are not cached.
     cache: keep the filtered pairs in memory after the first iteration.
   """
-  ds = encode_batches(pairs, source_tokenizer, target_tokenizer, config)
-  return batch_rows(ds.unbatch(), config, limits, buffer, seed, cache)
-
-
-def batch_rows(rows: tf.data.Dataset, config: PipelineConfig, limits: Tuple[int, int],
-               buffer: int, seed, cache: bool = False) -> tf.data.Dataset:
-  """Encoded pairs (dicts of ``source``, ``target_in``, ``target_out`` ids, one pair per
-  element) -> length-filtered, shuffled, bucketed batches; arguments as ``train_batches``.
-  Pairs longer than ``limits`` (0: no limit) are skipped."""
+  if config.subword_alpha > 0:
+    def encode(source_ids, target_ids):  # [len] each -> the model's inputs, [len + 1] each
+      source_ids, target_ids = tf.identity(source_ids), tf.identity(target_ids)
+      if config.reverse_source:
+        source_ids = tf.reverse(source_ids, axis=[0])
+      eos = tf.constant([special_tokens.EOS_ID], tf.int32)
+      bos = tf.constant([special_tokens.BOS_ID], tf.int32)
+      return {"source": tf.concat([source_ids, eos], 0),
+              "target_in": tf.concat([bos, target_ids], 0),
+              "target_out": tf.concat([target_ids, eos], 0)}
+    rows = subword_sampling.sampled_pairs(pairs, source_tokenizer, target_tokenizer,
+                                          config.subword_alpha, config.subword_nbest, seed)
+    rows, cache = rows.map(encode), False
+  else:
+    rows = encode_batches(pairs, source_tokenizer, target_tokenizer, config).unbatch()
   max_src, max_tgt = limits
 
   def keep(ex):

@@ -9,11 +9,11 @@ from typing import Any, Dict, Optional
 
 import tensorflow as tf
 
-from nmt_tf.data.batching import (as_dataset, batch_rows, encode_batches, PipelineConfig,
-                                  Split, train_batches, train_limits)
+from nmt_tf.data.batching import (as_dataset, encode_batches, PipelineConfig, Split,
+                                  train_batches, train_limits)
 from nmt_tf.data.shards import ParallelShards
 from nmt_tf.data.stream_order import StreamOrder
-from nmt_tf.data.subword_sampling import check_split, sampled_rows
+from nmt_tf.data.subword_sampling import check_tokenizers
 from nmt_tf.data.text_files import ParallelText
 from nmt_tf.data.tokenizer import Tokenizer
 
@@ -44,7 +44,7 @@ def make_train_dataset(split: Split, source_tokenizer: Tokenizer,
   """
   in_memory = isinstance(split, ParallelText)
   if config.subword_alpha > 0:
-    check_split(split, source_tokenizer, target_tokenizer)
+    check_tokenizers(source_tokenizer, target_tokenizer)
   if isinstance(split, ParallelShards):
     order = StreamOrder(split, source_tokenizer, target_tokenizer, config, check=check)
     return order.epoch(0)
@@ -52,12 +52,8 @@ def make_train_dataset(split: Split, source_tokenizer: Tokenizer,
   cache = in_memory if cache is None else cache
   limits = train_limits(split, source_tokenizer, target_tokenizer, config, check)
   buffer = config.shuffle_buffer or (len(split) if in_memory else 100_000)
-  if config.subword_alpha > 0:  # every epoch's own segmentations (Kudo 2018)
-    rows = sampled_rows(split, source_tokenizer, target_tokenizer, config)
-    ds = batch_rows(rows, config, limits, buffer, config.seed)
-  else:
-    ds = train_batches(as_dataset(split), source_tokenizer, target_tokenizer, config,
-                       limits, buffer, config.seed, cache)
+  ds = train_batches(as_dataset(split), source_tokenizer, target_tokenizer, config, limits,
+                     buffer, config.seed, cache)
   options = tf.data.Options()
   options.deterministic = True
   return ds.with_options(options).prefetch(_AUTOTUNE)

@@ -12,36 +12,30 @@ when l = -1 (drawn by forward filtering and backward sampling over the lattice).
 segmentation. The model sees the same sentences cut in many ways, which regularizes it on
 small data. Validation, evaluation and decoding keep the best segmentation.
 
-Epoch e draws with the seeds of the epoch's shuffle (`pipeline.seed + e`; one per side),
-one thread at a time, so a run restored in the middle of an epoch rebuilds the same batches.
-The draw is SentencePiece's sampling encoder over the whole split, before the epoch's first
-batch: about 1 s per side for Multi30k's 29,000 sentences with l = -1 and 3 s with l = 64 on
-an AMD EPYC family 26. In-memory corpora with SentencePiece tokenizers only.
+The draw replaces the tokenization of `batching.train_batches`: the pairs it shuffles (the
+whole in-memory corpus, or one piece of a streamed one) are segmented at once by
+SentencePiece's sampling encoder, one thread, seeded by the shuffling seed of the epoch (or
+piece) and the side. A run restored in the middle of an epoch thus rebuilds the same batches. The draw holds up
+the shuffle's first batch; `bench/bench_data.py --subword_alpha A --subword_nbest L` times
+the epochs with it (docs/DATA.md).
 """
 
 import itertools
-from typing import List, Sequence
+import threading
+from typing import List, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
 
-from nmt_tf.data.batching import add_bos_eos, add_eos, PipelineConfig
 from nmt_tf.data.errors import DataError
-from nmt_tf.data.text_files import ParallelText
 from nmt_tf.data.tokenizer import Tokenizer
 
-
-def side_seeds(seed: int):
-  """(source seed, target seed) of a shuffling seed: distinct for every seed and side."""
-  return (2 * seed) % 2 ** 32, (2 * seed + 1) % 2 ** 32
+_LOCK = threading.Lock()  # SentencePiece's random generator is one per process
 
 
-def check_split(split, source_tokenizer: Tokenizer, target_tokenizer: Tokenizer):
-  """Raises DataError (one line naming the fix) unless the training split is read into
-  memory (ParallelText: text files, not shards or TFDS) and both tokenizers can sample."""
-  if not isinstance(split, ParallelText):
-    raise DataError("pipeline.subword_alpha > 0 needs a training corpus read into memory "
-                    "(text files, not shards or TFDS); set --config.pipeline.subword_alpha=0.")
+def check_tokenizers(source_tokenizer: Tokenizer, target_tokenizer: Tokenizer):
+  """Raises DataError (one line naming the fix) unless both tokenizers can draw
+  segmentations (SentencePiece)."""
   for tokenizer in (source_tokenizer, target_tokenizer):
     if not hasattr(tokenizer, "sample"):
       raise DataError("pipeline.subword_alpha > 0 needs SentencePiece tokenizers "
@@ -49,29 +43,43 @@ def check_split(split, source_tokenizer: Tokenizer, target_tokenizer: Tokenizer)
                       "--config.pipeline.subword_alpha=0.")
 
 
-def sampled_rows(split, source_tokenizer: Tokenizer, target_tokenizer: Tokenizer,
-                 config: PipelineConfig) -> tf.data.Dataset:
-  """One pair per element, in corpus order: dicts of ``source`` (ids, reversed if
-  ``config.reverse_source``, EOS), ``target_in`` (BOS ids) and ``target_out`` (ids EOS),
-  int32 [(len + 1)], each side segmented by a draw under ``config.seed``.
-
-  Raises:
-    DataError: see ``check_split``.
-  """
-  check_split(split, source_tokenizer, target_tokenizer)
-  source_seed, target_seed = side_seeds(config.seed)
-  sources = _ragged(source_tokenizer.sample(split.sources, source_seed,
-                                            config.subword_alpha, config.subword_nbest))
-  targets = _ragged(target_tokenizer.sample(split.targets, target_seed,
-                                            config.subword_alpha, config.subword_nbest))
-  target_in, target_out = add_bos_eos(targets)  # [pairs, (len + 1)] each
-  return tf.data.Dataset.from_tensor_slices(
-      {"source": add_eos(sources, config.reverse_source), "target_in": target_in,
-       "target_out": target_out})
+def side_seeds(seed: int) -> Tuple[int, int]:
+  """(source seed, target seed) of a shuffling seed: distinct for every seed and side."""
+  return (2 * seed) % 2 ** 32, (2 * seed + 1) % 2 ** 32
 
 
-def _ragged(rows: Sequence[List[int]]) -> tf.RaggedTensor:
-  """Lists of ids -> int32 ragged [len(rows), (ids)]."""
+def sampled_pairs(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
+                  target_tokenizer: Tokenizer, alpha: float, nbest: int,
+                  seed) -> tf.data.Dataset:
+  """``(source, target)`` strings -> ``(source ids, target ids)``, int32 [(len)] each, in
+  the same order, every sentence segmented by a draw (module docstring) under ``seed`` (a
+  Python int or an int64 scalar tensor). All pairs of ``pairs`` are drawn in one call."""
+  check_tokenizers(source_tokenizer, target_tokenizer)
+
+  def draw(sources, targets, seed_value):
+    source_seed, target_seed = side_seeds(int(seed_value))
+    with _LOCK:
+      source_ids = source_tokenizer.sample(_texts(sources), source_seed, alpha, nbest)
+      target_ids = target_tokenizer.sample(_texts(targets), target_seed, alpha, nbest)
+    return _flat(source_ids) + _flat(target_ids)
+
+  def sample(sources, targets):
+    outputs = tf.py_function(draw, [sources, targets, tf.cast(seed, tf.int64)],
+                             [tf.int32, tf.int64] * 2)
+    source = tf.RaggedTensor.from_row_lengths(outputs[0], outputs[1])  # [pairs, (len)]
+    target = tf.RaggedTensor.from_row_lengths(outputs[2], outputs[3])
+    return tf.data.Dataset.from_tensor_slices((source, target))
+
+  everything = np.iinfo(np.int64).max
+  return pairs.batch(everything).flat_map(sample)
+
+
+def _texts(strings: tf.Tensor) -> List[str]:
+  return [s.decode("utf-8") for s in strings.numpy()]
+
+
+def _flat(rows: Sequence[List[int]]):
+  """Lists of ids -> [int32 ids of all rows, int64 row lengths]."""
   lengths = np.fromiter(map(len, rows), np.int64, len(rows))
   flat = np.fromiter(itertools.chain.from_iterable(rows), np.int32, int(lengths.sum()))
-  return tf.RaggedTensor.from_row_lengths(flat, lengths)
+  return [flat, lengths]

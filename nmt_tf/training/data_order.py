@@ -40,7 +40,7 @@ def batch_order(split, source_tokenizer, target_tokenizer, pipeline_config, num_
     num_workers, worker: this worker's share of every epoch.
   """
   if pipeline_config.subword_alpha > 0:
-    subword_sampling.check_split(split, source_tokenizer, target_tokenizer)
+    subword_sampling.check_tokenizers(source_tokenizer, target_tokenizer)
   cls = StreamedOrder if isinstance(split, data.ParallelShards) else InMemoryOrder
   return cls(split, source_tokenizer, target_tokenizer, pipeline_config, num_workers, worker)
 
