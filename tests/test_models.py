@@ -596,7 +596,7 @@ class OverfitTest(tf.test.TestCase, parameterized.TestCase):
 
 
 class InitialisationTest(tf.test.TestCase):
-  """Regression test of the Multi30k plateau (docs/RESULTS.md, "Initialisation"): with Keras'
+  """Regression test of the Multi30k plateau (docs/DESIGN.md, "Initialisation"): with Keras'
   uniform(+-0.05) embeddings every activation started near zero and Adam learnt the unigram
   distribution through a saturated deep output, where the training loss then stayed."""
 

@@ -94,7 +94,7 @@ class ModelConfig:
       tables (default 1.0, as torch.nn.Embedding); None gives Keras' uniform(+-0.05), with
       which every activation starts near zero: on Multi30k Adam then learnt the unigram
       distribution through a saturated output layer and stayed stuck there
-      (docs/RESULTS.md, "Initialisation").
+      (docs/DESIGN.md, "Initialisation").
   """
 
   src_vocab_size: int = 8000
