@@ -111,12 +111,7 @@ class FilterStats:
 def encode_source(tokenizer: Tokenizer, strings: tf.Tensor,
                   reverse: bool = False) -> tf.RaggedTensor:
   """tf.string [batch] -> int32 ragged [batch, (len + 1)]: ids (reversed if asked), EOS."""
-  return add_eos(tokenizer.tokenize(strings), reverse)  # [batch, (len)] ids
-
-
-def add_eos(ids: tf.RaggedTensor, reverse: bool = False) -> tf.RaggedTensor:
-  """Source ids [batch, (len)] -> [batch, (len + 1)]: the ids (reversed if asked), EOS."""
-  ids = tf.cast(ids, tf.int32)
+  ids = tokenizer.tokenize(strings)  # [batch, (len)]
   if reverse:
     ids = tf.reverse(ids, axis=[1])
   eos = tf.fill([ids.nrows(), 1], tf.constant(special_tokens.EOS_ID, tf.int32))
@@ -264,19 +259,10 @@ def train_batches(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
       (``subword_sampling.py``), which then are not cached.
     cache: keep the filtered pairs in memory after the first iteration.
   """
-  if config.subword_alpha > 0:
-    def encode(source_ids, target_ids):  # [len] each -> the model's inputs, [len + 1] each
-      source_ids, target_ids = tf.identity(source_ids), tf.identity(target_ids)
-      if config.reverse_source:
-        source_ids = tf.reverse(source_ids, axis=[0])
-      eos = tf.constant([special_tokens.EOS_ID], tf.int32)
-      bos = tf.constant([special_tokens.BOS_ID], tf.int32)
-      return {"source": tf.concat([source_ids, eos], 0),
-              "target_in": tf.concat([bos, target_ids], 0),
-              "target_out": tf.concat([target_ids, eos], 0)}
-    rows = subword_sampling.sampled_pairs(pairs, source_tokenizer, target_tokenizer,
-                                          config.subword_alpha, config.subword_nbest, seed)
-    rows, cache = rows.map(encode), False
+  if config.subword_alpha > 0:  # segmentations drawn anew, so not cached
+    rows = subword_sampling.sampled_rows(pairs, source_tokenizer, target_tokenizer, config,
+                                         seed)
+    cache = False
   else:
     rows = encode_batches(pairs, source_tokenizer, target_tokenizer, config).unbatch()
   max_src, max_tgt = limits

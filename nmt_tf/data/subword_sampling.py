@@ -15,9 +15,9 @@ small data. Validation, evaluation and decoding keep the best segmentation.
 The draw replaces the tokenization of `batching.train_batches`: the pairs it shuffles (the
 whole in-memory corpus, or one piece of a streamed one) are segmented at once by
 SentencePiece's sampling encoder, one thread, seeded by the shuffling seed of the epoch (or
-piece) and the side. A run restored in the middle of an epoch thus rebuilds the same batches. The draw holds up
-the shuffle's first batch; `bench/bench_data.py --subword_alpha A --subword_nbest L` times
-the epochs with it (docs/DATA.md).
+piece) and the side. A run restored in the middle of an epoch thus rebuilds the same
+batches. The draw holds up the shuffle's first batch; `bench/bench_data.py --subword_alpha A
+--subword_nbest L` times the epochs with it (docs/DATA.md).
 """
 
 import itertools
@@ -27,6 +27,7 @@ from typing import List, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
+from nmt_tf import special_tokens
 from nmt_tf.data.errors import DataError
 from nmt_tf.data.tokenizer import Tokenizer
 
@@ -48,10 +49,37 @@ def side_seeds(seed: int) -> Tuple[int, int]:
   return (2 * seed) % 2 ** 32, (2 * seed + 1) % 2 ** 32
 
 
+def sampled_rows(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
+                 target_tokenizer: Tokenizer, config, seed) -> tf.data.Dataset:
+  """``(source, target)`` strings -> one dict per pair, in the same order, of the model's
+  inputs as ``batching.encode_batches`` makes them (``source``: ids, reversed if
+  ``config.reverse_source``, EOS; ``target_in``: BOS ids; ``target_out``: ids EOS; int32
+  [len + 1] each), every sentence segmented by a draw under ``seed``.
+
+  Args:
+    pairs: ``(source, target)`` strings, all drawn in one call.
+    source_tokenizer, target_tokenizer: SentencePiece tokenizers.
+    config: ``PipelineConfig``: ``subword_alpha``, ``subword_nbest``, ``reverse_source``.
+    seed: a Python int or an int64 scalar tensor.
+  """
+  eos = tf.constant([special_tokens.EOS_ID], tf.int32)
+  bos = tf.constant([special_tokens.BOS_ID], tf.int32)
+
+  def inputs(source_ids, target_ids):  # [len] each -> [len + 1] each
+    if config.reverse_source:
+      source_ids = tf.reverse(source_ids, axis=[0])
+    return {"source": tf.concat([source_ids, eos], 0),
+            "target_in": tf.concat([bos, target_ids], 0),
+            "target_out": tf.concat([target_ids, eos], 0)}
+
+  return sampled_pairs(pairs, source_tokenizer, target_tokenizer, config.subword_alpha,
+                       config.subword_nbest, seed).map(inputs)
+
+
 def sampled_pairs(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
                   target_tokenizer: Tokenizer, alpha: float, nbest: int,
                   seed) -> tf.data.Dataset:
-  """``(source, target)`` strings -> ``(source ids, target ids)``, int32 [(len)] each, in
+  """``(source, target)`` strings -> ``(source ids, target ids)``, int32 [len] each, in
   the same order, every sentence segmented by a draw (module docstring) under ``seed`` (a
   Python int or an int64 scalar tensor). All pairs of ``pairs`` are drawn in one call."""
   check_tokenizers(source_tokenizer, target_tokenizer)
@@ -68,7 +96,9 @@ def sampled_pairs(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
                              [tf.int32, tf.int64] * 2)
     source = tf.RaggedTensor.from_row_lengths(outputs[0], outputs[1])  # [pairs, (len)]
     target = tf.RaggedTensor.from_row_lengths(outputs[2], outputs[3])
-    return tf.data.Dataset.from_tensor_slices((source, target))
+    # Rows of a ragged tensor are ragged of rank 1; tf.identity makes them plain tensors.
+    return tf.data.Dataset.from_tensor_slices((source, target)).map(
+        lambda s, t: (tf.identity(s), tf.identity(t)))
 
   everything = np.iinfo(np.int64).max
   return pairs.batch(everything).flat_map(sample)

@@ -277,9 +277,10 @@ class ExperimentConfig:
            "not by tokens: set pipeline.batch_size, e.g. 32.")
     _check(self.pipeline.subword_alpha == 0 or (self.tokenizer.kind == "sentencepiece"
                                                 and not images),
-           f"Received pipeline.subword_alpha={self.pipeline.subword_alpha!r} with tokenizer.kind="
-           f"{self.tokenizer.kind!r}; subword sampling draws SentencePiece segmentations of "
-           "sentence pairs: set tokenizer.kind='sentencepiece' or pipeline.subword_alpha=0.")
+           f"Received pipeline.subword_alpha={self.pipeline.subword_alpha!r} with "
+           f"tokenizer.kind={self.tokenizer.kind!r}; subword sampling draws SentencePiece "
+           "segmentations of sentence pairs: set tokenizer.kind='sentencepiece' or "
+           "pipeline.subword_alpha=0.")
     hard_only = {"reinforce_samples": 1, "reinforce_reward": "sentence",
                  "attention_entropy_weight": 0.0}
     changed = [f"train.{key}={getattr(self.train, key)!r}" for key, default in hard_only.items()
