@@ -64,6 +64,31 @@ class StreamedResumeTest(tf.test.TestCase):
       self.assertAllClose(got[step], ref[step], rtol=1e-5, msg=f"step {step}")
     self.assertAllClose(resumed["loss"], reference["loss"], rtol=1e-5)
 
+  def test_resume_with_subword_sampling_equals_an_uninterrupted_run(self):
+    # The draws of a piece follow its shuffling seed, so a run resumed in the middle of an
+    # epoch trains on the same segmentations as the run that was not stopped.
+    root = tempfile.mkdtemp()
+    paths = data.write_corpus(os.path.join(root, "corpus"), seed=1, train_size=600,
+                              valid_size=8, test_size=4, max_length=8)
+    config = tiny_train_config(steps=20, eval_every=20, checkpoint_every=10, seed=3)
+    corpus = data.CorpusConfig(name="files", train_src=paths["train"][0],
+                               train_tgt=paths["train"][1], valid_src=paths["valid"][0],
+                               valid_tgt=paths["valid"][1])
+    config = config.replace(
+        data=corpus,
+        tokenizer=dataclasses.replace(config.tokenizer, kind="sentencepiece", vocab_size=120),
+        pipeline=dataclasses.replace(config.pipeline, shuffle_buffer=300, subword_alpha=0.2,
+                                     max_source_len=60, max_target_len=60))
+    reference = train(config, os.path.join(root, "reference"), stream=io.StringIO())
+    run_dir = os.path.join(root, "resumed")
+    self.assertEndsWith(train_until_killed(config, run_dir, 15, stream=io.StringIO()),
+                        "ckpt-10")
+    resumed = train(config, run_dir, stream=io.StringIO())
+    ref, got = _losses(os.path.join(root, "reference")), _losses(run_dir)
+    for step in (15, 20):
+      self.assertAllClose(got[step], ref[step], rtol=1e-5, msg=f"step {step}")
+    self.assertAllClose(resumed["loss"], reference["loss"], rtol=1e-5)
+
   def test_recorded_line_counts_stand_in_for_reading_the_files_again(self):
     root = tempfile.mkdtemp()
     paths = data.write_corpus(os.path.join(root, "corpus"), seed=1, train_size=50,
