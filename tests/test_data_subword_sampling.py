@@ -65,6 +65,14 @@ class SubwordSamplingTest(tf.test.TestCase):
       changed += source_ids.tolist() != self.src_tok.encode(source)
     self.assertGreater(changed, len(self.text) // 2)  # alpha 0.1 over all segmentations
 
+  def test_bpe_draws_by_dropout_of_merges(self):
+    bpe = data.SentencePieceTokenizer.train(self.text.sources, vocab_size=80, model_type="bpe")
+    drawn = bpe.sample(self.text.sources, 1, 0.1, 64)
+    self.assertEqual(drawn, bpe.sample(self.text.sources, 1, 0.1, -1))  # nbest: no part
+    self.assertEqual([bpe.decode(ids) for ids in drawn], self.text.sources)
+    self.assertGreater(sum(map(len, drawn)),
+                       sum(len(bpe.encode(s)) for s in self.text.sources))
+
   def test_batches_hold_the_model_inputs_of_drawn_pairs(self):
     batches = _batches(data.make_train_dataset(self.text, self.src_tok, self.tgt_tok,
                                                self._config()))

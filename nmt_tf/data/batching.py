@@ -55,7 +55,9 @@ class PipelineConfig:
       with probability proportional to P(x)^subword_alpha under the SentencePiece unigram
       model; 0 keeps the one best segmentation. Validation and decoding always use that one.
     subword_nbest: the segmentations drawn from: the subword_nbest best, or all of them
-      when -1.
+      when -1. With BPE models (tokenizer.model_type="bpe") SentencePiece draws by
+      BPE-dropout instead (Provilkov et al. 2020): each merge is skipped with probability
+      subword_alpha, and subword_nbest plays no part.
   """
   max_source_len: int = 50
   max_target_len: int = 50

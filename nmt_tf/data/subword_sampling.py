@@ -10,7 +10,9 @@ S_l(X) being the l best segmentations of X (`pipeline.subword_nbest` = l), or al
 when l = -1 (drawn by forward filtering and backward sampling over the lattice). alpha
 (`pipeline.subword_alpha`) sharpens the distribution: the larger, the closer to the best
 segmentation. The model sees the same sentences cut in many ways, which regularizes it on
-small data. Validation, evaluation and decoding keep the best segmentation.
+small data. Validation, evaluation and decoding keep the best segmentation. With a BPE model
+SentencePiece draws by BPE-dropout instead (Provilkov et al. 2020): every merge is skipped
+with probability alpha, and l plays no part.
 
 The draw replaces the tokenization of `batching.train_batches`: the pairs it shuffles (the
 whole in-memory corpus, or one piece of a streamed one) are segmented at once by
