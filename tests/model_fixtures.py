@@ -30,8 +30,8 @@ VARIANTS.update({
     # the state memory.
     "memory_rnn_deep_ln": dict(decoder="memory_rnn", layer_norm=True, decoder_transition_depth=3,
                                hidden_dropout=0.3, embedding_dropout=0.2, lexical_model=True),
-    "luong_tied_all": dict(decoder="luong", tie_embeddings="all", decoder_units=8,
-                           src_vocab_size=19),
+    "luong_tied_all": dict(decoder="luong", tie_embeddings="all", scale_embeddings=True,
+                           decoder_units=8, src_vocab_size=19),
 })
 
 

@@ -595,7 +595,7 @@ class OverfitTest(tf.test.TestCase, parameterized.TestCase):
     self.assertLess(last, 0.25 * first)
 
 
-class InitialisationTest(tf.test.TestCase):
+class InitialisationTest(tf.test.TestCase, parameterized.TestCase):
   """Regression test of the Multi30k plateau (docs/DESIGN.md, "Initialisation"): with Keras'
   uniform(+-0.05) embeddings every activation started near zero and Adam learnt the unigram
   distribution through a saturated deep output, where the training loss then stayed."""
@@ -623,6 +623,34 @@ class InitialisationTest(tf.test.TestCase):
     table = model.src_embedding.embeddings
     self.assertLessEqual(float(tf.reduce_max(tf.abs(table))), 0.05)
     self.assertBetween(float(tf.math.reduce_std(table)), 0.026, 0.032)
+
+
+  @parameterized.named_parameters(("untied", "none"), ("target", "target"), ("all", "all"))
+  def test_scaled_embeddings_compute_the_same_function(self, tie):
+    # E = sqrt(e) E': a model storing E' gives the logits of the model storing E = sqrt(e) E'
+    # (layers/embedding.py), tied output projections included; only the stored scale differs.
+    keras.utils.set_random_seed(1)
+    overrides = dict(tie_embeddings=tie, src_vocab_size=19 if tie == "all" else 23)
+    plain = Seq2Seq(tiny_config(**overrides))
+    scaled = Seq2Seq(tiny_config(scale_embeddings=True, **overrides))
+    b = batch()
+    plain(b)
+    scaled(b)
+    root_e = float(TINY["embedding_dim"]) ** 0.5
+    for table in {id(t): t for t in (scaled.src_embedding, scaled.tgt_embedding)}.values():
+      self.assertBetween(float(tf.math.reduce_std(table.embeddings)) * root_e, 0.7, 1.3)
+    for source, target in zip(plain.weights, scaled.weights):
+      self.assertEqual(source.path.split("/", 1)[1], target.path.split("/", 1)[1])
+      factor = 1.0 / root_e if source.path.endswith("embedding/embeddings") else 1.0
+      target.assign(source * factor)
+    self.assertAllClose(scaled(b)["logits"], plain(b)["logits"], atol=1e-5)
+    self.assertAllClose(scaled.step(b["target_in"][:, 0], scaled.initial_state(
+        scaled.encode(b["source"]), 4), scaled.encode(b["source"]), 0)[0],
+                        plain.step(b["target_in"][:, 0], plain.initial_state(
+                            plain.encode(b["source"]), 4), plain.encode(b["source"]), 0)[0],
+                        atol=1e-5)
+    self.assertEqual(Seq2Seq.from_config(scaled.get_config()).model_config.scale_embeddings,
+                     True)
 
 
 class ConfigTest(tf.test.TestCase):

@@ -22,6 +22,7 @@ class _TiedOutput:
   def _init_tied(self, tied):
     self.tied = bool(tied)
     self._table = None  # () -> the tied embedding table [V, e]; a function, not tracked
+    self._table_scale = 1.0
 
   def _tie(self, embedding, units):
     """Uses `embedding` (a keras Embedding of V x `units`) as W_o."""
@@ -31,6 +32,7 @@ class _TiedOutput:
                        f"words x {units} inputs; they must match.")
     self.tied = True
     self._table = lambda: embedding.embeddings
+    self._table_scale = getattr(embedding, "scale", 1.0)  # E = scale E' (ScaledEmbedding)
 
   def _check_tied(self, units):
     """Before building a tied layer whose W_o multiplies `units`-dim inputs."""
@@ -43,8 +45,12 @@ class _TiedOutput:
                        f"embeddings of {width}; they must match.")
 
   def _tied_logits(self, x, bias, vocab=None):
-    """e^{-1/2} x E^T + b_o: x [..., e] -> [..., V] (or the words `vocab` [n] only)."""
-    return ops.project_on_table(x * (float(x.shape[-1]) ** -0.5), self._table(), bias, vocab)
+    """e^{-1/2} x E^T + b_o: x [..., e] -> [..., V] (or the words `vocab` [n] only). A table
+    stored as E' = E / sqrt(e) (layers/embedding.py) is W_o itself: x E'^T + b_o."""
+    factor = float(x.shape[-1]) ** -0.5 * self._table_scale
+    if abs(factor - 1.0) > 1e-6:
+      x = x * factor
+    return ops.project_on_table(x, self._table(), bias, vocab)
 
 
 @keras.saving.register_keras_serializable(package="nmt_tf")

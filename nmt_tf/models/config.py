@@ -90,6 +90,10 @@ class ModelConfig:
     tie_embeddings: none | target (the output projection is the target embedding table,
       scaled by embedding_dim^-1/2; Press and Wolf 2017) | all (also the source embeddings:
       one table, which needs a shared vocabulary).
+    scale_embeddings: store each embedding table at embedding_dim^-1/2 of its scale and
+      multiply its lookups by embedding_dim^1/2 (Vaswani et al. 2017; layers/embedding.py):
+      the same function, but Adam then moves the table, and a tied output projection,
+      embedding_dim^1/2 times faster relative to its size.
     embedding_init_std: standard deviation of a normal initialisation of both embedding
       tables (default 1.0, as torch.nn.Embedding); None gives Keras' uniform(+-0.05), with
       which every activation starts near zero: on Multi30k Adam then learnt the unigram
@@ -122,6 +126,7 @@ class ModelConfig:
   source_word_dropout: float = 0.0
   target_word_dropout: float = 0.0
   tie_embeddings: str = "none"
+  scale_embeddings: bool = False
   layer_norm: bool = False
   embedding_dropout: float = 0.0
   hidden_dropout: float = 0.0

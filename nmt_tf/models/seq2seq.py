@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from nmt_tf import special_tokens
 from nmt_tf.layers import kernels
+from nmt_tf.layers.embedding import ScaledEmbedding
 from nmt_tf.layers.lexical import LexicalModel
 from nmt_tf.models.cgru_decoders import CGRUDecoder
 from nmt_tf.models.config import ModelConfig
@@ -84,12 +85,8 @@ class Seq2Seq(keras.Model):
     self.model_config = config if isinstance(config, ModelConfig) else \
         ModelConfig.from_dict(config)
     cfg = self.model_config
-    init = ("uniform" if cfg.embedding_init_std is None else
-            keras.initializers.RandomNormal(stddev=float(cfg.embedding_init_std)))
-    self.tgt_embedding = keras.layers.Embedding(cfg.tgt_vocab_size, cfg.embedding_dim,
-                                                embeddings_initializer=init,
-                                                name="tgt_embedding")
-    self.src_embedding = self._source_embedding(init)
+    self.tgt_embedding = self._embedding(cfg.tgt_vocab_size, "tgt_embedding")
+    self.src_embedding = self._source_embedding()
     self.embedding_dropout = keras.layers.Dropout(cfg.dropout)
     # Word dropout: one draw per token, shared by its embedding's dimensions. Created only
     # when on, so that the random streams of the checkpoint are those of a model without.
@@ -112,13 +109,27 @@ class Seq2Seq(keras.Model):
       self.lexical = LexicalModel(cfg.tgt_vocab_size, name="lexical")
     self.kernel_options = kernel_options or kernels.DEFAULT_OPTIONS
 
-  def _source_embedding(self, init):
+  def _embedding(self, vocab_size, name):
+    """An embedding table of `vocab_size` x e, initialised as `embedding_init_std` says;
+    with `scale_embeddings`, stored at 1 / sqrt(e) of that scale (layers/embedding.py)."""
+    cfg = self.model_config
+    scale = float(cfg.embedding_dim) ** 0.5 if cfg.scale_embeddings else 1.0
+    init = ("uniform" if cfg.embedding_init_std is None and scale == 1.0 else
+            keras.initializers.RandomUniform(-0.05 / scale, 0.05 / scale)
+            if cfg.embedding_init_std is None else
+            keras.initializers.RandomNormal(stddev=float(cfg.embedding_init_std) / scale))
+    if not cfg.scale_embeddings:  # Keras' own layer, as in the runs made before the option
+      return keras.layers.Embedding(vocab_size, cfg.embedding_dim,
+                                    embeddings_initializer=init, name=name)
+    return ScaledEmbedding(vocab_size, cfg.embedding_dim, scale=scale,
+                           embeddings_initializer=init, name=name)
+
+  def _source_embedding(self):
     """The source embedding table; tie_embeddings="all": the target's (a shared vocabulary)."""
     cfg = self.model_config
     if cfg.tie_embeddings == "all":
       return self.tgt_embedding
-    return keras.layers.Embedding(cfg.src_vocab_size, cfg.embedding_dim,
-                                  embeddings_initializer=init, name="src_embedding")
+    return self._embedding(cfg.src_vocab_size, "src_embedding")
 
   @property
   def kernel_options(self):
