@@ -74,6 +74,9 @@ ablation tied "$BASE" \
 ablation tied_scaled "$BASE" \
   "The output projection tied to the target embeddings, the tables stored at e^-1/2 of their scale (Vaswani et al. 2017)." \
   "${F32[@]}" --config.model.tie_embeddings=target --config.model.scale_embeddings=True
+ablation scaled "$BASE" \
+  "The embedding tables stored at e^-1/2 of their scale, lookups times e^1/2, untied (Vaswani et al. 2017)." \
+  "${F32[@]}" --config.model.scale_embeddings=True
 ablation worddrop "$BASE" \
   "Word dropout of 0.1 on source and target tokens (Sennrich and Zhang 2019)." \
   "${F32[@]}" --config.model.source_word_dropout=0.1 --config.model.target_word_dropout=0.1
