@@ -25,9 +25,8 @@ class ImageCaptioner(Seq2Seq):
   (BOS y_1 .. y_{n-1}); attention maps are [batch, tgt_len, L], L cells row by row.
   """
 
-  def _source_embedding(self, init):
-    del init  # an image has no words
-    return None
+  def _source_embedding(self):
+    return None  # an image has no words
 
   def encode(self, source, training=False):
     """images [batch, size, size, 3] -> decoding context (dict of batch-leading tensors)."""
