@@ -74,6 +74,11 @@ ablation tied "$BASE" \
 ablation tied_scaled "$BASE" \
   "The output projection tied to the target embeddings, the tables stored at e^-1/2 of their scale (Vaswani et al. 2017)." \
   "${F32[@]}" --config.model.tie_embeddings=target --config.model.scale_embeddings=True
+# Combinations on top of the tied and scaled embeddings, against that row.
+ablation spm4k_tied_scaled cgru_tied_scaled_de-en_2500steps \
+  "Tied and scaled embeddings with SentencePiece 4k per side, against the same at 8k." \
+  "${F32[@]}" --config.model.tie_embeddings=target --config.model.scale_embeddings=True \
+  --config.tokenizer.vocab_size=4000
 ablation scaled "$BASE" \
   "The embedding tables stored at e^-1/2 of their scale, lookups times e^1/2, untied (Vaswani et al. 2017)." \
   "${F32[@]}" --config.model.scale_embeddings=True
