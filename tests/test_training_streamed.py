@@ -30,20 +30,28 @@ def _losses(run_dir):
   return losses
 
 
+def _files_config(steps, tokenizer=None, **pipeline):
+  """(root, config): a generated corpus of 600 training pairs in files under a new root,
+  streamed, and the tiny training config of `steps` steps over it with `pipeline` fields
+  (and `tokenizer` fields, a dict)."""
+  root = tempfile.mkdtemp()
+  paths = data.write_corpus(os.path.join(root, "corpus"), seed=1, train_size=600,
+                            valid_size=8, test_size=4, max_length=8)
+  config = tiny_train_config(steps=steps, eval_every=steps, checkpoint_every=10, seed=3)
+  corpus = data.CorpusConfig(name="files", train_src=paths["train"][0],
+                             train_tgt=paths["train"][1], valid_src=paths["valid"][0],
+                             valid_tgt=paths["valid"][1])
+  return root, config.replace(
+      data=corpus, tokenizer=dataclasses.replace(config.tokenizer, **(tokenizer or {})),
+      pipeline=dataclasses.replace(config.pipeline, **pipeline))
+
+
 @pytest.mark.slow  # trains three runs
 class StreamedResumeTest(tf.test.TestCase):
 
   def test_resume_at_the_saved_piece_equals_an_uninterrupted_run(self):
-    root = tempfile.mkdtemp()
-    paths = data.write_corpus(os.path.join(root, "corpus"), seed=1, train_size=600,
-                              valid_size=8, test_size=4, max_length=8)
-    config = tiny_train_config(steps=30, eval_every=30, checkpoint_every=10, seed=3)
-    corpus = data.CorpusConfig(name="files", train_src=paths["train"][0],
-                               train_tgt=paths["train"][1], valid_src=paths["valid"][0],
-                               valid_tgt=paths["valid"][1])
     # 4 pieces of 150 pairs, a few batches each: the runs cross pieces and epochs.
-    config = config.replace(data=corpus,
-                            pipeline=dataclasses.replace(config.pipeline, shuffle_buffer=150))
+    root, config = _files_config(steps=30, shuffle_buffer=150)
     reference = train(config, os.path.join(root, "reference"), stream=io.StringIO())
     run_dir = os.path.join(root, "resumed")
     latest = train_until_killed(config, run_dir, 25, stream=io.StringIO())
@@ -67,18 +75,9 @@ class StreamedResumeTest(tf.test.TestCase):
   def test_resume_with_subword_sampling_equals_an_uninterrupted_run(self):
     # The draws of a piece follow its shuffling seed, so a run resumed in the middle of an
     # epoch trains on the same segmentations as the run that was not stopped.
-    root = tempfile.mkdtemp()
-    paths = data.write_corpus(os.path.join(root, "corpus"), seed=1, train_size=600,
-                              valid_size=8, test_size=4, max_length=8)
-    config = tiny_train_config(steps=20, eval_every=20, checkpoint_every=10, seed=3)
-    corpus = data.CorpusConfig(name="files", train_src=paths["train"][0],
-                               train_tgt=paths["train"][1], valid_src=paths["valid"][0],
-                               valid_tgt=paths["valid"][1])
-    config = config.replace(
-        data=corpus,
-        tokenizer=dataclasses.replace(config.tokenizer, kind="sentencepiece", vocab_size=120),
-        pipeline=dataclasses.replace(config.pipeline, shuffle_buffer=300, subword_alpha=0.2,
-                                     max_source_len=60, max_target_len=60))
+    root, config = _files_config(steps=20, tokenizer=dict(kind="sentencepiece", vocab_size=120),
+                                 shuffle_buffer=300, subword_alpha=0.2, max_source_len=60,
+                                 max_target_len=60)
     reference = train(config, os.path.join(root, "reference"), stream=io.StringIO())
     run_dir = os.path.join(root, "resumed")
     self.assertEndsWith(train_until_killed(config, run_dir, 15, stream=io.StringIO()),
