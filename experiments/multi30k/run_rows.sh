@@ -104,8 +104,9 @@ ablation joint8k "$BASE" \
   "One SentencePiece vocabulary of 8,000 pieces for both languages." \
   "${F32[@]}" --config.tokenizer.shared=True
 ablation tied_all cgru_joint8k_de-en_2500steps \
-  "Three-way tied embeddings over the joint vocabulary, against the joint vocabulary." \
-  "${F32[@]}" --config.tokenizer.shared=True --config.model.tie_embeddings=all
+  "Three-way tied and scaled embeddings over the joint vocabulary, against the joint vocabulary." \
+  "${F32[@]}" --config.tokenizer.shared=True --config.model.tie_embeddings=all \
+  --config.model.scale_embeddings=True
 ablation deeptrans "$BASE" \
   "A deep-transition decoder: four GRU transitions per step instead of two (Nematus)." \
   "${F32[@]}" --config.model.decoder_transition_depth=4
