@@ -13,7 +13,6 @@ from nmt_tf.data.batching import (as_dataset, encode_batches, PipelineConfig, Sp
                                   train_batches, train_limits)
 from nmt_tf.data.shards import ParallelShards
 from nmt_tf.data.stream_order import StreamOrder
-from nmt_tf.data.subword_sampling import check_tokenizers
 from nmt_tf.data.text_files import ParallelText
 from nmt_tf.data.tokenizer import Tokenizer
 
@@ -43,8 +42,6 @@ def make_train_dataset(split: Split, source_tokenizer: Tokenizer,
     A dataset of dicts ``source``, ``target_in``, ``target_out`` (int32, padded with 0).
   """
   in_memory = isinstance(split, ParallelText)
-  if config.subword_alpha > 0:
-    check_tokenizers(source_tokenizer, target_tokenizer)
   if isinstance(split, ParallelShards):
     order = StreamOrder(split, source_tokenizer, target_tokenizer, config, check=check)
     return order.epoch(0)

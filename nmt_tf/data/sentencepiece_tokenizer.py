@@ -4,6 +4,7 @@ package and applied in-graph with ``tensorflow_text.SentencepieceTokenizer``."""
 import hashlib
 import io
 import os
+import threading
 from typing import Iterable, List, Optional, Sequence
 
 import sentencepiece as spm
@@ -18,6 +19,8 @@ from nmt_tf.data.errors import DataError
 from nmt_tf.data.tokenizer import Tokenizer
 
 MODEL_TYPES = ("unigram", "bpe")
+
+_SAMPLING_LOCK = threading.Lock()  # `sample` seeds SentencePiece's one generator
 
 
 class _SharedModelResource(_SentencepieceModelResource):
@@ -132,10 +135,12 @@ class SentencePieceTokenizer(Tokenizer):
              nbest: int = -1) -> List[List[int]]:
     """One segmentation of each text drawn from P(x)^alpha over its `nbest` best
     segmentations (all when -1), as SentencePiece's sampling encoder does (Kudo 2018). The
-    same seed gives the same segmentations: one thread, seeded before the call."""
-    spm.set_random_generator_seed(seed)
-    return self._processor.encode(list(texts), out_type=int, enable_sampling=True,
-                                  alpha=alpha, nbest_size=nbest, num_threads=1)
+    same seed gives the same segmentations: one thread, seeded before the call, under a lock
+    (SentencePiece's random generator is one per process)."""
+    with _SAMPLING_LOCK:
+      spm.set_random_generator_seed(seed)
+      return self._processor.encode(list(texts), out_type=int, enable_sampling=True,
+                                    alpha=alpha, nbest_size=nbest, num_threads=1)
 
   def _decode_real(self, ids: List[int]) -> str:
     return self._processor.decode(ids)

@@ -23,7 +23,6 @@ batches. The draw holds up the shuffle's first batch; `bench/bench_data.py --sub
 """
 
 import itertools
-import threading
 from typing import List, Sequence, Tuple
 
 import numpy as np
@@ -32,9 +31,6 @@ import tensorflow as tf
 from nmt_tf import special_tokens
 from nmt_tf.data.errors import DataError
 from nmt_tf.data.tokenizer import Tokenizer
-
-_LOCK = threading.Lock()  # SentencePiece's random generator is one per process
-
 
 def check_tokenizers(source_tokenizer: Tokenizer, target_tokenizer: Tokenizer):
   """Raises DataError (one line naming the fix) unless both tokenizers can draw
@@ -88,9 +84,8 @@ def sampled_pairs(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
 
   def draw(sources, targets, seed_value):
     source_seed, target_seed = side_seeds(int(seed_value))
-    with _LOCK:
-      source_ids = source_tokenizer.sample(_texts(sources), source_seed, alpha, nbest)
-      target_ids = target_tokenizer.sample(_texts(targets), target_seed, alpha, nbest)
+    source_ids = source_tokenizer.sample(_texts(sources), source_seed, alpha, nbest)
+    target_ids = target_tokenizer.sample(_texts(targets), target_seed, alpha, nbest)
     return _flat(source_ids) + _flat(target_ids)
 
   def sample(sources, targets):

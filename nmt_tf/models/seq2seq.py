@@ -113,14 +113,15 @@ class Seq2Seq(keras.Model):
     """An embedding table of `vocab_size` x e, initialised as `embedding_init_std` says;
     with `scale_embeddings`, stored at 1 / sqrt(e) of that scale (layers/embedding.py)."""
     cfg = self.model_config
-    scale = float(cfg.embedding_dim) ** 0.5 if cfg.scale_embeddings else 1.0
-    init = ("uniform" if cfg.embedding_init_std is None and scale == 1.0 else
-            keras.initializers.RandomUniform(-0.05 / scale, 0.05 / scale)
-            if cfg.embedding_init_std is None else
-            keras.initializers.RandomNormal(stddev=float(cfg.embedding_init_std) / scale))
     if not cfg.scale_embeddings:  # Keras' own layer, as in the runs made before the option
+      init = ("uniform" if cfg.embedding_init_std is None else
+              keras.initializers.RandomNormal(stddev=float(cfg.embedding_init_std)))
       return keras.layers.Embedding(vocab_size, cfg.embedding_dim,
                                     embeddings_initializer=init, name=name)
+    scale = float(cfg.embedding_dim) ** 0.5
+    init = (keras.initializers.RandomUniform(-0.05 / scale, 0.05 / scale)
+            if cfg.embedding_init_std is None else
+            keras.initializers.RandomNormal(stddev=float(cfg.embedding_init_std) / scale))
     return ScaledEmbedding(vocab_size, cfg.embedding_dim, scale=scale,
                            embeddings_initializer=init, name=name)
 
