@@ -20,12 +20,19 @@ OLD_CONFIGS = os.path.join(ROOT, "tests", "data", "recipe_names.json")
 def _later_changes(config):
   """A config of tests/data/recipe_names.json with the recipe changes made since: the recipes
   that took bfloat16 products everywhere take them where the CPU has them (precision auto),
-  in training and decoding."""
+  in training and decoding; the SentencePiece Multi30k recipe scales its embedding tables and
+  ties the output projection to the target table (but in luong, whose output layer reads
+  its 512-unit state)."""
   config = json.loads(json.dumps(config))
   if config["train"]["precision"] == "float32_bf16_matmul":
     config["train"]["precision"] = "auto"
     config["decode"].pop("matmul_dtype", None)
     config["decode"]["precision"] = "auto"
+  if (config["data"]["name"] == "multi30k"
+      and config["tokenizer"]["kind"] == "sentencepiece"):
+    config["model"]["scale_embeddings"] = True
+    if config["model"]["decoder"] != "luong":
+      config["model"]["tie_embeddings"] = "target"
   return config
 
 

@@ -13,31 +13,42 @@ cd "$(dirname "$0")/../.."
 PYTHON=${PYTHON:-.venv/bin/python}
 RUN_ROOT=${RUN_ROOT:-runs/study}
 STEPS=(--config.train.steps=2500 --config.train.max_minutes=0)
+# The rows down to the ablations of today's recipe were trained before the recipe tied and
+# scaled its embeddings: they pin each of these settings that they do not set themselves.
+BEFORE=(--config.model.tie_embeddings=none --config.model.scale_embeddings=False)
+# before FLAGS...: the settings of BEFORE that FLAGS do not set, one per line.
+before() {
+  local pin
+  for pin in "${BEFORE[@]}"; do
+    [[ " $* " == *" ${pin%%=*}="* ]] || printf '%s\n' "$pin"
+  done
+}
 
 wanted() { [[ -z "${ROWS:-}" || " ${ROWS} " == *" $1 "* ]]; }
 
 if wanted cgru; then
   "$PYTHON" experiments/multi30k/study.py row cgru_de-en_2500steps \
     --config=multi30k:cgru --run_dir="$RUN_ROOT/cgru_de-en_2500steps" --keep_attention \
-    -- "${STEPS[@]}"
+    -- "${STEPS[@]}" "${BEFORE[@]}"
 fi
 for model in sar_avg sar_cavg self_attentive_rnn; do
   if wanted "$model"; then
     "$PYTHON" experiments/multi30k/study.py row "${model}_de-en_2500steps" \
       --config="multi30k:${model}" --run_dir="$RUN_ROOT/${model}_de-en_2500steps" \
-      --baseline=cgru_de-en_2500steps -- "${STEPS[@]}"
+      --baseline=cgru_de-en_2500steps -- "${STEPS[@]}" "${BEFORE[@]}"
   fi
 done
 
 # The ablations of the cgru recipe: one setting changed at a time against its baseline.
 # ablation KEY BASELINE NOTE FLAGS...
 ablation() {
-  local key=$1 baseline=$2 note=$3 name="cgru_$1_de-en_2500steps"
+  local key=$1 baseline=$2 note=$3 name="cgru_$1_de-en_2500steps" pins
   shift 3
   if wanted "$key"; then
+    mapfile -t pins < <(before "$@")
     "$PYTHON" experiments/multi30k/study.py row "$name" --config=multi30k:cgru \
       --run_dir="$RUN_ROOT/$name" --baseline="$baseline" --note="$note" \
-      -- "${STEPS[@]}" "$@"
+      -- "${STEPS[@]}" "$@" "${pins[@]}"
   fi
 }
 ablation spm4k cgru_de-en_2500steps \
@@ -60,7 +71,7 @@ if wanted float32; then
     --config=multi30k:cgru --run_dir="$RUN_ROOT/cgru_float32_de-en_2500steps" \
     --baseline=cgru_de-en_2500steps \
     --note="The recipe in float32 instead of bfloat16 products: the baseline of the ablations." \
-    -- "${STEPS[@]}" --config.train.precision=float32
+    -- "${STEPS[@]}" "${BEFORE[@]}" --config.train.precision=float32
 fi
 ablation layernorm "$BASE" \
   "Layer-normalized GRUs in the encoder and the cGRU (Nematus)." \
@@ -85,40 +96,51 @@ ablation scaled "$BASE" \
 ablation worddrop "$BASE" \
   "Word dropout of 0.1 on source and target tokens (Sennrich and Zhang 2019)." \
   "${F32[@]}" --config.model.source_word_dropout=0.1 --config.model.target_word_dropout=0.1
-ablation lexical "$BASE" \
-  "The lexical model: attention-weighted source embeddings add their own logits (Nguyen and Chiang 2018)." \
-  "${F32[@]}" --config.model.lexical_model=True
 ablation spm2k "$BASE" \
   "SentencePiece vocabularies of 2,000 pieces per side instead of 8,000." \
   "${F32[@]}" --config.tokenizer.vocab_size=2000
-ablation subword "$BASE" \
+# The ablations of today's recipe (tied and scaled embeddings, 8k pieces per side): one
+# setting changed at a time against the recipe at 2,500 steps.
+NEW_BASE=cgru_tied_scaled_de-en_2500steps
+recipe_ablation() {
+  local key=$1 baseline=$2 note=$3 name="cgru_$1_de-en_2500steps"
+  shift 3
+  if wanted "$key"; then
+    "$PYTHON" experiments/multi30k/study.py row "$name" --config=multi30k:cgru \
+      --run_dir="$RUN_ROOT/$name" --baseline="$baseline" --note="$note" \
+      -- "${STEPS[@]}" "$@"
+  fi
+}
+recipe_ablation subword "$NEW_BASE" \
   "Subword regularization: every epoch draws new segmentations from the 64 best, alpha 0.1 (Kudo 2018)." \
   "${F32[@]}" --config.pipeline.subword_alpha=0.1 --config.pipeline.subword_nbest=64
-ablation embdrop "$BASE" \
-  "Variational dropout of 0.2 on the embeddings, one mask per sentence (Nematus)." \
-  "${F32[@]}" --config.model.embedding_dropout=0.2
-ablation enc2 "$BASE" \
-  "A deeper encoder: two stacked bidirectional GRU layers instead of one." \
-  "${F32[@]}" --config.model.encoder_layers=2
-ablation joint8k "$BASE" \
-  "One SentencePiece vocabulary of 8,000 pieces for both languages." \
-  "${F32[@]}" --config.tokenizer.shared=True
-ablation tied_all cgru_joint8k_de-en_2500steps \
-  "Three-way tied and scaled embeddings over the joint vocabulary, against the joint vocabulary." \
-  "${F32[@]}" --config.tokenizer.shared=True --config.model.tie_embeddings=all \
-  --config.model.scale_embeddings=True
-ablation deeptrans "$BASE" \
-  "A deep-transition decoder: four GRU transitions per step instead of two (Nematus)." \
-  "${F32[@]}" --config.model.decoder_transition_depth=4
-ablation lr2e-3 "$BASE" \
+recipe_ablation lr2e-3 "$NEW_BASE" \
   "A peak learning rate of 0.002 instead of 0.001 (Sennrich and Zhang 2019 tune it per setting)." \
   "${F32[@]}" --config.train.learning_rate=0.002
+recipe_ablation joint8k "$NEW_BASE" \
+  "One SentencePiece vocabulary of 8,000 pieces for both languages." \
+  "${F32[@]}" --config.tokenizer.shared=True
+recipe_ablation tied_all cgru_joint8k_de-en_2500steps \
+  "Three-way tied embeddings over the joint vocabulary, against the joint vocabulary." \
+  "${F32[@]}" --config.tokenizer.shared=True --config.model.tie_embeddings=all
+recipe_ablation lexical "$NEW_BASE" \
+  "The lexical model: attention-weighted source embeddings add their own logits (Nguyen and Chiang 2018)." \
+  "${F32[@]}" --config.model.lexical_model=True
+recipe_ablation embdrop "$NEW_BASE" \
+  "Variational dropout of 0.2 on the embeddings, one mask per sentence (Nematus)." \
+  "${F32[@]}" --config.model.embedding_dropout=0.2
+recipe_ablation enc2 "$NEW_BASE" \
+  "A deeper encoder: two stacked bidirectional GRU layers instead of one." \
+  "${F32[@]}" --config.model.encoder_layers=2
+recipe_ablation deeptrans "$NEW_BASE" \
+  "A deep-transition decoder: four GRU transitions per step instead of two (Nematus)." \
+  "${F32[@]}" --config.model.decoder_transition_depth=4
 # Smaller batches (Sennrich and Zhang 2019): at equal steps they would see half the data, so
 # this row takes as many steps as it takes to see the baseline's tokens.
 if wanted batch2k; then
   "$PYTHON" experiments/multi30k/study.py row cgru_batch2k_de-en_5000steps \
     --config=multi30k:cgru --run_dir="$RUN_ROOT/cgru_batch2k_de-en_5000steps" \
-    --baseline="$BASE" \
+    --baseline="$NEW_BASE" \
     --note="Batches of 2,048 tokens instead of 4,096, for 5,000 steps: the baseline's tokens." \
     -- --config.train.steps=5000 --config.train.max_minutes=0 "${F32[@]}" \
     --config.pipeline.batch_tokens=2048

@@ -21,6 +21,14 @@ def get_config(model="cgru"):
   # 29,000 short sentences are a few epochs' work for a model of this size, which then
   # overfits: dropout on embeddings and hidden states, and label smoothing.
   config.model.update(dropout=0.3)
+  # The embedding tables stored at e^-1/2 of their scale, lookups times e^1/2 (Vaswani et al.
+  # 2017), and the output projection tied to the target table (Press and Wolf 2017) where the
+  # output layer reads vectors of the embedding size (every model but luong, whose output
+  # reads its 512-unit attentional state): +3.03 BLEU for cgru at 2,500 steps, de->en
+  # (docs/RESULTS.md).
+  config.model.update(scale_embeddings=True)
+  if config.model.decoder != "luong":
+    config.model.update(tie_embeddings="target")
   config.train.update(
       label_smoothing=0.1,
       # Adam with a short linear warm-up, then the inverse square root decay.
