@@ -8,8 +8,8 @@ left out); --config.data.source_lang=en --config.data.target_lang=de turns the d
 Every field not set here keeps the default of nmt_tf/experiment/config.py (`nmt-tf train
 --help` lists them): SentencePiece unigram vocabularies of 8,000 pieces per side, embeddings
 256, a BiGRU encoder of 2 x 512 and a decoder of 512 units, sentences of at most 50 pieces,
-batches of 4,096 tokens; below, what this recipe adds. The data is read from $NMT_TF_MULTI30K_DIR, or downloaded where the
-network allows (docs/DATA.md).
+batches of 4,096 tokens; below, what this recipe adds. The data is read from
+$NMT_TF_MULTI30K_DIR, or downloaded where the network allows (docs/DATA.md).
 """
 
 from nmt_tf.experiment import base_config
