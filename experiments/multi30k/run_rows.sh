@@ -102,37 +102,29 @@ ablation spm2k "$BASE" \
 # The ablations of today's recipe (tied and scaled embeddings, 8k pieces per side): one
 # setting changed at a time against the recipe at 2,500 steps.
 NEW_BASE=cgru_tied_scaled_de-en_2500steps
-recipe_ablation() {
-  local key=$1 baseline=$2 note=$3 name="cgru_$1_de-en_2500steps"
-  shift 3
-  if wanted "$key"; then
-    "$PYTHON" experiments/multi30k/study.py row "$name" --config=multi30k:cgru \
-      --run_dir="$RUN_ROOT/$name" --baseline="$baseline" --note="$note" \
-      -- "${STEPS[@]}" "$@"
-  fi
-}
-recipe_ablation subword "$NEW_BASE" \
+BEFORE=()  # nothing to pin from here on
+ablation subword "$NEW_BASE" \
   "Subword regularization: every epoch draws new segmentations from the 64 best, alpha 0.1 (Kudo 2018)." \
   "${F32[@]}" --config.pipeline.subword_alpha=0.1 --config.pipeline.subword_nbest=64
-recipe_ablation lr2e-3 "$NEW_BASE" \
+ablation lr2e-3 "$NEW_BASE" \
   "A peak learning rate of 0.002 instead of 0.001 (Sennrich and Zhang 2019 tune it per setting)." \
   "${F32[@]}" --config.train.learning_rate=0.002
-recipe_ablation joint8k "$NEW_BASE" \
+ablation joint8k "$NEW_BASE" \
   "One SentencePiece vocabulary of 8,000 pieces for both languages." \
   "${F32[@]}" --config.tokenizer.shared=True
-recipe_ablation tied_all cgru_joint8k_de-en_2500steps \
+ablation tied_all cgru_joint8k_de-en_2500steps \
   "Three-way tied embeddings over the joint vocabulary, against the joint vocabulary." \
   "${F32[@]}" --config.tokenizer.shared=True --config.model.tie_embeddings=all
-recipe_ablation lexical "$NEW_BASE" \
+ablation lexical "$NEW_BASE" \
   "The lexical model: attention-weighted source embeddings add their own logits (Nguyen and Chiang 2018)." \
   "${F32[@]}" --config.model.lexical_model=True
-recipe_ablation embdrop "$NEW_BASE" \
+ablation embdrop "$NEW_BASE" \
   "Variational dropout of 0.2 on the embeddings, one mask per sentence (Nematus)." \
   "${F32[@]}" --config.model.embedding_dropout=0.2
-recipe_ablation enc2 "$NEW_BASE" \
+ablation enc2 "$NEW_BASE" \
   "A deeper encoder: two stacked bidirectional GRU layers instead of one." \
   "${F32[@]}" --config.model.encoder_layers=2
-recipe_ablation deeptrans "$NEW_BASE" \
+ablation deeptrans "$NEW_BASE" \
   "A deep-transition decoder: four GRU transitions per step instead of two (Nematus)." \
   "${F32[@]}" --config.model.decoder_transition_depth=4
 # Smaller batches (Sennrich and Zhang 2019): at equal steps they would see half the data, so
