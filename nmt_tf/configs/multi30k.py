@@ -12,7 +12,7 @@ batches of 4,096 tokens; below, what this recipe adds. The data is read from
 $NMT_TF_MULTI30K_DIR, or downloaded where the network allows (docs/DATA.md).
 """
 
-from nmt_tf.experiment import base_config
+from nmt_tf.experiment import base_config, ExperimentConfig
 
 
 def get_config(model="cgru"):
@@ -23,11 +23,12 @@ def get_config(model="cgru"):
   config.model.update(dropout=0.3)
   # The embedding tables stored at e^-1/2 of their scale, lookups times e^1/2 (Vaswani et al.
   # 2017), and the output projection tied to the target table (Press and Wolf 2017) where the
-  # output layer reads vectors of the embedding size (every model but luong, whose output
+  # output layer reads vectors of the embedding size (every preset but luong, whose output
   # reads its 512-unit attentional state): +3.03 BLEU for cgru at 2,500 steps, de->en
   # (docs/RESULTS.md).
   config.model.update(scale_embeddings=True)
-  if config.model.decoder != "luong":
+  model_config = ExperimentConfig.from_dict(config).model
+  if model_config.output_input_dim == model_config.embedding_dim:
     config.model.update(tie_embeddings="target")
   config.train.update(
       label_smoothing=0.1,

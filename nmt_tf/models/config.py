@@ -188,7 +188,7 @@ class ModelConfig:
       raise ConfigError(f"Received tie_embeddings={self.tie_embeddings!r} with {what}="
                         f"{self.output_input_dim} and embedding_dim={self.embedding_dim}; the "
                         f"tied output projection needs them equal: set {what}="
-                        f"{self.embedding_dim}.")
+                        f"{self.embedding_dim}, or tie_embeddings='none'.")
     if self.tie_embeddings == "all" and self.src_vocab_size != self.tgt_vocab_size:
       raise ConfigError(f"Received tie_embeddings='all' with vocabularies of "
                         f"{self.src_vocab_size} and {self.tgt_vocab_size} words; one table "
