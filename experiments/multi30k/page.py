@@ -169,7 +169,7 @@ def _comparisons(rows, by_name):
          "and the same number of steps, or the same time budget on the same machine). "
          "Differences are test BLEU and chrF2 with beam 5; p is the p-value of sacrebleu's "
          "paired bootstrap test (1,000 resamples, seed 12345; n/a where a row kept no test "
-         "outputs). The last columns compare the validation BLEU (greedy) of both at the last "
+         "outputs, \"same outputs\" where both translated the test set alike). The last columns compare the validation BLEU (greedy) of both at the last "
          "step both validated, that is after the same training data.", "",
          "| row | baseline | BLEU | baseline BLEU | difference | p | chrF2 difference | p "
          "| valid BLEU at equal steps | baseline |",
@@ -177,9 +177,12 @@ def _comparisons(rows, by_name):
   for r in compared:
     b = by_name[r["baseline"]]
     mine, theirs = r["scores"]["beam5"], b["scores"]["beam5"]
-    test = records.paired_test(r, b)
-    p_bleu, p_chrf = (("n/a", "n/a") if test is None else
-                      (f"{test['bleu']['p']:.3f}", f"{test['chrf']['p']:.3f}"))
+    same = records.same_outputs(r, b)
+    test = None if same else records.paired_test(r, b)
+    if test is not None:
+      p_bleu, p_chrf = f"{test['bleu']['p']:.3f}", f"{test['chrf']['p']:.3f}"
+    else:
+      p_bleu = p_chrf = "same outputs" if same else "n/a"
     ours = {p["step"]: p["bleu"] for p in r["validation"]}
     base = {p["step"]: p["bleu"] for p in b["validation"]}
     common = max(set(ours) & set(base), default=None)
@@ -236,10 +239,12 @@ def _published(rows, data_dir):
   """Our rows scored as the published tables score (lowercased BLEU), beside them."""
   directions = sorted({d for *_, scores in PUBLISHED for d in scores})
   models = {r["name"]: r["model"] for r in rows}
-  # The recipes' rows: not the ablations and decodings of a row (the same model as their
-  # baseline), whose differences the paired tests above give.
+  # The recipes' rows: not the decodings of a row, nor the equal-step ablations (the same
+  # model as their baseline, for its steps), whose differences the paired tests above give;
+  # a row within a time budget is a recipe's row, whatever its baseline.
   ours = [r for r in rows if r["dataset"] == "multi30k" and r["direction"] in directions
-          and models.get(r.get("baseline")) != r["model"]]
+          and "decoding" not in r
+          and ("minutes" in r["stop"] or models.get(r.get("baseline")) != r["model"])]
   if not ours:
     return []
   out = ["### Beside published results", "",

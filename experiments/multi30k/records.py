@@ -298,6 +298,20 @@ def attention_images(record):
   return sorted(glob.glob(os.path.join(record["path"], "eval", "test_beam5", "attention_*.png")))
 
 
+def same_outputs(record, baseline, key="beam5"):
+  """Whether both rows kept test outputs of search `key` and they are the same text (a row
+  whose training ended on its baseline's best checkpoint), where a paired test says nothing:
+  sacrebleu's gives a system against itself p = 1 / (resamples + 1)."""
+  texts = []
+  for r in (record, baseline):
+    path = hypotheses_path(r, key)
+    if not os.path.isfile(path):
+      return False
+    with open(path, encoding="utf-8") as f:
+      texts.append(f.read())
+  return texts[0] == texts[1]
+
+
 def paired_test(record, baseline, key="beam5"):
   """significance.paired_bootstrap of the baseline's and the record's search `key`, or None
   when either has no test outputs or their test sets differ."""

@@ -178,7 +178,8 @@ class StudyTest(tf.test.TestCase):
     self.assertEqual(text.count("### generated: test split (8 sentences)"), 1)  # one table
     comparison = next(line for line in text.splitlines()
                       if line.startswith("| `tiny_b` | `tiny_a` |"))  # against its baseline
-    self.assertIn("| +0.00 |", comparison)  # the same outputs
+    # The same outputs: no paired test, which would give p = 1 / 1,001.
+    self.assertIn("| +0.00 | same outputs | +0.00 | same outputs |", comparison)
     self.assertIn("- `tiny_b`: The same run recorded twice.", text)
     self.assertIn("| `tiny_avg` | cgru; mean of the last 2 checkpoints, length penalty 1 |",
                   text)
@@ -273,7 +274,7 @@ class PublishedScoringTest(tf.test.TestCase):
     with open(records.hypotheses_path({"path": path}), "w", encoding="utf-8") as f:
       f.write("a dog runs on grass.\nTwo Men play chess.\n")
     record = {"name": name, "path": path, "dataset": "multi30k", "direction": "de-en",
-              "model": "cgru", "tokenizer": "sentencepiece",
+              "model": "cgru", "tokenizer": "sentencepiece", "stop": {"steps": 2500},
               "scores": {"beam5": {"bleu_lowercase": stored}, "greedy": None}}
     if corpus:
       record["corpus"] = {"test": {"files": [
@@ -308,6 +309,25 @@ class PublishedScoringTest(tf.test.TestCase):
     self.assertIn("| de-en | 38.38 | |", text)
     self.assertIn("| `ours` | cgru (sentencepiece) | sacrebleu, case:lc, 13a | de-en | n/a |",
                   text)  # no greedy outputs kept
+
+  def test_table_keeps_the_recipes_rows(self):
+    """A row within a time budget is listed whatever its baseline; an equal-step ablation
+    and a decoding of a row, whose gains the paired tests give, are not."""
+    base = self.record("base", stored=40.0)
+    ablation = {**self.record("ablation", stored=40.5), "baseline": "base"}
+    other_model = {**self.record("sar", stored=39.0), "baseline": "base", "model": "sar_avg"}
+    hour = {**self.record("hour", stored=41.0), "baseline": "base", "stop": {"minutes": 60.0}}
+    two_hours = {**self.record("two_hours", stored=42.0), "baseline": "hour",
+                 "stop": {"minutes": 120.0}}
+    decoding = {**self.record("hour_avg3", stored=41.5), "baseline": "hour",
+                "stop": {"minutes": 60.0}, "decoding": {"average_last": 3}}
+    # pylint: disable-next=protected-access
+    text = "\n".join(page._published([base, ablation, other_model, hour, two_hours,
+                                       decoding], self.data))
+    for name in ("base", "sar", "hour", "two_hours"):
+      self.assertIn(f"| `{name}` |", text)
+    for name in ("ablation", "hour_avg3"):
+      self.assertNotIn(f"| `{name}` |", text)
 
 
 if __name__ == "__main__":
