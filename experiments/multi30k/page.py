@@ -169,8 +169,9 @@ def _comparisons(rows, by_name):
          "and the same number of steps, or the same time budget on the same machine). "
          "Differences are test BLEU and chrF2 with beam 5; p is the p-value of sacrebleu's "
          "paired bootstrap test (1,000 resamples, seed 12345; n/a where a row kept no test "
-         "outputs, \"same outputs\" where both translated the test set alike). The last columns compare the validation BLEU (greedy) of both at the last "
-         "step both validated, that is after the same training data.", "",
+         "outputs, \"same outputs\" where both translated the test set alike). The last "
+         "columns compare the validation BLEU (greedy) of both at the last step both "
+         "validated, that is after the same training data.", "",
          "| row | baseline | BLEU | baseline BLEU | difference | p | chrF2 difference | p "
          "| valid BLEU at equal steps | baseline |",
          "|---|---|---:|---:|---:|---:|---:|---:|---|---:|"]
