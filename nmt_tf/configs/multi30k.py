@@ -12,7 +12,7 @@ batches of 4,096 tokens; below, what this recipe adds. The data is read from
 $NMT_TF_MULTI30K_DIR, or downloaded where the network allows (docs/DATA.md).
 """
 
-from nmt_tf.experiment import base_config, ExperimentConfig
+from nmt_tf.experiment import base_config, output_input_size
 
 
 def get_config(model="cgru"):
@@ -27,9 +27,10 @@ def get_config(model="cgru"):
   # reads its 512-unit attentional state): +3.03 BLEU for cgru at 2,500 steps, de->en
   # (docs/RESULTS.md).
   config.model.update(scale_embeddings=True)
-  model_config = ExperimentConfig.from_dict(config).model
-  if model_config.output_input_dim == model_config.embedding_dim:
-    config.model.update(tie_embeddings="target")
+  fields = config.model
+  if output_input_size(fields.decoder, fields.decoder_units, fields.output_units,
+                       fields.embedding_dim) == fields.embedding_dim:
+    fields.update(tie_embeddings="target")
   config.train.update(
       label_smoothing=0.1,
       # Adam with a short linear warm-up, then the inverse square root decay.

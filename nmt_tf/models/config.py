@@ -256,11 +256,9 @@ class ModelConfig:
 
   @property
   def output_input_dim(self):
-    """Size of the vector the output projection W_o multiplies: the deep output's hidden
-    layer (output_units, default embedding_dim), or luong's attentional state."""
-    if self.decoder == "luong":
-      return self.decoder_units
-    return self.output_units or self.embedding_dim
+    """Size of the vector the output projection W_o multiplies (`output_input_size`)."""
+    return output_input_size(self.decoder, self.decoder_units, self.output_units,
+                             self.embedding_dim)
 
   @property
   def memory_dim(self):
@@ -290,3 +288,14 @@ class ModelConfig:
 
   def replace(self, **changes):
     return self.from_dict({**self.to_dict(), **changes})
+
+
+def output_input_size(decoder: str, decoder_units: int, output_units: Optional[int],
+                      embedding_dim: int) -> int:
+  """Size of the vector the output projection W_o multiplies: the deep output's hidden
+  layer (output_units, default embedding_dim), or luong's attentional state (decoder_units).
+  A function of the fields alone, so that a recipe can ask it of a config it has not
+  validated yet."""
+  if decoder == "luong":
+    return decoder_units
+  return output_units or embedding_dim
