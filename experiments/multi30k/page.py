@@ -124,9 +124,9 @@ def _direction_table(direction, rows, figures):
                f"| {_score(beam, 'bleu_length_ratio', 3)} "
                f"| {_score(r['train'], 'best_valid_bleu')} |")
   out.append("")
-  notes = {}
+  notes = {}  # those of rows with a baseline are in the comparison table (_comparisons)
   for r in rows:
-    if r.get("note"):
+    if r.get("note") and not r.get("baseline"):
       notes.setdefault(r["note"], []).append(f"`{r['name']}`")
   out += [f"- {', '.join(names)}: {note}" for note, names in notes.items()]
   out += [""] if notes else []
@@ -172,9 +172,9 @@ def _comparisons(rows, by_name):
          "outputs, \"same outputs\" where both translated the test set alike). The last "
          "columns compare the validation BLEU (greedy) of both at the last step both "
          "validated, that is after the same training data.", "",
-         "| row | baseline | BLEU | baseline BLEU | difference | p | chrF2 difference | p "
-         "| valid BLEU at equal steps | baseline |",
-         "|---|---|---:|---:|---:|---:|---:|---:|---|---:|"]
+         "| row | baseline | what the row changes | BLEU | baseline BLEU | difference | p "
+         "| chrF2 difference | p | valid BLEU at equal steps | baseline |",
+         "|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|"]
   for r in compared:
     b = by_name[r["baseline"]]
     mine, theirs = r["scores"]["beam5"], b["scores"]["beam5"]
@@ -189,7 +189,9 @@ def _comparisons(rows, by_name):
     common = max(set(ours) & set(base), default=None)
     equal = ("n/a | n/a" if common is None else
              f"{ours[common]:.2f} (step {common:,}) | {base[common]:.2f}")
-    out.append(f"| `{r['name']}` | `{b['name']}` | {mine['bleu']:.2f} | {theirs['bleu']:.2f} "
+    note = (r.get("note") or "").replace("|", "\\|")
+    out.append(f"| `{r['name']}` | `{b['name']}` | {note} "
+               f"| {mine['bleu']:.2f} | {theirs['bleu']:.2f} "
                f"| {mine['bleu'] - theirs['bleu']:+.2f} | {p_bleu} "
                f"| {mine['chrf'] - theirs['chrf']:+.2f} | {p_chrf} | {equal} |")
   return out + [""]

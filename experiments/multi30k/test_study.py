@@ -180,7 +180,9 @@ class StudyTest(tf.test.TestCase):
                       if line.startswith("| `tiny_b` | `tiny_a` |"))  # against its baseline
     # The same outputs: no paired test, which would give p = 1 / 1,001.
     self.assertIn("| +0.00 | same outputs | +0.00 | same outputs |", comparison)
-    self.assertIn("- `tiny_b`: The same run recorded twice.", text)
+    # A compared row's note is in its comparison, not under the rows table.
+    self.assertIn("| The same run recorded twice. |", comparison)
+    self.assertNotIn("- `tiny_b`:", text)
     self.assertIn("| `tiny_avg` | cgru; mean of the last 2 checkpoints, length penalty 1 |",
                   text)
     self.assertTrue(any(line.startswith("| `tiny_avg` | `tiny_a` |")
