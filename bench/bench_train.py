@@ -7,7 +7,8 @@ Usage: .venv/bin/python bench/bench_train.py [--precisions float32,mixed_bfloat1
            [--gru_backward manual,autodiff,autodiff_encoder,autodiff_decoder]
            [--defer_gradients auto,true,false]
            [--decoders cgru,rnnsearch,luong,encdec,sar_avg,sar_cavg,...]
-           [--models ,layer_norm=True,hidden_dropout=0.2+embedding_dropout=0.2] [--interleave]
+           [--models ,layer_norm=True,hidden_dropout=0.2+embedding_dropout=0.2]
+           [--moving_average_decays 0,0.999] [--interleave]
            [--batches 30] [--batch_tokens 2000] [--peak]
 For each (decoder, precision, jit_compile, fused attention score, bucket width, Adam,
 smoothed-loss form, backward pass of the recurrences, deferred gradients) setting the
@@ -57,6 +58,7 @@ from nmt_tf.training import losses
 from nmt_tf.experiment import presets
 from nmt_tf.training.optimizers import FusedAdam
 from nmt_tf.training.train_step import TrainStep
+from nmt_tf.training.weight_average import WeightAverage
 from nmt_tf.models import build_model
 
 flags.DEFINE_string("pair", "de-en", "Multi30k language pair.")
@@ -92,6 +94,8 @@ flags.DEFINE_list("decoders", ["cgru"], "Decoders of the timed model (the refere
                   "...); model FLOPs are counted for cgru only.")
 flags.DEFINE_list("bucket_widths", [], "Length ranges of a bucket of the pipeline to time; "
                   "default: PipelineConfig's.")
+flags.DEFINE_list("moving_average_decays", ["0"], "train.moving_average_decay settings to "
+                  "time (0: no average of the weights; training/weight_average.py).")
 flags.DEFINE_bool("interleave", False, "Time batch i of every setting before batch i + 1.")
 flags.DEFINE_bool("peak", True, "Also measure the matmul peak and report FLOPs utilization.")
 FLAGS = flags.FLAGS
@@ -130,7 +134,7 @@ def _bools(values):
 # label-smoothed loss (--smoothing_labels), the model's KernelOptions (--fused_attention,
 # --gru_backward, --defer_gradients) and decoder (--decoders).
 Setting = collections.namedtuple(
-    "Setting", "name precision jit width optimizer labels options decoder overrides")
+    "Setting", "name precision jit width optimizer labels options decoder overrides average")
 OPTIMIZERS = {"fused": FusedAdam, "keras": keras.optimizers.Adam}
 # --fused_attention value -> KernelOptions.fused_attention
 FUSED_ATTENTION = {"true": "auto", "auto": "auto", "false": "off", "off": "off", "xla": "xla"}
@@ -157,8 +161,10 @@ def build_step(vocab, setting):
                       kernel_options=setting.options)
   optimizer = OPTIMIZERS[setting.optimizer](learning_rate=5e-4)
   optimizer.build(model.trainable_variables)
+  average = (WeightAverage(model.trainable_variables, setting.average) if setting.average
+             else None)
   return TrainStep(model, optimizer, strategy, train_cfg, tf.Variable(0.0), tf.Variable(0.0),
-                   smoothing_labels=setting.labels)
+                   smoothing_labels=setting.labels, weight_average=average)
 
 
 def timed(step, batch, name):
@@ -199,11 +205,12 @@ def main(argv):
                 for w in widths}
   settings = []
   for (decoder, overrides, precision, jit, fused, width, optimizer, labels, gru,
-       defer) in itertools.product(
+       defer, average) in itertools.product(
       FLAGS.decoders, FLAGS.models, FLAGS.precisions, _bools(FLAGS.jit),
       [_choice("fused_attention", f.lower(), FUSED_ATTENTION) for f in FLAGS.fused_attention],
       widths, FLAGS.optimizers, FLAGS.smoothing_labels, FLAGS.gru_backward,
-      [d.lower() for d in FLAGS.defer_gradients]):
+      [d.lower() for d in FLAGS.defer_gradients],
+      [float(d) for d in FLAGS.moving_average_decays]):
     score = {"auto": "", "off": "_unfused"}.get(fused, f"_score_{fused}")
     name = (f"{'' if decoder == 'cgru' else decoder + '_'}"
             f"{overrides.replace('+', '_') + '_' if overrides else ''}"
@@ -212,12 +219,13 @@ def main(argv):
             f"{'' if optimizer == 'fused' else '_' + optimizer + '_adam'}"
             f"{'' if labels == 'sparse' else '_dense_labels'}"
             f"{'' if gru == 'manual' else '_gru_' + gru}"
-            f"{'' if defer == 'auto' else '_defer_' + defer}")
+            f"{'' if defer == 'auto' else '_defer_' + defer}"
+            f"{f'_average{average:g}' if average else ''}")
     _choice("smoothing_labels", labels, {form: form for form in losses.SMOOTHING_LABELS})
     options = KernelOptions(gru_backward=gru, fused_attention=fused,
                             defer_gradients=_choice("defer_gradients", defer, DEFER_GRADIENTS))
     settings.append(Setting(name, precision, jit, width, optimizer, labels, options, decoder,
-                            overrides))
+                            overrides, average))
   tgt_per_batch = [int(tf.reduce_sum(tf.cast(b["target_out"] != 0, tf.int32)))
                    for b in batch_sets[widths[0]]]
   report = {"model": ("emb256 birnn 2x512 dec512, dropout 0.2; decoders "
@@ -228,7 +236,7 @@ def main(argv):
             **common.device_info(), "settings": {}}
   peak = bench_peak.measure(seconds=2.0) if FLAGS.peak else None
   all_records = time_settings(settings, batch_sets, vocab, FLAGS.interleave)
-  for name, precision, *_, decoder, overrides in settings:  # Setting fields
+  for name, precision, *_, decoder, overrides, _ in settings:  # Setting fields
     records = all_records[name]
     tgt = sum(r[0] for r in records)
     src = sum(r[1] for r in records)

@@ -65,6 +65,9 @@ class TrainConfig:
     decay_rate, decay_steps: exponential schedule: lr * decay_rate^(step / decay_steps).
     clip_norm: gradient clipping by global norm (0 = off).
     label_smoothing: epsilon of the smoothed cross-entropy.
+    moving_average_decay: d of an exponential moving average of the weights that
+      validation, early stopping and best/ use (0 = off; training/weight_average.py; Marian's
+      --exponential-smoothing 1e-4 is d = 0.9999).
     eval_every: validate (loss, perplexity, greedy BLEU) every N steps.
     eval_max_sentences: validate on at most this many sentences (0 = all).
     checkpoint_every: save a checkpoint every N steps.
@@ -103,6 +106,7 @@ class TrainConfig:
   decay_steps: int = 10000
   clip_norm: float = 1.0
   label_smoothing: float = 0.0
+  moving_average_decay: float = 0.0
   eval_every: int = 500
   eval_max_sentences: int = 0
   checkpoint_every: int = 500
@@ -154,6 +158,9 @@ class TrainConfig:
            f"{self.label_smoothing!r}; expected a value in [0, 1).")
     _check(0 < self.decay_rate <= 1, f"Received train.decay_rate={self.decay_rate!r}; "
            "expected a value in (0, 1].")
+    _check(isinstance(self.moving_average_decay, (int, float))
+           and 0 <= self.moving_average_decay < 1, "Received train.moving_average_decay="
+           f"{self.moving_average_decay!r}; expected a value in [0, 1) (0 = off).")
     _check(0 <= self.reinforce_baseline_decay < 1, "Received train.reinforce_baseline_decay="
            f"{self.reinforce_baseline_decay!r}; expected a value in [0, 1).")
     _check(self.reinforce_weight >= 0, "Received train.reinforce_weight="

@@ -35,10 +35,12 @@ class TrainStep:
     hard_attention: add the REINFORCE term.
     smoothing_labels: the form of the label-smoothed loss, "sparse" or "dense"
       (losses.token_loss_sum; the same values, bench/bench_train.py compares their speed).
+    weight_average: a weight_average.WeightAverage of the model's trainable variables,
+      updated after each step, or None.
   """
 
   def __init__(self, model, optimizer, strategy, train_config, baseline, baseline_steps,
-               hard_attention=False, smoothing_labels="sparse"):
+               hard_attention=False, smoothing_labels="sparse", weight_average=None):
     losses.check_smoothing_labels(smoothing_labels)
     self.model = model
     self.optimizer = optimizer
@@ -48,6 +50,7 @@ class TrainStep:
     self.baseline_steps = baseline_steps
     self.hard_attention = hard_attention
     self.smoothing_labels = smoothing_labels
+    self.weight_average = weight_average
     self.loss_scaled = hasattr(optimizer, "scale_loss") and hasattr(optimizer, "dynamic_scale")
     self._compute = tf.function(self._compute_gradients, jit_compile=train_config.jit_compile,
                                 reduce_retracing=True, autograph=False) if train_config.jit_compile else \
@@ -124,6 +127,8 @@ class TrainStep:
   def _step(self, batch):
     lr = self.optimizer.learning_rate
     per_replica = self.strategy.run(self._replica_step, args=(batch, self.baseline.read_value()))
+    if self.weight_average is not None:
+      self.weight_average.update()  # after the optimizer's update, in cross-replica context
     out = {k: self.strategy.reduce(SUM, v, axis=None)
            for k, v in per_replica.items() if k != "grad_norm"}
     out["grad_norm"] = self.strategy.reduce(tf.distribute.ReduceOp.MEAN,

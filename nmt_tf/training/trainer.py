@@ -45,6 +45,7 @@ from nmt_tf.training.schedules import learning_rate_schedule
 from nmt_tf.training.summaries import Summaries
 from nmt_tf.training.train_step import TrainStep
 from nmt_tf.training.validation import Validator
+from nmt_tf.training.weight_average import WeightAverage
 
 
 BF16_PRECISIONS = ("float32_bf16_matmul", "mixed_bfloat16")
@@ -65,7 +66,7 @@ def bf16_warning(precision, cpu_info=None, gpus=None):
 
 
 # Training state added after the first checkpoints were written: older checkpoints lack it.
-NEWER_STATE = ("train_seconds", "rng", "cpu_seconds", "data_position")
+NEWER_STATE = ("train_seconds", "rng", "cpu_seconds", "data_position", "weight_average")
 
 
 def seed_generator_states(model):
@@ -162,6 +163,11 @@ class Trainer:
       self.baseline_steps = tf.Variable(0.0, trainable=False, name="reinforce_baseline_steps")
       objects = dict(model=self.model, optimizer=optimizer, reinforce_baseline=self.baseline,
                      reinforce_baseline_steps=self.baseline_steps, **self.state)
+      self.weight_average = None
+      if train_cfg.moving_average_decay:
+        self.weight_average = WeightAverage(self.model.trainable_variables,
+                                            train_cfg.moving_average_decay)
+        objects["weight_average"] = self.weight_average
       states = seed_generator_states(self.model)
       if states:  # none without dropout and hard attention
         objects["rng"] = tf.Module(name="rng")
@@ -174,7 +180,8 @@ class Trainer:
                                    optional=[name for name in NEWER_STATE if name in objects])
     self.train_step = TrainStep(self.model, optimizer, self.strategy, train_cfg, self.baseline,
                                 self.baseline_steps,
-                                hard_attention=self.config.model.attention_mode == "hard")
+                                hard_attention=self.config.model.attention_mode == "hard",
+                                weight_average=self.weight_average)
 
   def _prepare_data(self, config, corpus, accept_changed_corpus):
     """Sets config (with the vocabulary sizes), corpus, src_tok and tgt_tok for the run, and
@@ -333,6 +340,14 @@ class Trainer:
                                                "."))
 
   def _validate(self, validator, summaries, progress, step):
+    """Validates, and saves best/ on a gain: with train.moving_average_decay, the averaged
+    weights (training/weight_average.py)."""
+    if self.weight_average is None:
+      return self._validate_weights(validator, summaries, progress, step)
+    with self.weight_average.applied():
+      return self._validate_weights(validator, summaries, progress, step)
+
+  def _validate_weights(self, validator, summaries, progress, step):
     result = validator.run()
     faults.point("validation", step)
     summaries.validation(result, step)
