@@ -38,8 +38,8 @@ class WeightAverage(tf.Module):
     self.decay = float(decay)
     self._variables = list(variables)
     with self.name_scope:
-      self.averages = [tf.Variable(v, trainable=False, name=v.name.split(":")[0].replace(
-          "/", "_")) for v in self._variables]
+      self.averages = [tf.Variable(v, trainable=False, name=f"average_{i}")
+                       for i, v in enumerate(self._variables)]
       self.updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
 
   def update(self):
