@@ -3,7 +3,6 @@ in memory and streamed, the same for the same seed, and errors for what cannot s
 
 import gzip
 import os
-import threading
 
 import tensorflow as tf
 
@@ -119,37 +118,6 @@ class SubwordSamplingTest(tf.test.TestCase):
     restored = data_order.batch_order(self.text, self.src_tok, self.tgt_tok, self._config())
     self.assertEqual(_batches(restored.epoch(2, skip=3)), whole[3:])
     self.assertNotEqual(_batches(order.epoch(3)), whole)
-
-  def test_next_draw_is_made_ahead_and_taken(self):
-    sources, targets = list(self.text.sources), list(self.text.targets)
-    reference = subword_sampling.Draws(self.src_tok, self.tgt_tok, 0.1, 64)
-    draws = subword_sampling.Draws(self.src_tok, self.tgt_tok, 0.1, 64, ahead=True)
-    made = []  # the seeds drawn by the calls themselves, not in the background
-    draw = draws.draw
-
-    def counted(sources, targets, seed):
-      if threading.current_thread() is threading.main_thread():
-        made.append(seed)
-      return draw(sources, targets, seed)
-    draws.draw = counted
-    for seed in (3, 4):
-      for got, want in zip(draws(sources, targets, seed), reference.draw(sources, targets,
-                                                                         seed)):
-        self.assertAllEqual(got, want)
-      self.assertEqual(draws.pending_seed, seed + 1)
-    self.assertEqual(draws(sources, targets, 9)[0].tolist(),  # another seed: drawn anew
-                     reference.draw(sources, targets, 9)[0].tolist())
-    other = sources[::-1]  # the next seed, other texts: drawn anew
-    self.assertEqual(draws(other, targets, 10)[0].tolist(),
-                     reference.draw(other, targets, 10)[0].tolist())
-    self.assertEqual(made, [3, 9, 10])  # 4: the draw made ahead
-
-  def test_trainer_epochs_with_draws_ahead_are_those_of_the_seed(self):
-    order = data_order.batch_order(self.text, self.src_tok, self.tgt_tok, self._config())
-    for epoch in range(3):
-      alone = data.make_train_dataset(self.text, self.src_tok, self.tgt_tok,
-                                      self._config(seed=epoch), cache=False)
-      self.assertEqual(_batches(order.epoch(epoch)), _batches(alone))
 
   def test_streamed_split_draws_as_in_memory_and_resumes(self):
     split = self._streamed("one_piece")

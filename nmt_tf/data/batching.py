@@ -10,7 +10,7 @@ Every batch is a dict of int32 tensors padded with PAD=0:
 """
 
 import dataclasses
-from typing import Any, List, Mapping, Optional, Tuple, Union
+from typing import Any, List, Mapping, Tuple, Union
 
 from absl import logging
 import numpy as np
@@ -246,8 +246,8 @@ def train_limits(split: Split, source_tokenizer: Tokenizer, target_tokenizer: To
 
 def train_batches(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
                   target_tokenizer: Tokenizer, config: PipelineConfig,
-                  limits: Tuple[int, int], buffer: int, seed, cache: bool = False,
-                  draws: Optional[subword_sampling.Draws] = None) -> tf.data.Dataset:
+                  limits: Tuple[int, int], buffer: int, seed, cache: bool = False
+                  ) -> tf.data.Dataset:
   """String pairs -> tokenized, length-filtered, shuffled, bucketed batches.
 
   Args:
@@ -260,12 +260,10 @@ def train_batches(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
       ``config.subword_alpha`` > 0 it also seeds the segmentations drawn for all the pairs
       (``subword_sampling.py``), which then are not cached.
     cache: keep the filtered pairs in memory after the first iteration.
-    draws: with ``config.subword_alpha`` > 0, the ``subword_sampling.Draws`` that draws the
-      segmentations (a new one when None).
   """
   if config.subword_alpha > 0:  # segmentations drawn anew, so not cached
     rows = subword_sampling.sampled_rows(pairs, source_tokenizer, target_tokenizer, config,
-                                         seed, draws)
+                                         seed)
     cache = False
   else:
     rows = encode_batches(pairs, source_tokenizer, target_tokenizer, config).unbatch()

@@ -11,7 +11,6 @@ import tensorflow as tf
 
 from nmt_tf.data.batching import (as_dataset, encode_batches, PipelineConfig, Split,
                                   train_batches, train_limits)
-from nmt_tf.data import subword_sampling
 from nmt_tf.data.shards import ParallelShards
 from nmt_tf.data.stream_order import StreamOrder
 from nmt_tf.data.text_files import ParallelText
@@ -23,8 +22,7 @@ _AUTOTUNE = tf.data.AUTOTUNE
 def make_train_dataset(split: Split, source_tokenizer: Tokenizer,
                        target_tokenizer: Tokenizer, config: PipelineConfig,
                        check: Optional[bool] = None,
-                       cache: Optional[bool] = None,
-                       draws: Optional[subword_sampling.Draws] = None) -> tf.data.Dataset:
+                       cache: Optional[bool] = None) -> tf.data.Dataset:
   """Shuffled, length-filtered, bucketed training batches (one epoch per iteration).
 
   Args:
@@ -39,8 +37,6 @@ def make_train_dataset(split: Split, source_tokenizer: Tokenizer,
       length limits (which then fix the longest pair).
     cache: keep the tokenized pairs in memory after the first epoch; default: for
       in-memory corpora.
-    draws: with ``config.subword_alpha`` > 0, the ``subword_sampling.Draws`` that segments
-      an in-memory or tf.data corpus (one that draws each epoch on its own when None).
 
   Returns:
     A dataset of dicts ``source``, ``target_in``, ``target_out`` (int32, padded with 0).
@@ -54,7 +50,7 @@ def make_train_dataset(split: Split, source_tokenizer: Tokenizer,
   limits = train_limits(split, source_tokenizer, target_tokenizer, config, check)
   buffer = config.shuffle_buffer or (len(split) if in_memory else 100_000)
   ds = train_batches(as_dataset(split), source_tokenizer, target_tokenizer, config, limits,
-                     buffer, config.seed, cache, draws)
+                     buffer, config.seed, cache)
   options = tf.data.Options()
   options.deterministic = True
   return ds.with_options(options).prefetch(_AUTOTUNE)

@@ -18,15 +18,12 @@ The draw replaces the tokenization of `batching.train_batches`: the pairs it shu
 whole in-memory corpus, or one piece of a streamed one) are segmented at once by
 SentencePiece's sampling encoder, one thread, seeded by the shuffling seed of the epoch (or
 piece) and the side. A run restored in the middle of an epoch thus rebuilds the same
-batches. The draw holds up the shuffle's first batch, unless a `Draws` with `ahead` made it
-while the previous epoch trained: the trainer's in-memory epochs do (training/data_order.py).
-`bench/bench_data.py --subword_alpha A --subword_nbest L` times the epochs with the draw in
-them (docs/DATA.md).
+batches. The draw holds up the shuffle's first batch; `bench/bench_data.py --subword_alpha A
+--subword_nbest L` times the epochs with it (docs/DATA.md).
 """
 
 import itertools
-import threading
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -50,81 +47,8 @@ def side_seeds(seed: int) -> Tuple[int, int]:
   return (2 * seed) % 2 ** 32, (2 * seed + 1) % 2 ** 32
 
 
-class Draws:
-  """The segmentations of a corpus drawn under a seed: ``draws(sources, targets, seed)`` ->
-  [source ids, source row lengths, target ids, target row lengths] (int32, int64, int32,
-  int64), every text of ``sources`` and ``targets`` segmented by a draw (module docstring)
-  under the side's seed of ``seed`` (``side_seeds``).
-
-  With ``ahead``, a draw under seed s starts the draw under s + 1 on the same texts in a
-  background thread, and a call for s + 1 on the same texts takes it: the epochs of an
-  in-memory corpus, epoch e drawn under pipeline.seed + e, then find their segmentations
-  made while the previous epoch trained instead of waiting for them. SentencePiece leaves
-  Python's lock while it encodes, so the training loop goes on meanwhile. A draw depends
-  on its texts and seed alone, so the batches are the same with or without ``ahead``.
-
-  Args:
-    source_tokenizer, target_tokenizer: SentencePiece tokenizers.
-    alpha, nbest: ``pipeline.subword_alpha`` and ``pipeline.subword_nbest``.
-    ahead: draw the next seed's segmentations in the background after each call.
-  """
-
-  def __init__(self, source_tokenizer: Tokenizer, target_tokenizer: Tokenizer, alpha: float,
-               nbest: int, ahead: bool = False):
-    check_tokenizers(source_tokenizer, target_tokenizer)
-    self.source_tokenizer = source_tokenizer
-    self.target_tokenizer = target_tokenizer
-    self.alpha = alpha
-    self.nbest = nbest
-    self.ahead = ahead
-    self._pending = None  # (seed, texts' fingerprint, thread, {"result": draw})
-
-  def __call__(self, sources: List[str], targets: List[str], seed: int) -> list:
-    drawn = self._take(sources, targets, seed)
-    if drawn is None:
-      drawn = self.draw(sources, targets, seed)
-    if self.ahead:
-      self._start(sources, targets, seed + 1)
-    return drawn
-
-  def draw(self, sources: List[str], targets: List[str], seed: int) -> list:
-    """The draw under ``seed``, made now."""
-    source_seed, target_seed = side_seeds(seed)
-    source_ids = self.source_tokenizer.sample(sources, source_seed, self.alpha, self.nbest)
-    target_ids = self.target_tokenizer.sample(targets, target_seed, self.alpha, self.nbest)
-    return _flat(source_ids) + _flat(target_ids)
-
-  @property
-  def pending_seed(self) -> Optional[int]:
-    """The seed drawn in the background, if any."""
-    return None if self._pending is None else self._pending[0]
-
-  def _start(self, sources, targets, seed):
-    box = {}
-
-    def run():
-      box["result"] = self.draw(sources, targets, seed)
-
-    # A daemon thread: a run that ends in the middle of an epoch does not wait for it.
-    thread = threading.Thread(target=run, name="subword-draw-ahead", daemon=True)
-    thread.start()
-    self._pending = (seed, _fingerprint(sources, targets), thread, box)
-
-  def _take(self, sources, targets, seed):
-    """The background draw if it was made under ``seed`` on these texts, else None."""
-    pending, self._pending = self._pending, None
-    if pending is None:
-      return None
-    pending_seed, fingerprint, thread, box = pending
-    if pending_seed != seed or fingerprint != _fingerprint(sources, targets):
-      return None
-    thread.join()
-    return box.get("result")  # None if it failed: drawn again here, which raises the error
-
-
 def sampled_rows(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
-                 target_tokenizer: Tokenizer, config, seed,
-                 draws: Optional[Draws] = None) -> tf.data.Dataset:
+                 target_tokenizer: Tokenizer, config, seed) -> tf.data.Dataset:
   """``(source, target)`` strings -> one dict per pair, in the same order, of the model's
   inputs as ``batching.encode_batches`` makes them (``source``: ids, reversed if
   ``config.reverse_source``, EOS; ``target_in``: BOS ids; ``target_out``: ids EOS; int32
@@ -135,8 +59,6 @@ def sampled_rows(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
     source_tokenizer, target_tokenizer: SentencePiece tokenizers.
     config: ``PipelineConfig``: ``subword_alpha``, ``subword_nbest``, ``reverse_source``.
     seed: a Python int or an int64 scalar tensor.
-    draws: the ``Draws`` that segments them (one with ``config``'s alpha and nbest when
-      None).
   """
   eos = tf.constant([special_tokens.EOS_ID], tf.int32)
   bos = tf.constant([special_tokens.BOS_ID], tf.int32)
@@ -149,21 +71,22 @@ def sampled_rows(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
             "target_out": tf.concat([target_ids, eos], 0)}
 
   return sampled_pairs(pairs, source_tokenizer, target_tokenizer, config.subword_alpha,
-                       config.subword_nbest, seed, draws).map(inputs)
+                       config.subword_nbest, seed).map(inputs)
 
 
 def sampled_pairs(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
                   target_tokenizer: Tokenizer, alpha: float, nbest: int,
-                  seed, draws: Optional[Draws] = None) -> tf.data.Dataset:
+                  seed) -> tf.data.Dataset:
   """``(source, target)`` strings -> ``(source ids, target ids)``, int32 [len] each, in
   the same order, every sentence segmented by a draw (module docstring) under ``seed`` (a
-  Python int or an int64 scalar tensor). All pairs of ``pairs`` are drawn in one call, by
-  ``draws`` (a ``Draws`` of these tokenizers, alpha and nbest) when it is given."""
-  if draws is None:
-    draws = Draws(source_tokenizer, target_tokenizer, alpha, nbest)
+  Python int or an int64 scalar tensor). All pairs of ``pairs`` are drawn in one call."""
+  check_tokenizers(source_tokenizer, target_tokenizer)
 
   def draw(sources, targets, seed_value):
-    return draws(_texts(sources), _texts(targets), int(seed_value))
+    source_seed, target_seed = side_seeds(int(seed_value))
+    source_ids = source_tokenizer.sample(_texts(sources), source_seed, alpha, nbest)
+    target_ids = target_tokenizer.sample(_texts(targets), target_seed, alpha, nbest)
+    return _flat(source_ids) + _flat(target_ids)
 
   def sample(sources, targets):
     outputs = tf.py_function(draw, [sources, targets, tf.cast(seed, tf.int64)],
@@ -180,10 +103,6 @@ def sampled_pairs(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
 
 def _texts(strings: tf.Tensor) -> List[str]:
   return [s.decode("utf-8") for s in strings.numpy()]
-
-
-def _fingerprint(sources: List[str], targets: List[str]) -> Tuple[int, int, int]:
-  return len(sources), hash(tuple(sources)), hash(tuple(targets))
 
 
 def _flat(rows: Sequence[List[int]]):

@@ -47,9 +47,7 @@ def batch_order(split, source_tokenizer, target_tokenizer, pipeline_config, num_
 
 class InMemoryOrder:
   """Epoch e of an in-memory split: the bucketed batches shuffled under pipeline.seed + e,
-  every num_workers-th of them for this worker (see the module docstring). With subword
-  regularization each epoch's draw starts the next one's in the background
-  (``subword_sampling.Draws``), so that the next epoch does not wait for it."""
+  every num_workers-th of them for this worker (see the module docstring)."""
 
   def __init__(self, split, source_tokenizer, target_tokenizer, pipeline_config,
                num_workers=1, worker=0):
@@ -60,11 +58,6 @@ class InMemoryOrder:
     self.num_workers = num_workers
     self.worker = worker
     self._checked = False
-    self._draws = None
-    if pipeline_config.subword_alpha > 0:
-      self._draws = subword_sampling.Draws(source_tokenizer, target_tokenizer,
-                                           pipeline_config.subword_alpha,
-                                           pipeline_config.subword_nbest, ahead=True)
 
   def epoch(self, epoch, skip=0, saved=""):
     """The batches of epoch `epoch` for this worker, without its first `skip` batches."""
@@ -75,7 +68,7 @@ class InMemoryOrder:
     limits_set = config.max_source_len > 0 and config.max_target_len > 0
     check = not (self._checked and limits_set)
     ds = data.make_train_dataset(self.split, self.source_tokenizer, self.target_tokenizer,
-                                 config, check=check, cache=False, draws=self._draws)
+                                 config, check=check, cache=False)
     self._checked = True
     return worker_share(ds, self.num_workers, self.worker, skip)
 
