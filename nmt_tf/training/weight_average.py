@@ -7,12 +7,14 @@ After every update t of the weights theta (t = 1, 2, ...):
 
 with d = `train.moving_average_decay` (0: off). d_1 = 0 makes theta_bar_1 = theta_1, so the
 average never holds the weights it was created with, and a run resumed from a checkpoint that
-has no average starts one from the restored weights. While (t - 1) / (t + 9) < d, that is
-for the first 10 d / (1 - d) updates or so, the average spans about the last tenth of the
-updates (1 / (1 - d_t) = (t + 9) / 10) and follows the fast-moving early weights; then it
-spans about 1 / (1 - d) updates (as TensorFlow's ExponentialMovingAverage with num_updates). Training updates theta and is not changed;
-validation, early stopping and the best/ model use theta_bar, so evaluate, translate and
-export read the averaged model from best/. The training checkpoints keep both.
+has no average starts one from the restored weights. While (t - 1) / (t + 9) < d, for the
+first 10 d / (1 - d) updates or so, the average spans about the last tenth of the updates
+(1 / (1 - d_t) = (t + 9) / 10) and follows the fast-moving early weights; then it spans about
+1 / (1 - d) updates (as TensorFlow's ExponentialMovingAverage with num_updates).
+
+Training updates theta and is not changed by it; validation, early stopping and the best/
+model use theta_bar, so evaluate, translate and export read the averaged model from best/.
+The training checkpoints keep both.
 """
 
 import contextlib
