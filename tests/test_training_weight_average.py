@@ -125,5 +125,6 @@ class TrainedAverageTest(tf.test.TestCase):
     # whatever it was created with (d_1 = 0, test_update_follows_the_equation).
     self.assertEqual(int(trainer.weight_average.updates.numpy()), 20)
 
+
 if __name__ == "__main__":
   tf.test.main()

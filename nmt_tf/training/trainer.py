@@ -17,6 +17,7 @@ split the run trains without validation: the last checkpoint is the model.
 
 import atexit
 import collections
+import contextlib
 import json
 import math
 import os
@@ -342,9 +343,9 @@ class Trainer:
   def _validate(self, validator, summaries, progress, step):
     """Validates, and saves best/ on a gain: with train.moving_average_decay, the averaged
     weights (training/weight_average.py)."""
-    if self.weight_average is None:
-      return self._validate_weights(validator, summaries, progress, step)
-    with self.weight_average.applied():
+    weights = (self.weight_average.applied() if self.weight_average is not None
+               else contextlib.nullcontext())
+    with weights:
       return self._validate_weights(validator, summaries, progress, step)
 
   def _validate_weights(self, validator, summaries, progress, step):
