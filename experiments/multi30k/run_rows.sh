@@ -127,6 +127,9 @@ ablation enc2 "$NEW_BASE" \
 ablation deeptrans "$NEW_BASE" \
   "A deep-transition decoder: four GRU transitions per step instead of two (Nematus)." \
   "${F32[@]}" --config.model.decoder_transition_depth=4
+ablation ema "$NEW_BASE" \
+  "Validation, early stopping and best/ on a moving average of the weights, d = 0.999 (Polyak and Juditsky 1992)." \
+  "${F32[@]}" --config.train.moving_average_decay=0.999
 # Smaller batches (Sennrich and Zhang 2019): at equal steps they would see half the data, so
 # this row takes as many steps as it takes to see the baseline's tokens.
 if wanted batch2k; then
