@@ -68,6 +68,12 @@ class TrainConfig:
     moving_average_decay: d of an exponential moving average of the weights that
       validation, early stopping and best/ use (0 = off; training/weight_average.py; Marian's
       --exponential-smoothing 1e-4 is d = 0.9999).
+    plateau_factor: f of the learning rate's decay on a plateau: after every
+      plateau_patience validations without a BLEU gain the rate is multiplied by f, for the
+      rest of the run (0 = off; training/schedules.py; Joey NMT's "plateau" scheduling,
+      Marian's --lr-decay-strategy stalled).
+    plateau_patience: validations without a BLEU gain before each decay of plateau_factor;
+      below patience, which stops the run.
     eval_every: validate (loss, perplexity, greedy BLEU) every N steps.
     eval_max_sentences: validate on at most this many sentences (0 = all).
     checkpoint_every: save a checkpoint every N steps.
@@ -107,6 +113,8 @@ class TrainConfig:
   clip_norm: float = 1.0
   label_smoothing: float = 0.0
   moving_average_decay: float = 0.0
+  plateau_factor: float = 0.0
+  plateau_patience: int = 3
   eval_every: int = 500
   eval_max_sentences: int = 0
   checkpoint_every: int = 500
@@ -127,7 +135,7 @@ class TrainConfig:
 
   def __post_init__(self):
     for key in ("steps", "eval_every", "checkpoint_every", "keep_checkpoints", "log_every",
-                "decay_steps"):
+                "decay_steps", "plateau_patience"):
       value = getattr(self, key)
       _check(isinstance(value, int) and value > 0,
              f"Received train.{key}={value!r}; expected a positive integer.")
@@ -161,6 +169,14 @@ class TrainConfig:
     _check(isinstance(self.moving_average_decay, (int, float))
            and 0 <= self.moving_average_decay < 1, "Received train.moving_average_decay="
            f"{self.moving_average_decay!r}; expected a value in [0, 1) (0 = off).")
+    _check(isinstance(self.plateau_factor, (int, float)) and 0 <= self.plateau_factor < 1,
+           f"Received train.plateau_factor={self.plateau_factor!r}; expected a value in "
+           "[0, 1) (0 = off).")
+    _check(not (self.plateau_factor and self.patience
+                and self.plateau_patience >= self.patience),
+           f"Received train.plateau_patience={self.plateau_patience}, not below "
+           f"train.patience={self.patience}: the run would stop before the learning rate "
+           "decays; lower plateau_patience or raise patience.")
     _check(0 <= self.reinforce_baseline_decay < 1, "Received train.reinforce_baseline_decay="
            f"{self.reinforce_baseline_decay!r}; expected a value in [0, 1).")
     _check(self.reinforce_weight >= 0, "Received train.reinforce_weight="

@@ -67,7 +67,8 @@ def bf16_warning(precision, cpu_info=None, gpus=None):
 
 
 # Training state added after the first checkpoints were written: older checkpoints lack it.
-NEWER_STATE = ("train_seconds", "rng", "cpu_seconds", "data_position", "weight_average")
+NEWER_STATE = ("train_seconds", "rng", "cpu_seconds", "data_position", "weight_average",
+               "lr_scale")
 
 
 def seed_generator_states(model):
@@ -144,7 +145,10 @@ class Trainer:
     data_position = tf.Variable("", dtype=tf.string, trainable=False, name="data_position")
     with self.strategy.scope():
       self.model = build_model(self.config.model, self.precision)
-      optimizer = FusedAdam(learning_rate=learning_rate_schedule(train_cfg))
+      # k of the learning rate's decay on plateaus (schedules.py), when train.plateau_factor.
+      self.lr_scale = (tf.Variable(1.0, trainable=False, name="lr_scale")
+                       if train_cfg.plateau_factor else None)
+      optimizer = FusedAdam(learning_rate=learning_rate_schedule(train_cfg, self.lr_scale))
       if self.precision == "mixed_float16":
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
       optimizer.build(self.model.trainable_variables)
@@ -169,6 +173,8 @@ class Trainer:
         self.weight_average = WeightAverage(self.model.trainable_variables,
                                             train_cfg.moving_average_decay)
         objects["weight_average"] = self.weight_average
+      if self.lr_scale is not None:
+        objects["lr_scale"] = self.lr_scale
       states = seed_generator_states(self.model)
       if states:  # none without dropout and hard attention
         objects["rng"] = tf.Module(name="rng")
@@ -374,11 +380,24 @@ class Trainer:
     progress.message(f"validation at step {step}: loss {result.loss:.4f}  perplexity "
                      f"{result.perplexity:.2f}  BLEU {result.bleu:.2f} (length ratio "
                      f"{result.length_ratio:.3f}){mark}")
+    self._decay_on_plateau(progress, step)
     if self.worker.is_chief and result.hypotheses:
       os.makedirs(self.run_dir.validation_dir, exist_ok=True)
       write_text(os.path.join(self.run_dir.validation_dir, f"step_{step}.txt"),
                  "".join(h + "\n" for h in result.hypotheses))
     return result
+
+  def _decay_on_plateau(self, progress, step):
+    """Multiplies the learning rate by train.plateau_factor after every plateau_patience
+    validations without a BLEU gain (schedules.py)."""
+    cfg = self.config.train
+    bad = int(_read(self.state["bad_evals"]))
+    if self.lr_scale is None or bad == 0 or bad % cfg.plateau_patience:
+      return
+    self.lr_scale.assign(self.lr_scale * cfg.plateau_factor)
+    rate = float(self.optimizer.learning_rate)
+    progress.message(f"Learning rate x {cfg.plateau_factor:g} after {bad} validations without "
+                     f"a BLEU gain: {rate:.3g} at step {step}.")
 
   def _score_best(self, validator, progress):
     """Measures and records the validation BLEU of an unscored best/ model, so that only a
