@@ -7,8 +7,8 @@ With peak rate lr, warm-up W and step s (counted from 1):
   noam:              lr * min(s / W, sqrt(W / s))   (Vaswani et al. 2017, sec. 5.3, peak lr)
   exponential:       lr * decay_rate ^ ((s - W) / decay_steps)
 times a scale k, 1 unless the run decays on plateaus (`train.plateau_factor` = f; Joey NMT's
-"plateau" scheduling): k = f^n after n * plateau_patience validations without a BLEU gain
-(trainer.py), kept in the checkpoint.
+"plateau" scheduling): k = f^n after n decays, one at every plateau_patience-th validation
+without a BLEU gain since the last gain (trainer.py); k is kept in the checkpoint.
 """
 
 import keras

@@ -2,9 +2,10 @@
 
 Each step runs `TrainStep` (one tf.function, distributed by the config's strategy); every
 `log_every` steps the scalars go to TensorBoard, every `eval_every` steps `Validator` computes
-loss, perplexity and greedy BLEU (best BLEU -> run_dir/best, early stopping on `patience`), and
-every `checkpoint_every` steps the whole state (model, optimizer, step, data position, random
-streams of dropout and hard attention, REINFORCE baseline, best BLEU, patience counter) is saved
+loss, perplexity and greedy BLEU (best BLEU -> run_dir/best, early stopping on `patience`, the
+learning rate's decay on `plateau_patience`), and every `checkpoint_every` steps the whole state
+(model, optimizer, step, data position, random streams of dropout and hard attention, REINFORCE
+baseline, best BLEU, patience counter, weight average, learning-rate factor) is saved
 atomically. Running the same command again resumes from the newest usable checkpoint (see
 checkpoints.py, data_order.py).
 
