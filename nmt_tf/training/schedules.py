@@ -42,7 +42,7 @@ class WarmupSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
   def __call__(self, step):
     rate = self._unscaled(step)
-    return rate if self.scale is None else rate * tf.cast(self.scale, tf.float32)
+    return rate if self.scale is None else rate * self.scale
 
   def _unscaled(self, step):
     # Keras passes the number of updates already applied; the schedule counts from 1.

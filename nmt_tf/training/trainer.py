@@ -306,6 +306,7 @@ class Trainer:
           if validator and (step % cfg.eval_every == 0 or step == cfg.steps
                             or reason == "time_budget"):
             last_result = self._validate(validator, summaries, progress, step)
+            self._decay_on_plateau(progress, step)
             # The budget clock (training time over every resumed invocation, stops
             # excluded): the time axis of the results report's curves.
             summaries.scalars({"train_minutes": self._clock() / 60.0}, step, "valid")
@@ -381,7 +382,6 @@ class Trainer:
     progress.message(f"validation at step {step}: loss {result.loss:.4f}  perplexity "
                      f"{result.perplexity:.2f}  BLEU {result.bleu:.2f} (length ratio "
                      f"{result.length_ratio:.3f}){mark}")
-    self._decay_on_plateau(progress, step)
     if self.worker.is_chief and result.hypotheses:
       os.makedirs(self.run_dir.validation_dir, exist_ok=True)
       write_text(os.path.join(self.run_dir.validation_dir, f"step_{step}.txt"),
