@@ -332,5 +332,68 @@ class PublishedScoringTest(tf.test.TestCase):
       self.assertNotIn(f"| `{name}` |", text)
 
 
+def same_value(stored, flag_value: str) -> bool:
+  """Whether a config value as JSON stored it equals a flag's value as the command gave it."""
+  if isinstance(stored, bool) or not isinstance(stored, (int, float)):
+    return str(stored) == flag_value
+  try:
+    return float(flag_value) == stored
+  except ValueError:
+    return False
+
+
+class RunRowsTest(tf.test.TestCase):
+  """run_rows.sh reproduces the rows recorded from it: the same baseline and note, every flag
+  of the recorded command, and no flag that sets a recorded config field otherwise."""
+
+  # Flags that do not change what is trained, and the recipe's own values, which older
+  # records spelled out.
+  IGNORED = ("--run_dir=", "--config=", "--config.train.precision=")
+  RECIPE = {"--config.model.tie_embeddings=target", "--config.model.scale_embeddings=True"}
+
+  def rows(self):
+    """{name: (options before --, flags after --)} of the rows run_rows.sh makes."""
+    printer = os.path.join(self.get_temp_dir(), "argv.py")  # stands in for the interpreter
+    with open(printer, "w", encoding="utf-8") as f:
+      f.write(f"#!{sys.executable}\nimport json, sys\nprint(json.dumps(sys.argv[1:]))\n")
+    os.chmod(printer, 0o755)
+    env = dict(os.environ, PRECISION="recipe", PYTHON=printer)
+    env.pop("ROWS", None)
+    done = subprocess.run(["bash", os.path.join(HERE, "run_rows.sh")], capture_output=True,
+                          text=True, env=env, check=True)
+    rows = {}
+    for line in done.stdout.splitlines():
+      argv = json.loads(line)
+      if argv[1:2] == ["row"]:
+        split = argv.index("--")
+        options = dict(a.split("=", 1) for a in argv[3:split] if "=" in a)
+        rows[argv[2]] = (options, argv[split + 1:])
+    return rows
+
+  def test_recorded_rows_match_the_script(self):
+    rows = self.rows()
+    self.assertIn("cgru_tied_scaled_plateau_en-de_12000steps", rows)
+    checked = 0
+    for name, (options, flags) in rows.items():
+      path = os.path.join(HERE, "rows", name, "row.json")
+      if not os.path.exists(path):
+        continue
+      with open(path, encoding="utf-8") as f:
+        record = json.load(f)
+      checked += 1
+      self.assertEqual(options.get("--baseline"), record.get("baseline"), name)
+      self.assertEqual(options.get("--note"), record.get("note"), name)
+      recorded = set(record["command"].split()[2:]) - self.RECIPE
+      recorded = {a for a in recorded if not a.startswith(self.IGNORED)}
+      self.assertEmpty(recorded - set(flags), name)
+      for flag in flags:
+        section, field = flag[len("--config."):].split("=", 1)[0].split(".")
+        value = flag.split("=", 1)[1]
+        stored = record["config"][section].get(field)
+        if stored is not None:  # fields newer than the record are pinned to their old value
+          self.assertTrue(same_value(stored, value), f"{name}: {flag}, recorded {stored!r}")
+    self.assertGreater(checked, 15)
+
+
 if __name__ == "__main__":
   tf.test.main()
