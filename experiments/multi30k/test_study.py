@@ -8,6 +8,7 @@ import hashlib
 import io
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -346,8 +347,8 @@ class RunRowsTest(tf.test.TestCase):
   """run_rows.sh reproduces the rows recorded from it: the same baseline and note, every flag
   of the recorded command, and no flag that sets a recorded config field otherwise."""
 
-  # Flags that do not change what is trained, and the recipe's own values, which older
-  # records spelled out.
+  # Flags of where a run is and of its precision (each record names its own; PRECISION=recipe
+  # leaves the flag out), and the recipe's own values, which older records spelled out.
   IGNORED = ("--run_dir=", "--config=", "--config.train.precision=")
   RECIPE = {"--config.model.tie_embeddings=target", "--config.model.scale_embeddings=True"}
 
@@ -383,7 +384,7 @@ class RunRowsTest(tf.test.TestCase):
       checked += 1
       self.assertEqual(options.get("--baseline"), record.get("baseline"), name)
       self.assertEqual(options.get("--note"), record.get("note"), name)
-      recorded = set(record["command"].split()[2:]) - self.RECIPE
+      recorded = set(shlex.split(record["command"])[2:]) - self.RECIPE
       recorded = {a for a in recorded if not a.startswith(self.IGNORED)}
       self.assertEmpty(recorded - set(flags), name)
       for flag in flags:
