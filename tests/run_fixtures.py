@@ -1,5 +1,8 @@
 """A tiny run directory (config, word vocabularies, one checkpoint) for command-level tests."""
 
+import glob
+import os
+
 import keras
 import tensorflow as tf
 
@@ -12,6 +15,21 @@ def apply(config, sections):
   for section, values in sections.items():
     config[section].update(values)
   return config
+
+
+def tensorboard_events(run_dir):
+  """{tag: [(step, summary value)]} from the run's TensorBoard event files."""
+  tags = {}
+  for path in glob.glob(os.path.join(run_dir, "tensorboard", "events.*")):
+    for event in tf.compat.v1.train.summary_iterator(path):
+      for value in event.summary.value:
+        tags.setdefault(value.tag, []).append((event.step, value))
+  return tags
+
+
+def scalar(value):
+  """The float of a TensorBoard summary value (a tensor or a simple value)."""
+  return float(tf.make_ndarray(value.tensor)) if value.HasField("tensor") else value.simple_value
 
 
 def tiny_experiment(decoder="cgru", tokenizer="word", **model_overrides):

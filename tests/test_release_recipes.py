@@ -25,7 +25,7 @@ from nmt_tf import configs
 from nmt_tf.cli import translate as translate_cli
 from tests.release_fixtures import ExportLoader, shrunk_recipe, write_multi30k_slice
 from tests.test_cli_decode import run_command
-from tests.test_training_loop import _events
+from tests.run_fixtures import tensorboard_events
 
 SENTENCES = ["Ein Mann fährt Fahrrad .", "", "Zwei Hunde spielen im Schnee am Fluss ."]
 
@@ -55,7 +55,7 @@ class RecipeCase(tf.test.TestCase):
     self.assertIn("validation at step 3:", log)
     self.assertTrue(np.isfinite(summary["last_validation"]["loss"]), log)
     self.assertEndsWith(summary["best_checkpoint"], "ckpt-3")
-    tags = _events(run_dir)
+    tags = tensorboard_events(run_dir)
     images = config.train.alignment_images
     for i in range(images):
       self.assertIn(f"valid/alignment/{i}", tags)

@@ -21,21 +21,8 @@ from nmt_tf.training.schedules import WarmupSchedule
 from nmt_tf.training.train_step import TrainStep
 from nmt_tf.training.trainer import bf16_warning
 from nmt_tf.training.validation import ValidationResult
+from tests.run_fixtures import scalar, tensorboard_events
 from tests.training_fixtures import nan_loss_at, tiny_train_config, train_until_killed
-
-
-def _events(run_dir):
-  """{tag: [(step, summary value)]} from the run's TensorBoard event files."""
-  tags = {}
-  for path in glob.glob(os.path.join(run_dir, "tensorboard", "events.*")):
-    for event in tf.compat.v1.train.summary_iterator(path):
-      for value in event.summary.value:
-        tags.setdefault(value.tag, []).append((event.step, value))
-  return tags
-
-
-def _scalar(value):
-  return float(tf.make_ndarray(value.tensor)) if value.HasField("tensor") else value.simple_value
 
 
 @pytest.mark.slow  # trains a tiny run
@@ -54,9 +41,9 @@ class TrainingTest(tf.test.TestCase):
     cls.summary = cls.trainer.train()
 
   def test_bleu_rises_and_best_kept(self):
-    bleus = [_scalar(v) for _, v in sorted(_events(self.run_dir)["valid/bleu"],
+    bleus = [scalar(v) for _, v in sorted(tensorboard_events(self.run_dir)["valid/bleu"],
                                            key=lambda x: x[0])]
-    losses = [_scalar(v) for _, v in sorted(_events(self.run_dir)["valid/loss"],
+    losses = [scalar(v) for _, v in sorted(tensorboard_events(self.run_dir)["valid/loss"],
                                             key=lambda x: x[0])]
     self.assertLen(bleus, 4)
     self.assertGreater(bleus[-1], bleus[0] + 3.0)
@@ -75,16 +62,16 @@ class TrainingTest(tf.test.TestCase):
     self.assertIn("(length ratio ", self.trainer.stream.getvalue())
 
   def test_tensorboard_scalars_image_text(self):
-    tags = _events(self.run_dir)
+    tags = tensorboard_events(self.run_dir)
     for tag in ("train/loss", "train/perplexity", "train/learning_rate", "train/grad_norm",
                 "train/tokens_per_sec", "valid/loss", "valid/perplexity", "valid/bleu",
                 "valid/length_ratio", "valid/samples", "valid/train_minutes", "config"):
       self.assertIn(tag, tags)
-    ratios = [_scalar(v) for _, v in tags["valid/length_ratio"]]
+    ratios = [scalar(v) for _, v in tags["valid/length_ratio"]]
     self.assertLen(ratios, len(tags["valid/bleu"]))
     self.assertAllGreater(ratios, 0.0)
     self.assertLen(tags["train/loss"], 200 // 5)
-    minutes = [_scalar(v) for _, v in sorted(tags["valid/train_minutes"], key=lambda e: e[0])]
+    minutes = [scalar(v) for _, v in sorted(tags["valid/train_minutes"], key=lambda e: e[0])]
     self.assertLen(minutes, len(tags["valid/bleu"]))
     self.assertAllGreater(np.diff(minutes), 0.0)  # the budget clock at each validation
     self.assertLessEqual(minutes[-1], self.summary["train_seconds"] / 60.0)
@@ -114,8 +101,8 @@ class TrainingTest(tf.test.TestCase):
     self.assertIn("at step 20", stream.getvalue())
     self.assertTrue(glob.glob(os.path.join(run_dir, "checkpoints", "corrupt", "ckpt-40.*")))
     self.assertEqual(resumed["steps"], 60)
-    ref = dict((s, _scalar(v)) for s, v in _events(self.run_dir)["train/loss"])
-    got = dict((s, _scalar(v)) for s, v in _events(run_dir)["train/loss"])
+    ref = dict((s, scalar(v)) for s, v in tensorboard_events(self.run_dir)["train/loss"])
+    got = dict((s, scalar(v)) for s, v in tensorboard_events(run_dir)["train/loss"])
     for step in (55, 60):
       self.assertAllClose(got[step], ref[step], rtol=1e-3, msg=f"step {step}")
 
@@ -267,10 +254,10 @@ class PrecisionAndStoppingTest(tf.test.TestCase):
     self.assertEqual(summary["steps"], 30)
     self.assertEqual(trainer.model.compute_dtype, "bfloat16")
     self.assertTrue(all(v.dtype == tf.float32 for v in trainer.model.trainable_variables))
-    losses = [_scalar(v) for _, v in sorted(_events(run_dir)["train/loss"], key=lambda x: x[0])]
+    losses = [scalar(v) for _, v in sorted(tensorboard_events(run_dir)["train/loss"], key=lambda x: x[0])]
     self.assertTrue(np.all(np.isfinite(losses)))
     self.assertLess(losses[-1], losses[0])
-    rates = [_scalar(v) for _, v in sorted(_events(run_dir)["train/learning_rate"],
+    rates = [scalar(v) for _, v in sorted(tensorboard_events(run_dir)["train/learning_rate"],
                                            key=lambda x: x[0])]
     self.assertLess(rates[-1], rates[1])  # inverse square-root decay after the warm-up
 
@@ -287,7 +274,7 @@ class PrecisionAndStoppingTest(tf.test.TestCase):
     self.assertEqual(summary["precision"], "float32_bf16_matmul")
     self.assertEqual(trainer.model.compute_dtype, "float32")
     self.assertEqual(trainer.model.matmul_dtype, "bfloat16")
-    losses = [_scalar(v) for _, v in sorted(_events(run_dir)["train/loss"], key=lambda x: x[0])]
+    losses = [scalar(v) for _, v in sorted(tensorboard_events(run_dir)["train/loss"], key=lambda x: x[0])]
     self.assertLess(losses[-1], losses[0])
 
   def test_patience_stops_early(self):
@@ -354,7 +341,7 @@ class BeamAlignmentImagesTest(tf.test.TestCase):
     config = config.replace(decode=dataclasses.replace(config.decode, beam_size=2))
     run_dir = tempfile.mkdtemp()
     train(config, run_dir, stream=io.StringIO())
-    tags = _events(run_dir)
+    tags = tensorboard_events(run_dir)
     self.assertLen(tags["valid/alignment/0"], 1)
     self.assertLen(tags["valid/alignment_beam/0"], 1)
     self.assertNotIn("valid/alignment_beam/1", tags)

@@ -15,7 +15,7 @@ from nmt_tf.training import Trainer
 from nmt_tf.training.optimizers import FusedAdam
 from nmt_tf.training.schedules import WarmupSchedule
 from nmt_tf.training.validation import Validator
-from tests.test_training_loop import _events, _scalar
+from tests.run_fixtures import scalar, tensorboard_events
 from tests.training_fixtures import tiny_train_config, train_until_killed
 
 
@@ -96,8 +96,8 @@ class PlateauRunTest(tf.test.TestCase):
     self.assertEqual(self.summary["steps"], 40)  # patience 0: it never stops early
     # The steps' own rate (TensorBoard, every 5 steps): the decay after the validation of
     # step 20 moves the steps after it.
-    rates = {step: _scalar(value) for step, value in
-             _events(os.path.join(self.root, "ref"))["train/learning_rate"]}
+    rates = {step: scalar(value) for step, value in
+             tensorboard_events(os.path.join(self.root, "ref"))["train/learning_rate"]}
     self.assertAllClose([rates[s] for s in (5, 10, 15, 20, 25, 30, 35, 40)],
                         [0.02] * 4 + [0.01] * 4)
 

@@ -2,7 +2,6 @@
 stream position ends equal to an uninterrupted run."""
 
 import dataclasses
-import glob
 import io
 import json
 import os
@@ -16,18 +15,13 @@ from nmt_tf import data
 from nmt_tf.data import shards
 from nmt_tf.experiment import corpus_fingerprint
 from nmt_tf.training import train
+from tests.run_fixtures import scalar, tensorboard_events
 from tests.training_fixtures import tiny_train_config, train_until_killed
 
 
 def _losses(run_dir):
   """{step: train/loss} from the run's TensorBoard event files."""
-  losses = {}
-  for path in glob.glob(os.path.join(run_dir, "tensorboard", "events.*")):
-    for event in tf.compat.v1.train.summary_iterator(path):
-      for value in event.summary.value:
-        if value.tag == "train/loss":
-          losses[event.step] = float(tf.make_ndarray(value.tensor))
-  return losses
+  return {step: scalar(value) for step, value in tensorboard_events(run_dir)["train/loss"]}
 
 
 def _files_config(steps, tokenizer=None, **pipeline):

@@ -39,16 +39,22 @@ for model in sar_avg sar_cavg self_attentive_rnn; do
   fi
 done
 
+# cgru_row NAME BASELINE NOTE FLAGS...: a row of the cgru recipe with FLAGS.
+cgru_row() {
+  local name=$1 baseline=$2 note=$3
+  shift 3
+  "$PYTHON" experiments/multi30k/study.py row "$name" --config=multi30k:cgru \
+    --run_dir="$RUN_ROOT/$name" --baseline="$baseline" --note="$note" -- "$@"
+}
+
 # The ablations of the cgru recipe: one setting changed at a time against its baseline.
 # ablation KEY BASELINE NOTE FLAGS...
 ablation() {
-  local key=$1 baseline=$2 note=$3 name="cgru_$1_de-en_2500steps" pins
+  local key=$1 baseline=$2 note=$3 pins
   shift 3
   if wanted "$key"; then
     mapfile -t pins < <(before "$@")
-    "$PYTHON" experiments/multi30k/study.py row "$name" --config=multi30k:cgru \
-      --run_dir="$RUN_ROOT/$name" --baseline="$baseline" --note="$note" \
-      -- "${STEPS[@]}" "$@" "${pins[@]}"
+    cgru_row "cgru_${key}_de-en_2500steps" "$baseline" "$note" "${STEPS[@]}" "$@" "${pins[@]}"
   fi
 }
 ablation spm4k cgru_de-en_2500steps \
@@ -146,12 +152,11 @@ fi
 # ende KEY STEPS BASELINE NOTE FLAGS... (ROWS names it KEY_en-de)
 EN_DE=(--config.data.source_lang=en --config.data.target_lang=de)
 ende() {
-  local key=$1 steps=$2 baseline=$3 note=$4 name="cgru_tied_scaled_$1_en-de_$2steps"
+  local key=$1 steps=$2 baseline=$3 note=$4
   shift 4
   if wanted "${key}_en-de"; then
-    "$PYTHON" experiments/multi30k/study.py row "$name" --config=multi30k:cgru \
-      --run_dir="$RUN_ROOT/$name" --baseline="$baseline" --note="$note" \
-      -- "${EN_DE[@]}" --config.train.steps="$steps" --config.train.max_minutes=0 "$@"
+    cgru_row "cgru_tied_scaled_${key}_en-de_${steps}steps" "$baseline" "$note" "${EN_DE[@]}" \
+      --config.train.steps="$steps" --config.train.max_minutes=0 "$@"
   fi
 }
 ende seed2 6001 cgru_tied_scaled_en-de_1h_epyc-f26 \
