@@ -3,6 +3,7 @@ in memory and streamed, the same for the same seed, and errors for what cannot s
 
 import gzip
 import os
+import time
 
 import tensorflow as tf
 
@@ -132,6 +133,31 @@ class SubwordSamplingTest(tf.test.TestCase):
     _batches(order.stream(), 7)
     resumed = data.StreamOrder(split, self.src_tok, self.tgt_tok, config)
     self.assertEqual(_batches(resumed.stream(order.position(7)), 5), reference[7:])
+
+  def test_streamed_split_draws_the_next_piece_ahead(self):
+    draws = []  # the seed of every draw of the source side
+
+    class Recording(data.SentencePieceTokenizer):
+
+      def sample(self, texts, seed, alpha, nbest=-1):
+        draws.append(seed)
+        return super().sample(texts, seed, alpha, nbest)
+
+    source = Recording(self.src_tok._proto)  # pylint: disable=protected-access
+    split = self._streamed("ahead")
+    config = self._config(seed=4)  # one piece: epoch e draws under seed 4 + e
+    order = data.StreamOrder(split, source, self.tgt_tok, config)
+    batches = iter(order.stream())
+    first = next(batches)
+    seed = lambda e: subword_sampling.side_seeds(4 + e)[0]
+    deadline = time.time() + 30
+    while len(draws) < 2 and time.time() < deadline:
+      time.sleep(0.05)
+    # Epoch 1's draw is made while epoch 0 has batches left, and they are those drawn anew.
+    self.assertEqual(draws[:2], [seed(0), seed(1)])
+    self.assertEqual({k: v.numpy().tolist() for k, v in first.items()},
+                     _batches(data.make_train_dataset(self.text, self.src_tok, self.tgt_tok,
+                                                      config), 1)[0])
 
   def test_long_draws_are_filtered_at_the_limits(self):
     config = self._config(max_source_len=30, max_target_len=30, subword_alpha=0.01)

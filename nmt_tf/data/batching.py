@@ -267,6 +267,13 @@ def train_batches(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
     cache = False
   else:
     rows = encode_batches(pairs, source_tokenizer, target_tokenizer, config).unbatch()
+  return bucketed(rows, config, limits, buffer, seed, cache)
+
+
+def bucketed(rows: tf.data.Dataset, config: PipelineConfig, limits: Tuple[int, int],
+             buffer: int, seed, cache: bool = False) -> tf.data.Dataset:
+  """The model inputs of single pairs (``encode_batches`` unbatched, or drawn) ->
+  length-filtered, shuffled, bucketed batches (``train_batches``'s arguments)."""
   max_src, max_tgt = limits
 
   def keep(ex):

@@ -9,7 +9,8 @@ length-filtered, shuffled whole under seed ``pipeline.seed + e + PIECE_SEED_STRI
 and bucketed (``batching.train_batches``). A piece's batches never mix with another's, so a
 position in the stream is (epoch, batch of the epoch, piece in the epoch's order, batch of the
 piece), and a run resumed there reads the lines of that one piece again, nothing before it.
-A corpus that fits in one piece is shuffled whole: its batches are those of
+With subword regularization a piece's segmentations are drawn one piece ahead, while the
+batches of the piece before are trained on (``_ahead``). A corpus that fits in one piece is shuffled whole: its batches are those of
 ``make_train_dataset`` on the ``ParallelText`` of the same files, epoch by epoch.
 
 Workers: with at least as many shards as workers, worker ``w`` of ``W`` reads shards ``w, w +
@@ -27,6 +28,7 @@ import numpy as np
 import tensorflow as tf
 
 from nmt_tf.data import batching
+from nmt_tf.data import subword_sampling
 from nmt_tf.data.errors import DataError
 from nmt_tf.data.shards import clean_pairs, ParallelShards
 from nmt_tf.data.tokenizer import Tokenizer
@@ -115,24 +117,49 @@ class StreamOrder:
     keys = tf.random.stateless_uniform([count], seed=seed)
     return tf.cast(tf.argsort(keys), tf.int64)
 
-  def _piece_batches(self, epoch, index) -> tf.data.Dataset:
-    """The batches of the piece at ``index`` of epoch ``epoch``'s order."""
+  def _piece_pairs(self, epoch, index):
+    """(the string pairs of the piece at ``index`` of epoch ``epoch``'s order, the seed that
+    shuffles them)."""
     pieces = tf.constant(self.pieces)
     piece = self.piece_order(epoch)[index]
     shard, start, lines = pieces[piece, 0], pieces[piece, 1], pieces[piece, 2]
     raw = self.split.read(shard, start, lines)
     if self.by_data:
       raw = raw.shard(self.num_workers, self.worker)
-    seed = self.config.seed + epoch + PIECE_SEED_STRIDE * piece
-    return batching.train_batches(clean_pairs(raw), self.source_tokenizer,
-                                  self.target_tokenizer, self.config, self.limits,
-                                  self.buffer, seed)
+    return clean_pairs(raw), self.config.seed + epoch + PIECE_SEED_STRIDE * piece
+
+  def _piece_batches(self, epoch, index, *drawn) -> tf.data.Dataset:
+    """The batches of the piece at ``index`` of epoch ``epoch``'s order; with subword
+    regularization, from the piece's ``drawn`` segmentations (``_ahead``)."""
+    pairs, seed = self._piece_pairs(epoch, index)
+    if not drawn:
+      return batching.train_batches(pairs, self.source_tokenizer, self.target_tokenizer,
+                                    self.config, self.limits, self.buffer, seed)
+    rows = subword_sampling.model_inputs(subword_sampling.pair_slices(drawn), self.config)
+    return batching.bucketed(rows, self.config, self.limits, self.buffer, seed)
+
+  def _ahead(self, schedule: tf.data.Dataset) -> tf.data.Dataset:
+    """``(epoch, index)`` of the pieces to read -> the same, with subword regularization
+    followed by the piece's drawn segmentations (``subword_sampling.draw_all``, source and
+    target ids). The draw, the longest stage of a piece's batches, is made one piece ahead
+    (prefetch), while the batches of the piece before are trained on; a draw is a function
+    of its seed, so the batches are the same."""
+    if self.config.subword_alpha <= 0:
+      return schedule
+
+    def with_draw(epoch, index):
+      pairs, seed = self._piece_pairs(epoch, index)
+      return (epoch, index) + subword_sampling.draw_all(
+          pairs, self.source_tokenizer, self.target_tokenizer, self.config.subword_alpha,
+          self.config.subword_nbest, seed)
+
+    return schedule.map(with_draw).prefetch(1)
 
   def epoch(self, epoch: int) -> tf.data.Dataset:
     """The batches of one epoch (a finite dataset), for ``make_train_dataset``."""
-    schedule = tf.data.Dataset.range(self.num_pieces)
-    ds = schedule.flat_map(lambda i: self._piece_batches(tf.constant(epoch, tf.int64), i))
-    return _finish(ds)
+    schedule = tf.data.Dataset.range(self.num_pieces).map(
+        lambda i: (tf.constant(epoch, tf.int64), i))
+    return _finish(self._ahead(schedule).flat_map(self._piece_batches))
 
   def stream(self, position: StreamPosition = StreamPosition(),
              skip: int = 0) -> tf.data.Dataset:
@@ -150,10 +177,10 @@ class StreamOrder:
         lambda e: tf.data.Dataset.range(count).map(lambda i: (e, i))).skip(p0)
     end = {key: tf.zeros([0, 0], tf.int32) for key in _KEYS}
 
-    def piece(e, i):
+    def piece(e, i, *drawn):
       first = tf.logical_and(tf.equal(e, e0), tf.equal(i, p0))
       skip_here = tf.where(first, tf.constant(j0, tf.int64), 0)
-      batches = self._piece_batches(e, i).enumerate().skip(skip_here)
+      batches = self._piece_batches(e, i, *drawn).enumerate().skip(skip_here)
       batches = batches.map(lambda j, batch: (batch, tf.stack([e, i, j])))
       # After the epoch's last piece, a marker with piece -1 (see count below).
       marker = tf.data.Dataset.from_tensors((end, tf.stack([e, -1, -1])))
@@ -166,7 +193,7 @@ class StreamOrder:
       return (tf.where(is_marker, tf.constant(0, tf.int64), n + 1),
               (batch, tf.concat([meta, [n]], 0), go_on, is_marker))
 
-    ds = schedule.flat_map(piece).scan(tf.constant(b0, tf.int64), count_in_epoch)
+    ds = self._ahead(schedule).flat_map(piece).scan(tf.constant(b0, tf.int64), count_in_epoch)
     ds = ds.take_while(lambda batch, meta, go_on, marker: go_on)
     ds = ds.filter(lambda batch, meta, go_on, marker: tf.logical_not(marker))
     ds = ds.skip(skip)

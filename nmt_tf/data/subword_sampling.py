@@ -17,9 +17,11 @@ with probability alpha, and l plays no part.
 The draw replaces the tokenization of `batching.train_batches`: the pairs it shuffles (the
 whole in-memory corpus, or one piece of a streamed one) are segmented at once by
 SentencePiece's sampling encoder, one thread, seeded by the shuffling seed of the epoch (or
-piece) and the side. A run restored in the middle of an epoch thus rebuilds the same
-batches. The draw holds up the shuffle's first batch; `bench/bench_data.py --subword_alpha A
---subword_nbest L` times the epochs with it (docs/DATA.md).
+piece) and the side. A run restored in the middle of an epoch thus rebuilds the same batches.
+The draw holds up the shuffle's first batch, except in a streamed split (every training split
+read from files), whose next piece is drawn while the batches of the piece before are trained
+on (`stream_order.py`); `bench/bench_data.py --subword_alpha A --subword_nbest L` times the
+pipeline's epochs with it, `bench/bench_epochs.py` training across epochs (docs/DATA.md).
 """
 
 import itertools
@@ -50,9 +52,8 @@ def side_seeds(seed: int) -> Tuple[int, int]:
 def sampled_rows(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
                  target_tokenizer: Tokenizer, config, seed) -> tf.data.Dataset:
   """``(source, target)`` strings -> one dict per pair, in the same order, of the model's
-  inputs as ``batching.encode_batches`` makes them (``source``: ids, reversed if
-  ``config.reverse_source``, EOS; ``target_in``: BOS ids; ``target_out``: ids EOS; int32
-  [len + 1] each), every sentence segmented by a draw under ``seed``.
+  inputs as ``batching.encode_batches`` makes them (``model_inputs``), every sentence
+  segmented by a draw under ``seed``.
 
   Args:
     pairs: ``(source, target)`` strings, all drawn in one call.
@@ -60,6 +61,14 @@ def sampled_rows(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
     config: ``PipelineConfig``: ``subword_alpha``, ``subword_nbest``, ``reverse_source``.
     seed: a Python int or an int64 scalar tensor.
   """
+  return model_inputs(sampled_pairs(pairs, source_tokenizer, target_tokenizer,
+                                    config.subword_alpha, config.subword_nbest, seed), config)
+
+
+def model_inputs(drawn: tf.data.Dataset, config) -> tf.data.Dataset:
+  """``(source ids, target ids)`` -> the model's inputs as ``batching.encode_batches`` makes
+  them: ``source``: ids, reversed if ``config.reverse_source``, EOS; ``target_in``: BOS ids;
+  ``target_out``: ids EOS; int32 [len + 1] each."""
   eos = tf.constant([special_tokens.EOS_ID], tf.int32)
   bos = tf.constant([special_tokens.BOS_ID], tf.int32)
 
@@ -70,8 +79,7 @@ def sampled_rows(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
             "target_in": tf.concat([bos, target_ids], 0),
             "target_out": tf.concat([target_ids, eos], 0)}
 
-  return sampled_pairs(pairs, source_tokenizer, target_tokenizer, config.subword_alpha,
-                       config.subword_nbest, seed).map(inputs)
+  return drawn.map(inputs)
 
 
 def sampled_pairs(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
@@ -81,24 +89,47 @@ def sampled_pairs(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
   the same order, every sentence segmented by a draw (module docstring) under ``seed`` (a
   Python int or an int64 scalar tensor). All pairs of ``pairs`` are drawn in one call."""
   check_tokenizers(source_tokenizer, target_tokenizer)
+  everything = np.iinfo(np.int64).max
+  return pairs.batch(everything).flat_map(lambda sources, targets: pair_slices(draw(
+      sources, targets, source_tokenizer, target_tokenizer, alpha, nbest, seed)))
 
-  def draw(sources, targets, seed_value):
+
+def draw_all(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
+             target_tokenizer: Tokenizer, alpha: float, nbest: int,
+             seed) -> Tuple[tf.RaggedTensor, tf.RaggedTensor]:
+  """``draw`` of every pair of ``pairs`` (none: empty draws), as tensors: for a dataset map
+  that makes the draw a stage of its own (``stream_order.py`` prefetches it)."""
+  check_tokenizers(source_tokenizer, target_tokenizer)
+  everything = np.iinfo(np.int64).max
+  none = tf.data.Dataset.from_tensors((tf.zeros([0], tf.string), tf.zeros([0], tf.string)))
+  sources, targets = pairs.batch(everything).concatenate(none).take(1).get_single_element()
+  return draw(sources, targets, source_tokenizer, target_tokenizer, alpha, nbest, seed)
+
+
+def draw(sources: tf.Tensor, targets: tf.Tensor, source_tokenizer: Tokenizer,
+         target_tokenizer: Tokenizer, alpha: float, nbest: int,
+         seed) -> Tuple[tf.RaggedTensor, tf.RaggedTensor]:
+  """String [pairs] each -> (source ids, target ids), int32 [pairs, (len)] each: one
+  segmentation of every sentence drawn under ``seed`` (a Python int or an int64 scalar
+  tensor), each side with its own seed (``side_seeds``)."""
+
+  def run(sources, targets, seed_value):
     source_seed, target_seed = side_seeds(int(seed_value))
     source_ids = source_tokenizer.sample(_texts(sources), source_seed, alpha, nbest)
     target_ids = target_tokenizer.sample(_texts(targets), target_seed, alpha, nbest)
     return _flat(source_ids) + _flat(target_ids)
 
-  def sample(sources, targets):
-    outputs = tf.py_function(draw, [sources, targets, tf.cast(seed, tf.int64)],
-                             [tf.int32, tf.int64] * 2)
-    source = tf.RaggedTensor.from_row_lengths(outputs[0], outputs[1])  # [pairs, (len)]
-    target = tf.RaggedTensor.from_row_lengths(outputs[2], outputs[3])
-    # Rows of a ragged tensor are ragged of rank 1; tf.identity makes them plain tensors.
-    return tf.data.Dataset.from_tensor_slices((source, target)).map(
-        lambda s, t: (tf.identity(s), tf.identity(t)))
+  outputs = tf.py_function(run, [sources, targets, tf.cast(seed, tf.int64)],
+                           [tf.int32, tf.int64] * 2)
+  return (tf.RaggedTensor.from_row_lengths(outputs[0], outputs[1]),
+          tf.RaggedTensor.from_row_lengths(outputs[2], outputs[3]))
 
-  everything = np.iinfo(np.int64).max
-  return pairs.batch(everything).flat_map(sample)
+
+def pair_slices(drawn: Tuple[tf.RaggedTensor, tf.RaggedTensor]) -> tf.data.Dataset:
+  """``draw``'s ragged pair -> a dataset of ``(source ids, target ids)``, int32 [len] each."""
+  # Rows of a ragged tensor are ragged of rank 1; tf.identity makes them plain tensors.
+  return tf.data.Dataset.from_tensor_slices(drawn).map(
+      lambda s, t: (tf.identity(s), tf.identity(t)))
 
 
 def _texts(strings: tf.Tensor) -> List[str]:
