@@ -85,6 +85,9 @@ class StudyTest(tf.test.TestCase):
     self.assertGreater(row["train"]["tokens_per_second"], 0)
     self.assertEqual([p["step"] for p in row["validation"]], [10, 20])
     self.assertIsNotNone(row["validation"][0]["minutes"])
+    log_every = row["config"]["train"]["log_every"]
+    self.assertEqual([p["step"] for p in row["losses"]], list(range(log_every, 21, log_every)))
+    self.assertAllGreater([p["loss"] for p in row["losses"]], 0.0)
     self.assertEqual(sorted(row["scores"]), ["beam5", "greedy"])
     self.assertEqual(row["scores"]["greedy"]["beam_size"], 1)
     self.assertEqual(row["scores"]["beam5"]["beam_size"], 5)
