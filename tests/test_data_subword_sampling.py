@@ -65,6 +65,12 @@ class SubwordSamplingTest(tf.test.TestCase):
       self.assertEqual(self.tgt_tok.decode(target_ids.tolist()), target)
       changed += source_ids.tolist() != self.src_tok.encode(source)
     self.assertGreater(changed, len(self.text) // 2)  # alpha 0.1 over all segmentations
+    # As tensors, for a stage of its own; no pair gives empty draws.
+    source, target = subword_sampling.draw_all(pairs, self.src_tok, self.tgt_tok, 0.1, -1, 3)
+    self.assertEqual(source.to_list(), [s.tolist() for s, _ in drawn])
+    self.assertEqual(target.to_list(), [t.tolist() for _, t in drawn])
+    for ids in subword_sampling.draw_all(pairs.take(0), self.src_tok, self.tgt_tok, 0.1, -1, 3):
+      self.assertEqual(ids.shape[0], 0)
 
   def test_bpe_draws_by_dropout_of_merges(self):
     bpe = data.SentencePieceTokenizer.train(self.text.sources, vocab_size=80, model_type="bpe")

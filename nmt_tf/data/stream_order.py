@@ -10,8 +10,9 @@ and bucketed (``batching.train_batches``). A piece's batches never mix with anot
 position in the stream is (epoch, batch of the epoch, piece in the epoch's order, batch of the
 piece), and a run resumed there reads the lines of that one piece again, nothing before it.
 With subword regularization a piece's segmentations are drawn one piece ahead, while the
-batches of the piece before are trained on (``_ahead``). A corpus that fits in one piece is shuffled whole: its batches are those of
-``make_train_dataset`` on the ``ParallelText`` of the same files, epoch by epoch.
+batches of the piece before are trained on (``_ahead``). A corpus that fits in one piece is
+shuffled whole: its batches are those of ``make_train_dataset`` on the ``ParallelText`` of
+the same files, epoch by epoch.
 
 Workers: with at least as many shards as workers, worker ``w`` of ``W`` reads shards ``w, w +
 W, ...`` (by file); otherwise it reads every piece, ``W`` times longer, and keeps its lines

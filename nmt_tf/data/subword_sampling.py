@@ -65,8 +65,8 @@ def sampled_rows(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
                                     config.subword_alpha, config.subword_nbest, seed), config)
 
 
-def model_inputs(drawn: tf.data.Dataset, config) -> tf.data.Dataset:
-  """``(source ids, target ids)`` -> the model's inputs as ``batching.encode_batches`` makes
+def model_inputs(ids: tf.data.Dataset, config) -> tf.data.Dataset:
+  """``(source ids, target ids)`` of single pairs -> the model's inputs as ``batching.encode_batches`` makes
   them: ``source``: ids, reversed if ``config.reverse_source``, EOS; ``target_in``: BOS ids;
   ``target_out``: ids EOS; int32 [len + 1] each."""
   eos = tf.constant([special_tokens.EOS_ID], tf.int32)
@@ -79,7 +79,7 @@ def model_inputs(drawn: tf.data.Dataset, config) -> tf.data.Dataset:
             "target_in": tf.concat([bos, target_ids], 0),
             "target_out": tf.concat([target_ids, eos], 0)}
 
-  return drawn.map(inputs)
+  return ids.map(inputs)
 
 
 def sampled_pairs(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
