@@ -118,24 +118,28 @@ class StreamOrder:
     keys = tf.random.stateless_uniform([count], seed=seed)
     return tf.cast(tf.argsort(keys), tf.int64)
 
-  def _piece_pairs(self, epoch, index):
-    """(the string pairs of the piece at ``index`` of epoch ``epoch``'s order, the seed that
-    shuffles them)."""
+  def _piece_pairs(self, piece):
+    """The string pairs of piece ``piece`` (a row of ``self.pieces``)."""
     pieces = tf.constant(self.pieces)
-    piece = self.piece_order(epoch)[index]
     shard, start, lines = pieces[piece, 0], pieces[piece, 1], pieces[piece, 2]
     raw = self.split.read(shard, start, lines)
     if self.by_data:
       raw = raw.shard(self.num_workers, self.worker)
-    return clean_pairs(raw), self.config.seed + epoch + PIECE_SEED_STRIDE * piece
+    return clean_pairs(raw)
+
+  def _piece_seed(self, epoch, piece):
+    """The seed that shuffles (and draws) piece ``piece`` in epoch ``epoch``."""
+    return self.config.seed + epoch + PIECE_SEED_STRIDE * piece
 
   def _piece_batches(self, epoch, index, *drawn) -> tf.data.Dataset:
     """The batches of the piece at ``index`` of epoch ``epoch``'s order; with subword
     regularization, from the piece's ``drawn`` segmentations (``_ahead``)."""
-    pairs, seed = self._piece_pairs(epoch, index)
+    piece = self.piece_order(epoch)[index]
+    seed = self._piece_seed(epoch, piece)
     if not drawn:
-      return batching.train_batches(pairs, self.source_tokenizer, self.target_tokenizer,
-                                    self.config, self.limits, self.buffer, seed)
+      return batching.train_batches(self._piece_pairs(piece), self.source_tokenizer,
+                                    self.target_tokenizer, self.config, self.limits,
+                                    self.buffer, seed)
     rows = subword_sampling.model_inputs(subword_sampling.pair_slices(drawn), self.config)
     return batching.bucketed(rows, self.config, self.limits, self.buffer, seed)
 
@@ -149,10 +153,10 @@ class StreamOrder:
       return schedule
 
     def with_draw(epoch, index):
-      pairs, seed = self._piece_pairs(epoch, index)
+      piece = self.piece_order(epoch)[index]
       return (epoch, index) + subword_sampling.draw_all(
-          pairs, self.source_tokenizer, self.target_tokenizer, self.config.subword_alpha,
-          self.config.subword_nbest, seed)
+          self._piece_pairs(piece), self.source_tokenizer, self.target_tokenizer,
+          self.config.subword_alpha, self.config.subword_nbest, self._piece_seed(epoch, piece))
 
     return schedule.map(with_draw).prefetch(1)
 

@@ -34,6 +34,9 @@ from nmt_tf import special_tokens
 from nmt_tf.data.errors import DataError
 from nmt_tf.data.tokenizer import Tokenizer
 
+_EVERYTHING = np.iinfo(np.int64).max  # a batch size that takes every pair in one batch
+
+
 def check_tokenizers(source_tokenizer: Tokenizer, target_tokenizer: Tokenizer):
   """Raises DataError (one line naming the fix) unless both tokenizers can draw
   segmentations (SentencePiece)."""
@@ -89,8 +92,7 @@ def sampled_pairs(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
   the same order, every sentence segmented by a draw (module docstring) under ``seed`` (a
   Python int or an int64 scalar tensor). All pairs of ``pairs`` are drawn in one call."""
   check_tokenizers(source_tokenizer, target_tokenizer)
-  everything = np.iinfo(np.int64).max
-  return pairs.batch(everything).flat_map(lambda sources, targets: pair_slices(draw(
+  return pairs.batch(_EVERYTHING).flat_map(lambda sources, targets: pair_slices(draw(
       sources, targets, source_tokenizer, target_tokenizer, alpha, nbest, seed)))
 
 
@@ -100,9 +102,8 @@ def draw_all(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
   """``draw`` of every pair of ``pairs`` (none: empty draws), as tensors: for a dataset map
   that makes the draw a stage of its own (``stream_order.py`` prefetches it)."""
   check_tokenizers(source_tokenizer, target_tokenizer)
-  everything = np.iinfo(np.int64).max
   none = tf.data.Dataset.from_tensors((tf.zeros([0], tf.string), tf.zeros([0], tf.string)))
-  sources, targets = pairs.batch(everything).concatenate(none).take(1).get_single_element()
+  sources, targets = pairs.batch(_EVERYTHING).concatenate(none).take(1).get_single_element()
   return draw(sources, targets, source_tokenizer, target_tokenizer, alpha, nbest, seed)
 
 
