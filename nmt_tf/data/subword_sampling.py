@@ -69,9 +69,10 @@ def sampled_rows(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
 
 
 def model_inputs(ids: tf.data.Dataset, config) -> tf.data.Dataset:
-  """``(source ids, target ids)`` of single pairs -> the model's inputs as ``batching.encode_batches`` makes
-  them: ``source``: ids, reversed if ``config.reverse_source``, EOS; ``target_in``: BOS ids;
-  ``target_out``: ids EOS; int32 [len + 1] each."""
+  """``(source ids, target ids)`` of single pairs -> the model's inputs as
+  ``batching.encode_batches`` makes them: ``source``: ids, reversed if
+  ``config.reverse_source``, EOS; ``target_in``: BOS ids; ``target_out``: ids EOS; int32
+  [len + 1] each."""
   eos = tf.constant([special_tokens.EOS_ID], tf.int32)
   bos = tf.constant([special_tokens.BOS_ID], tf.int32)
 
