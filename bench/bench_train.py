@@ -228,8 +228,8 @@ def main(argv):
                             overrides, average))
   tgt_per_batch = [int(tf.reduce_sum(tf.cast(b["target_out"] != 0, tf.int32)))
                    for b in batch_sets[widths[0]]]
-  report = {"model": ("emb256 birnn 2x512 dec512, dropout 0.2; decoders "
-                      + ",".join(FLAGS.decoders)),
+  report = {"model": ("emb256 birnn 2x512 dec512, dropout 0.2 (each setting's name adds its "
+                      "--models fields); decoders " + ",".join(FLAGS.decoders)),
             "vocab": list(vocab), "batch_tokens": FLAGS.batch_tokens, "bucket_widths": widths,
             "batches": FLAGS.batches, "interleaved": FLAGS.interleave,
             "mean_target_tokens_per_batch": round(float(np.mean(tgt_per_batch)), 1),

@@ -99,7 +99,10 @@ def device_info():
           "machine": f"{info.get('model_name', 'unknown CPU')} ({machine})",
           "avx512f": "avx512f" in flags, "avx512_bf16": "avx512_bf16" in flags,
           "amx_bf16": "amx_bf16" in flags,
-          "intra_op_threads": tf.config.threading.get_intra_op_parallelism_threads()}
+          # TensorFlow reads TF_NUM_INTRAOP_THREADS itself; tf.config reports only its own
+          # setting (0 = TensorFlow's choice).
+          "intra_op_threads": (tf.config.threading.get_intra_op_parallelism_threads()
+                               or int(os.environ.get("TF_NUM_INTRAOP_THREADS", 0)))}
 
 
 # Events that contain other ops' events: the executor's, and ops that call functions.
