@@ -135,8 +135,9 @@ class SentencePieceTokenizer(Tokenizer):
              nbest: int = -1) -> List[List[int]]:
     """One segmentation of each text drawn from P(x)^alpha over its `nbest` best
     segmentations (all when -1), as SentencePiece's sampling encoder does (Kudo 2018). The
-    same seed gives the same segmentations: one thread, seeded before the call, under a lock
-    (SentencePiece's random generator is one per process)."""
+    same seed gives the same segmentations within this process: one thread, seeded before the
+    call, under a lock (SentencePiece's random generator is one per process). Another process
+    draws others under the same seed (sentencepiece 0.2.3)."""
     with _SAMPLING_LOCK:
       spm.set_random_generator_seed(seed)
       return self._processor.encode(list(texts), out_type=int, enable_sampling=True,

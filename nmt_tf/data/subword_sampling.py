@@ -17,7 +17,9 @@ with probability alpha, and l plays no part.
 The draw replaces the tokenization of `batching.train_batches`: the pairs it shuffles (the
 whole in-memory corpus, or one piece of a streamed one) are segmented at once by
 SentencePiece's sampling encoder, one thread, seeded by the shuffling seed of the epoch (or
-piece) and the side. A run restored in the middle of an epoch thus rebuilds the same batches.
+piece) and the side. The same seed gives the same draws within one process only: in another
+process sentencepiece 0.2.3 draws other segmentations under the same seed, so a run restored
+in the middle of an epoch trains on other batches than the run that was not stopped.
 The draw holds up the shuffle's first batch, except in a streamed split (every training split
 read from files), whose next piece is drawn while the batches of the piece before are trained
 on (`stream_order.py`); `bench/bench_data.py --subword_alpha A --subword_nbest L` times the
