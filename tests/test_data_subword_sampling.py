@@ -180,7 +180,7 @@ class SubwordSamplingTest(tf.test.TestCase):
     with self.assertRaisesRegex(data.DataError, "SentencePiece tokenizers"):
       data_order.batch_order(self._streamed("words"), words, self.tgt_tok, self._config())
     for bad in ({"subword_alpha": -0.1}, {"subword_alpha": "0.1"}, {"subword_nbest": 0},
-                {"subword_nbest": 1}, {"subword_nbest": -2}):
+                {"subword_nbest": 1}, {"subword_nbest": -2}, {"subword_nbest": 513}):
       with self.assertRaisesRegex(data.DataError, "subword_"):
         self._config(**bad)
     # The run's config refuses it with word vocabularies, before anything is built.

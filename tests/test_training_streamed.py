@@ -68,8 +68,8 @@ class StreamedResumeTest(tf.test.TestCase):
 
   def test_resume_with_subword_sampling_equals_an_uninterrupted_run(self):
     # The draws of a piece follow its shuffling seed, so a run resumed in the middle of an
-    # epoch, in the same process, trains on the same segmentations as the run that was not
-    # stopped (another process draws others: nmt_tf/data/subword_sampling.py).
+    # epoch trains on the same segmentations as the run that was not stopped (in another
+    # process too: tests/test_data_segmentation_draws.py).
     root, config = _files_config(steps=20, tokenizer=dict(kind="sentencepiece", vocab_size=120),
                                  shuffle_buffer=300, subword_alpha=0.2, max_source_len=60,
                                  max_target_len=60)

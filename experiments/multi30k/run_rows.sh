@@ -109,6 +109,9 @@ ablation spm2k "$BASE" \
 # setting changed at a time against the recipe at 2,500 steps.
 NEW_BASE=cgru_tied_scaled_de-en_2500steps
 BEFORE=()  # nothing to pin from here on
+# Recorded with SentencePiece's own sampling encoder, whose draws differ in every process; run
+# again, the row draws from the same distribution (nmt_tf/data/segmentation_draws.py), not the
+# same segmentations.
 ablation subword "$NEW_BASE" \
   "Subword regularization: every epoch draws new segmentations from the 64 best, alpha 0.1 (Kudo 2018)." \
   "${F32[@]}" --config.pipeline.subword_alpha=0.1 --config.pipeline.subword_nbest=64

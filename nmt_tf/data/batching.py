@@ -54,8 +54,8 @@ class PipelineConfig:
       every epoch segments the training pairs anew, each segmentation x of a sentence drawn
       with probability proportional to P(x)^subword_alpha under the SentencePiece unigram
       model; 0 keeps the one best segmentation. Validation and decoding always use that one.
-    subword_nbest: the segmentations drawn from: the subword_nbest best, or all of them
-      when -1. With BPE models (tokenizer.model_type="bpe") SentencePiece draws by
+    subword_nbest: the segmentations drawn from: the subword_nbest best (2 to 512), or all
+      of them when -1. With BPE models (tokenizer.model_type="bpe") the draw is by
       BPE-dropout instead (Provilkov et al. 2020): each merge is skipped with probability
       subword_alpha, and subword_nbest plays no part.
   """
@@ -77,9 +77,9 @@ class PipelineConfig:
       raise DataError(f"Received subword_alpha={self.subword_alpha!r}; expected a number "
                       f">= 0 (0 turns subword sampling off).")
     if not (isinstance(self.subword_nbest, int) and (self.subword_nbest == -1
-                                                     or self.subword_nbest > 1)):
+                                                     or 1 < self.subword_nbest <= 512)):
       raise DataError(f"Received subword_nbest={self.subword_nbest!r}; expected -1 (all "
-                      f"segmentations) or an integer > 1.")
+                      f"segmentations) or an integer from 2 to 512 (SentencePiece's n-best).")
     for name in ("max_source_len", "max_target_len", "batch_size", "shuffle_buffer"):
       if getattr(self, name) < 0:
         raise DataError(f"Received {name}={getattr(self, name)}; expected an integer >= 0.")

@@ -4,7 +4,6 @@ package and applied in-graph with ``tensorflow_text.SentencepieceTokenizer``."""
 import hashlib
 import io
 import os
-import threading
 from typing import Iterable, List, Optional, Sequence
 
 import sentencepiece as spm
@@ -15,12 +14,11 @@ from tensorflow_text.python.ops.sentencepiece_tokenizer import _SentencepieceMod
 from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece_tokenizer
 
 from nmt_tf import special_tokens
+from nmt_tf.data import segmentation_draws
 from nmt_tf.data.errors import DataError
 from nmt_tf.data.tokenizer import Tokenizer
 
 MODEL_TYPES = ("unigram", "bpe")
-
-_SAMPLING_LOCK = threading.Lock()  # `sample` seeds SentencePiece's one generator
 
 
 class _SharedModelResource(_SentencepieceModelResource):
@@ -97,6 +95,7 @@ class SentencePieceTokenizer(Tokenizer):
     super().__init__(name=name)
     self._proto = model_proto
     self._processor = spm.SentencePieceProcessor(model_proto=model_proto)
+    self._draws = None  # SegmentationDraws, made at the first `sample`
     expected = special_tokens.SPECIAL_TOKENS
     found = tuple(self._processor.id_to_piece(i) for i in range(len(expected)))
     if found != expected:
@@ -134,14 +133,12 @@ class SentencePieceTokenizer(Tokenizer):
   def sample(self, texts: Sequence[str], seed: int, alpha: float,
              nbest: int = -1) -> List[List[int]]:
     """One segmentation of each text drawn from P(x)^alpha over its `nbest` best
-    segmentations (all when -1), as SentencePiece's sampling encoder does (Kudo 2018). The
-    same seed gives the same segmentations within this process: one thread, seeded before the
-    call, under a lock (SentencePiece's random generator is one per process). Another process
-    draws others under the same seed (sentencepiece 0.2.3)."""
-    with _SAMPLING_LOCK:
-      spm.set_random_generator_seed(seed)
-      return self._processor.encode(list(texts), out_type=int, enable_sampling=True,
-                                    alpha=alpha, nbest_size=nbest, num_threads=1)
+    segmentations (all when -1) of a unigram model (Kudo 2018), or by BPE-dropout with
+    probability alpha for a BPE model (``segmentation_draws.py``). The same arguments give
+    the same segmentations in every process."""
+    if self._draws is None:
+      self._draws = segmentation_draws.SegmentationDraws(self._proto, self._processor)
+    return self._draws.sample(texts, seed, alpha, nbest)
 
   def _decode_real(self, ids: List[int]) -> str:
     return self._processor.decode(ids)

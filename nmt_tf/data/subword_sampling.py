@@ -11,15 +11,14 @@ when l = -1 (drawn by forward filtering and backward sampling over the lattice).
 (`pipeline.subword_alpha`) sharpens the distribution: the larger, the closer to the best
 segmentation. The model sees the same sentences cut in many ways, which regularizes it on
 small data. Validation, evaluation and decoding keep the best segmentation. With a BPE model
-SentencePiece draws by BPE-dropout instead (Provilkov et al. 2020): every merge is skipped
-with probability alpha, and l plays no part.
+the draw is by BPE-dropout instead (Provilkov et al. 2020): every merge is skipped with
+probability alpha, and l plays no part.
 
 The draw replaces the tokenization of `batching.train_batches`: the pairs it shuffles (the
-whole in-memory corpus, or one piece of a streamed one) are segmented at once by
-SentencePiece's sampling encoder, one thread, seeded by the shuffling seed of the epoch (or
-piece) and the side. The same seed gives the same draws within one process only: in another
-process sentencepiece 0.2.3 draws other segmentations under the same seed, so a run restored
-in the middle of an epoch trains on other batches than the run that was not stopped.
+whole in-memory corpus, or one piece of a streamed one) are segmented at once, seeded by the
+shuffling seed of the epoch (or piece) and the side, by `segmentation_draws.py`, whose draws
+are the same in every process: a run restored in the middle of an epoch trains on the same
+segmentations as the run that was not stopped.
 The draw holds up the shuffle's first batch, except in a streamed split (every training split
 read from files), whose next piece is drawn while the batches of the piece before are trained
 on (`stream_order.py`); `bench/bench_data.py --subword_alpha A --subword_nbest L` times the
