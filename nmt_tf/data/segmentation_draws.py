@@ -74,8 +74,7 @@ class SegmentationDraws:
     self._unknown_id = next((i for i, p in enumerate(model.pieces) if p.type == _UNKNOWN), 0)
     normal = [p.score for p in model.pieces if p.type == _NORMAL]
     self._unknown_score = (min(normal) if normal else 0.0) - _UNKNOWN_PENALTY
-    # Unigram lattice arcs: piece -> (id, log p); UNUSED pieces are never emitted.
-    self._pieces: Dict[str, Tuple[int, float]] = {}
+    arcs: Dict[str, Tuple[int, float]] = {}  # unigram lattice: piece -> (id, log p), not UNUSED
     # BPE merges: piece -> (id, score, unused) of every piece a merge may make.
     self._merges: Dict[str, Tuple[int, float, bool]] = {}
     self._user_defined: List[str] = []
@@ -89,18 +88,14 @@ class SegmentationDraws:
         score_of[i] = _user_defined_score(len(p.piece))
         self._user_defined.append(p.piece)
       if p.type in (_NORMAL, _USER_DEFINED):
-        self._pieces[p.piece] = (i, score_of[i])
+        arcs[p.piece] = (i, score_of[i])
     score_of[self._unknown_id] = self._unknown_score
     self._score_of = score_of
     # Every prefix of a lattice piece: the piece's (id, log p), or None when no piece.
     self._lookup: Dict[str, Optional[Tuple[int, float]]] = {
-        piece[:k]: None for piece in self._pieces for k in range(1, len(piece))}
-    self._lookup.update(self._pieces)
+        piece[:k]: None for piece in arcs for k in range(1, len(piece))}
+    self._lookup.update(arcs)
     self._user_defined.sort(key=len, reverse=True)  # longest match first
-
-  @property
-  def is_bpe(self) -> bool:
-    return self._model_type == _BPE
 
   def sample(self, texts: Sequence[str], seed: int, alpha: float,
              nbest: int = -1) -> List[List[int]]:
@@ -109,7 +104,7 @@ class SegmentationDraws:
     for a BPE model."""
     rng = random.Random(seed)
     with _collector_paused():
-      if self.is_bpe:
+      if self._model_type == _BPE:
         return [self._bpe_dropout(s, alpha, rng) for s in self._normalize(texts)]
       if nbest > 1:
         candidates = self._processor.nbest_encode(list(texts), nbest_size=nbest, out_type=int)
@@ -126,7 +121,7 @@ class SegmentationDraws:
       return candidates[0]
     log_probs = [alpha * sum(map(self._score_of.__getitem__, ids)) for ids in candidates]
     top = max(log_probs)
-    return candidates[_pick([math.exp(v - top) for v in log_probs], rng)]
+    return rng.choices(candidates, [math.exp(v - top) for v in log_probs])[0]
 
   def _from_lattice(self, s: str, alpha: float, rng: random.Random) -> List[int]:
     """Forward filtering, backward sampling over the lattice of ``s`` (module docstring)."""
@@ -160,7 +155,7 @@ class SegmentationDraws:
       ends = arcs[j]
       if len(ends) > 1:
         end = forward[j]
-        ends = [ends[_pick([exp(forward[i] + w - end) for i, _, w in ends], rng)]]
+        ends = rng.choices(ends, [exp(forward[i] + w - end) for i, _, w in ends])
       drawn.append(ends[0][:2])
       j = ends[0][0]
     drawn.reverse()  # (start, id) of the pieces, in order
@@ -248,7 +243,7 @@ class SegmentationDraws:
 def _collector_paused():
   """Pauses Python's cyclic garbage collector: the n best of every sentence are millions of
   small lists, which would start collections over all the objects of the process (TensorFlow
-  holds many) while none of them can be freed by one. A third of the time of an n-best draw."""
+  holds many) while none of them can be freed by one."""
   enabled = gc.isenabled()
   gc.disable()
   try:
@@ -257,12 +252,3 @@ def _collector_paused():
     if enabled:
       gc.enable()
 
-
-def _pick(weights: List[float], rng: random.Random) -> int:
-  """An index drawn with probability proportional to ``weights``."""
-  u = rng.random() * sum(weights)
-  for k, w in enumerate(weights):
-    u -= w
-    if u < 0.0:
-      return k
-  return len(weights) - 1
