@@ -70,7 +70,9 @@ class SegmentationDraws:
     if self._model_type not in (_UNIGRAM, _BPE):
       raise DataError("Subword regularization draws from unigram or BPE SentencePiece models, "
                       "not this one; set --config.pipeline.subword_alpha=0.")
-    self._byte_fallback = model.trainer_spec.byte_fallback
+    # The ids of the byte pieces <0x00>..<0xFF> when the model falls back to bytes.
+    self._byte_ids = ([processor.piece_to_id(f"<0x{b:02X}>") for b in range(256)]
+                      if model.trainer_spec.byte_fallback else None)
     self._unknown_id = next((i for i, p in enumerate(model.pieces) if p.type == _UNKNOWN), 0)
     normal = [p.score for p in model.pieces if p.type == _NORMAL]
     self._unknown_score = (min(normal) if normal else 0.0) - _UNKNOWN_PENALTY
@@ -234,9 +236,9 @@ class SegmentationDraws:
 
   def _unknown(self, surface: str) -> List[int]:
     """An unknown piece: its UTF-8 bytes when the model falls back to bytes, else unknown."""
-    if not self._byte_fallback:
+    if self._byte_ids is None:
       return [self._unknown_id]
-    return [self._processor.piece_to_id(f"<0x{b:02X}>") for b in surface.encode("utf-8")]
+    return [self._byte_ids[b] for b in surface.encode("utf-8")]
 
 
 @contextlib.contextmanager
