@@ -65,7 +65,8 @@ ablation spm4k cgru_de-en_2500steps \
 # instructions emulate the recipe's bfloat16 products at half the speed of float32, and a
 # precision that does not depend on the CPU keeps every row comparable with its baseline.
 # On a CPU with AVX512_BF16 or AMX, PRECISION=recipe trains them in the recipe's own bfloat16
-# products against cgru_de-en_2500steps instead, in about half the time.
+# products against cgru_de-en_2500steps instead, in about half the time (elsewhere
+# `study.py row` refuses them: their baselines were trained with bfloat16 products).
 F32=(--config.train.precision=float32)
 BASE=cgru_float32_de-en_2500steps
 if [[ "${PRECISION:-float32}" == recipe ]]; then

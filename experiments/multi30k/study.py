@@ -12,16 +12,19 @@
 
 `row` runs, through the `nmt-tf` command line, `train` (resumable: run it again after an
 interruption) and `evaluate` of the best checkpoint on the test split with greedy search and
-beam 5, then `record`. A row already recorded is skipped. `variant` records another decoding of a
-recorded row's run, compared with that row: the mean of its last N checkpoints (`nmt-tf
-average`), an ensemble with other runs, or other search settings. `tune` scores a grid of beam
-sizes and length penalties on the validation split (never the test split) and prints the best. `record` writes the immutable record
-rows/NAME/ (records.py) of a run directory; `report` rewrites the generated part of
-docs/RESULTS.md and its figures (page.py) from the records alone. Errors are one line and exit
-code 2.
+beam 5, then `record`. A row already recorded is skipped; a row whose train.precision=auto would
+give other matrix products on this machine than its baseline was trained with is refused before
+training. `variant` records another decoding of a recorded row's run, compared with that row:
+the mean of its last N checkpoints (`nmt-tf average`), an ensemble with other runs, or other
+search settings. `tune` scores a grid of beam sizes and length penalties on the validation split
+(never the test split) and prints the best. `record` writes the immutable record rows/NAME/
+(records.py) of a run directory; `report` rewrites the generated part of docs/RESULTS.md and its
+figures (page.py) from the records alone. Errors are one line and exit code 2.
 """
 
 import argparse
+import contextlib
+import importlib.util
 import json
 import os
 import shlex
@@ -34,6 +37,9 @@ sys.path.insert(0, HERE)
 # pylint: disable=wrong-import-position
 import page
 import records
+
+import nmt_tf
+from nmt_tf import cpu
 
 ROWS = os.path.join(HERE, "rows")
 
@@ -71,6 +77,8 @@ def row(args):
                               "that row first.")
   args.run_dir = args.run_dir or os.path.join("runs", "study", args.name)
   extra = args.flags
+  if args.baseline:
+    _check_precision(args)
   code = _nmt_tf(["train", f"--config={args.config}", f"--run_dir={args.run_dir}"] + extra)
   if code:
     return code
@@ -83,6 +91,69 @@ def row(args):
   command = shlex.join(["nmt-tf", "train", f"--config={args.config}",
                         f"--run_dir={args.run_dir}"] + extra)
   return _record(args, command)
+
+
+@contextlib.contextmanager
+def _stderr_silenced():
+  """Sends file descriptor 2 to /dev/null: TensorFlow's C++ start-up lines ignore
+  TF_CPP_MIN_LOG_LEVEL."""
+  saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+  sys.stderr.flush()
+  os.dup2(null, 2)
+  try:
+    yield
+  finally:
+    os.dup2(saved, 2)
+    os.close(null)
+    os.close(saved)
+
+
+def _train_precision(args):
+  """train.precision as the row's training would read it: the last --config.train.precision
+  flag, else the run directory's config.json (a resumed run), else the --config's; None when
+  the --config cannot be loaded (`nmt-tf train` then says why)."""
+  flag = "--config.train.precision="
+  given = [f[len(flag):] for f in args.flags if f.startswith(flag)]
+  if given:
+    return given[-1]
+  saved = os.path.join(args.run_dir, "config.json")
+  if os.path.exists(saved):
+    return records.read_json(saved)["train"]["precision"]
+  path, _, argument = args.config.partition(":")
+  try:
+    if os.path.isfile(path):  # a config file, loaded as ml_collections' config_flags loads it
+      spec = importlib.util.spec_from_file_location("study_config", path)
+      module = importlib.util.module_from_spec(spec)
+      spec.loader.exec_module(module)
+      config = module.get_config(argument) if argument else module.get_config()
+    else:
+      with _stderr_silenced():  # the recipes import TensorFlow, whose start-up lines go
+        config = nmt_tf.recipe(args.config)
+    return config.train.precision
+  except Exception:  # pylint: disable=broad-except  (`nmt-tf train` reports it in one line)
+    return None
+
+
+def _check_precision(args):
+  """Refuses a row whose train.precision=auto would resolve, on this machine, to other matrix
+  products than its baseline was trained with: the comparison would change two settings. An
+  explicit train.precision is the row's own choice (the float32 row compares precisions)."""
+  precision = _train_precision(args)
+  if precision != "auto":
+    return
+  baseline = records.read_json(os.path.join(args.rows, args.baseline, records.ROW_FILE))
+  # Records made before train_summary.json named the precision: their config's.
+  trained = (baseline.get("train", {}).get("precision") or
+             baseline.get("config", {}).get("train", {}).get("precision"))
+  resolved, reason = cpu.resolve_precision(precision)
+  if trained in (None, "auto") or resolved == trained:
+    return
+  slower = (" (this CPU emulates bfloat16 products, at about half the speed of float32)"
+            if cpu.native_bf16() is False else "")
+  raise records.RecordError(
+      f"{args.name} would train with precision {resolved} ({reason}), its baseline "
+      f"{args.baseline} with {trained}: run it where auto gives {trained}, or pass "
+      f"--config.train.precision={trained} after --{slower}.")
 
 
 def _decoding(args, label):

@@ -241,6 +241,74 @@ class TuneTest(tf.test.TestCase):
     self.assertEmpty(calls)  # every report is there: nothing decoded again
 
 
+class PrecisionCheckTest(tf.test.TestCase):
+  """`study.py row` refuses, before training, a row whose train.precision=auto would give this
+  machine other matrix products than its baseline's; `nmt-tf` is replaced by a fake."""
+
+  AVX2 = {"model_name": "AMD EPYC", "family": "25", "model": "1", "flags": {"avx2"}}
+  AMX = {"model_name": "Intel Xeon", "family": "6", "model": "143", "flags": {"amx_bf16"}}
+
+  def setUp(self):
+    super().setUp()
+    self.tmp = tempfile.mkdtemp()
+    self.addCleanup(shutil.rmtree, self.tmp)
+    self.rows = os.path.join(self.tmp, "rows")
+    os.makedirs(os.path.join(self.rows, "base"))
+    with open(os.path.join(self.rows, "base", records.ROW_FILE), "w", encoding="utf-8") as f:
+      json.dump({"train": {"precision": "float32_bf16_matmul"}}, f)
+    self.config_file = os.path.join(self.tmp, "config.py")
+    with open(self.config_file, "w", encoding="utf-8") as f:
+      f.write(CONFIG.format(text=json.dumps({"train": {"precision": "float32"}})))
+
+  def row(self, info, *args, config=None):
+    """(exit code, stderr, [nmt-tf calls]) of `study.py row new --baseline=base ARGS` on a CPU
+    described by `info`; the fake `nmt-tf train` fails, so that nothing is evaluated."""
+    import study  # pylint: disable=g-import-not-at-top
+    calls = []
+
+    def fake_nmt_tf(command):
+      calls.append(command)
+      return 3
+
+    argv = ["row", "new", f"--config={config or self.config_file}", "--baseline=base",
+            f"--rows={self.rows}", f"--run_dir={os.path.join(self.tmp, 'run')}"] + list(args)
+    with mock.patch.object(study, "_nmt_tf", fake_nmt_tf), \
+        mock.patch.object(study.cpu, "cpu_info", return_value=info), \
+        contextlib.redirect_stderr(io.StringIO()) as err:
+      code = study.main(argv)
+    return code, err.getvalue(), calls
+
+  def test_auto_unlike_the_baseline_is_refused_before_training(self):
+    code, err, calls = self.row(self.AVX2, "--", "--config.train.precision=auto")
+    self.assertEqual((code, calls), (2, []))
+    self.assertLen(err.splitlines(), 1)
+    self.assertIn("would train with precision float32 (auto: this CPU has no AVX512_BF16", err)
+    self.assertIn("pass --config.train.precision=float32_bf16_matmul after --", err)
+    self.assertIn("half the speed of float32", err)
+
+  def test_auto_like_the_baseline_trains(self):
+    code, _, calls = self.row(self.AMX, "--", "--config.train.precision=auto")
+    self.assertEqual(code, 3)
+    self.assertEqual(calls[0][0], "train")
+
+  def test_an_explicit_precision_is_the_rows_own_setting(self):
+    code, _, calls = self.row(self.AVX2, "--", "--config.train.precision=float32")
+    self.assertEqual((code, len(calls)), (3, 1))
+    code, _, calls = self.row(self.AVX2)  # the config file's float32
+    self.assertEqual((code, len(calls)), (3, 1))
+
+  def test_a_resumed_run_is_judged_by_its_own_config(self):
+    os.makedirs(os.path.join(self.tmp, "run"))
+    with open(os.path.join(self.tmp, "run", "config.json"), "w", encoding="utf-8") as f:
+      json.dump({"train": {"precision": "auto"}}, f)
+    self.assertEqual(self.row(self.AVX2)[0], 2)
+    self.assertEqual(self.row(self.AMX)[0], 3)
+
+  def test_a_recipe_reads_its_own_default(self):
+    code, err, calls = self.row(self.AVX2, config="multi30k:cgru")  # train.precision=auto
+    self.assertEqual((code, calls), (2, []), err)
+
+
 class MachineTest(tf.test.TestCase):
 
   def test_cpu_as_plain_information(self):
