@@ -44,8 +44,8 @@ def resolve_precision(precision, info=None, gpus=()):
 
   auto is float32_bf16_matmul (float32 with bfloat16 matrix-product operands) on a CPU with
   AVX512_BF16 or AMX-BF16 and no GPU in use, else float32: on CPUs without those
-  instructions the bfloat16 products are emulated and run at about half the speed of float32
-  (docs/PERFORMANCE.md). `reason` is None for an explicit precision.
+  instructions the bfloat16 products are emulated, slower than float32 (docs/PERFORMANCE.md).
+  `reason` is None for an explicit precision.
   """
   if precision != "auto":
     return precision, None

@@ -2,12 +2,13 @@
 # Trains, evaluates and records the rows of the equal-step comparison on Multi30k that have no
 # record yet, one after the other: the models and the ablations of the cgru recipe at 2,500
 # steps de->en, then the longer en->de rows. A 2,500-step row takes 25 to 75 minutes on 2 cores
-# with AVX512_BF16 or AMX, several times that on a CPU that emulates the recipe's bfloat16
-# products. Run it again after an interruption: training resumes exactly where it stopped.
+# with AVX512_BF16 or AMX, several times that on a CPU without them. Run it again after an
+# interruption: training resumes exactly where it stopped.
 #   bash experiments/multi30k/run_rows.sh            # every row
 #   ROWS="sar_avg sar_cavg plateau_en-de" bash experiments/multi30k/run_rows.sh
 #   RUN_ROOT=/data/study bash experiments/multi30k/run_rows.sh   # run directories elsewhere
 #   PRECISION=recipe ROWS=layernorm bash experiments/multi30k/run_rows.sh   # bfloat16 ablations
+#   PRECISION=float32_bf16_matmul ROWS=batch2k bash experiments/multi30k/run_rows.sh  # any CPU
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PYTHON=${PYTHON:-.venv/bin/python}
@@ -26,6 +27,30 @@ before() {
 
 wanted() { [[ -z "${ROWS:-}" || " ${ROWS} " == *" $1 "* ]]; }
 
+# The ablations of the first recipe after spm4k train in float32 against a float32 baseline by
+# default: a precision that does not depend on the CPU keeps each row comparable with its
+# baseline. The other rows have baselines recorded with bfloat16 products only, and name those
+# products by default.
+# PRECISION=recipe trains every row in the recipe's `auto` precision, against baselines with
+# bfloat16 products: those on a CPU with AVX512_BF16 or AMX, faster than float32; elsewhere
+# `auto` gives float32 and `study.py row` refuses the rows.
+# PRECISION=float32_bf16_matmul names the bfloat16 products for every row, against the same
+# baselines, comparable on any CPU: one without those instructions emulates them, slower
+# (docs/PERFORMANCE.md has the speeds).
+BF16=(--config.train.precision=float32_bf16_matmul)
+case "${PRECISION:-float32}" in
+  float32)
+    PREC=(--config.train.precision=float32) BASE=cgru_float32_de-en_2500steps
+    AS_RECORDED=("${BF16[@]}") ;;
+  recipe)
+    PREC=() BASE=cgru_de-en_2500steps AS_RECORDED=() ;;
+  float32_bf16_matmul)
+    PREC=("${BF16[@]}") BASE=cgru_de-en_2500steps AS_RECORDED=("${BF16[@]}") ;;
+  *)
+    echo "error: PRECISION=$PRECISION: use float32, recipe or float32_bf16_matmul." >&2
+    exit 2 ;;
+esac
+
 if wanted cgru; then
   "$PYTHON" experiments/multi30k/study.py row cgru_de-en_2500steps \
     --config=multi30k:cgru --run_dir="$RUN_ROOT/cgru_de-en_2500steps" --keep_attention \
@@ -35,7 +60,7 @@ for model in sar_avg sar_cavg self_attentive_rnn; do
   if wanted "$model"; then
     "$PYTHON" experiments/multi30k/study.py row "${model}_de-en_2500steps" \
       --config="multi30k:${model}" --run_dir="$RUN_ROOT/${model}_de-en_2500steps" \
-      --baseline=cgru_de-en_2500steps -- "${STEPS[@]}" "${BEFORE[@]}"
+      --baseline=cgru_de-en_2500steps -- "${STEPS[@]}" "${BEFORE[@]}" "${AS_RECORDED[@]}"
   fi
 done
 
@@ -61,18 +86,6 @@ ablation spm4k cgru_de-en_2500steps \
   "SentencePiece vocabularies of 4,000 pieces per side instead of 8,000." \
   --config.train.precision=float32_bf16_matmul --config.tokenizer.vocab_size=4000
 
-# The other ablations train in float32 against a float32 baseline: CPUs without bfloat16
-# instructions emulate the recipe's bfloat16 products at half the speed of float32, and a
-# precision that does not depend on the CPU keeps every row comparable with its baseline.
-# On a CPU with AVX512_BF16 or AMX, PRECISION=recipe trains them in the recipe's own bfloat16
-# products against cgru_de-en_2500steps instead, in about half the time (elsewhere
-# `study.py row` refuses them: their baselines were trained with bfloat16 products).
-F32=(--config.train.precision=float32)
-BASE=cgru_float32_de-en_2500steps
-if [[ "${PRECISION:-float32}" == recipe ]]; then
-  F32=()
-  BASE=cgru_de-en_2500steps
-fi
 if wanted float32; then
   "$PYTHON" experiments/multi30k/study.py row cgru_float32_de-en_2500steps \
     --config=multi30k:cgru --run_dir="$RUN_ROOT/cgru_float32_de-en_2500steps" \
@@ -82,30 +95,30 @@ if wanted float32; then
 fi
 ablation layernorm "$BASE" \
   "Layer-normalized GRUs in the encoder and the cGRU (Nematus)." \
-  "${F32[@]}" --config.model.layer_norm=True
+  "${PREC[@]}" --config.model.layer_norm=True
 ablation hiddendrop "$BASE" \
   "Variational dropout of 0.2 on the GRUs' recurrent states (Gal and Ghahramani 2016)." \
-  "${F32[@]}" --config.model.hidden_dropout=0.2
+  "${PREC[@]}" --config.model.hidden_dropout=0.2
 ablation tied "$BASE" \
   "The output projection tied to the target embeddings (Press and Wolf 2017)." \
-  "${F32[@]}" --config.model.tie_embeddings=target
+  "${PREC[@]}" --config.model.tie_embeddings=target
 ablation tied_scaled "$BASE" \
   "The output projection tied to the target embeddings, the tables stored at e^-1/2 of their scale (Vaswani et al. 2017)." \
-  "${F32[@]}" --config.model.tie_embeddings=target --config.model.scale_embeddings=True
+  "${PREC[@]}" --config.model.tie_embeddings=target --config.model.scale_embeddings=True
 # Combinations on top of the tied and scaled embeddings, against that row.
 ablation spm4k_tied_scaled cgru_tied_scaled_de-en_2500steps \
   "Tied and scaled embeddings with SentencePiece 4k per side, against the same at 8k." \
-  "${F32[@]}" --config.model.tie_embeddings=target --config.model.scale_embeddings=True \
+  "${AS_RECORDED[@]}" --config.model.tie_embeddings=target --config.model.scale_embeddings=True \
   --config.tokenizer.vocab_size=4000
 ablation scaled "$BASE" \
   "The embedding tables stored at e^-1/2 of their scale, lookups times e^1/2, untied (Vaswani et al. 2017)." \
-  "${F32[@]}" --config.model.scale_embeddings=True
+  "${PREC[@]}" --config.model.scale_embeddings=True
 ablation worddrop "$BASE" \
   "Word dropout of 0.1 on source and target tokens (Sennrich and Zhang 2019)." \
-  "${F32[@]}" --config.model.source_word_dropout=0.1 --config.model.target_word_dropout=0.1
+  "${PREC[@]}" --config.model.source_word_dropout=0.1 --config.model.target_word_dropout=0.1
 ablation spm2k "$BASE" \
   "SentencePiece vocabularies of 2,000 pieces per side instead of 8,000." \
-  "${F32[@]}" --config.tokenizer.vocab_size=2000
+  "${PREC[@]}" --config.tokenizer.vocab_size=2000
 # The ablations of today's recipe (tied and scaled embeddings, 8k pieces per side): one
 # setting changed at a time against the recipe at 2,500 steps.
 NEW_BASE=cgru_tied_scaled_de-en_2500steps
@@ -115,31 +128,31 @@ BEFORE=()  # nothing to pin from here on
 # same segmentations.
 ablation subword "$NEW_BASE" \
   "Subword regularization: every epoch draws new segmentations from the 64 best, alpha 0.1 (Kudo 2018)." \
-  "${F32[@]}" --config.pipeline.subword_alpha=0.1 --config.pipeline.subword_nbest=64
+  "${AS_RECORDED[@]}" --config.pipeline.subword_alpha=0.1 --config.pipeline.subword_nbest=64
 ablation lr2e-3 "$NEW_BASE" \
   "A peak learning rate of 0.002 instead of 0.001 (Sennrich and Zhang 2019 tune it per setting)." \
-  "${F32[@]}" --config.train.learning_rate=0.002
+  "${AS_RECORDED[@]}" --config.train.learning_rate=0.002
 ablation joint8k "$NEW_BASE" \
   "One SentencePiece vocabulary of 8,000 pieces for both languages." \
-  "${F32[@]}" --config.tokenizer.shared=True
+  "${AS_RECORDED[@]}" --config.tokenizer.shared=True
 ablation tied_all cgru_joint8k_de-en_2500steps \
   "Three-way tied embeddings over the joint vocabulary, against the joint vocabulary." \
-  "${F32[@]}" --config.tokenizer.shared=True --config.model.tie_embeddings=all
+  "${AS_RECORDED[@]}" --config.tokenizer.shared=True --config.model.tie_embeddings=all
 ablation lexical "$NEW_BASE" \
   "The lexical model: attention-weighted source embeddings add their own logits (Nguyen and Chiang 2018)." \
-  "${F32[@]}" --config.model.lexical_model=True
+  "${AS_RECORDED[@]}" --config.model.lexical_model=True
 ablation embdrop "$NEW_BASE" \
   "Variational dropout of 0.2 on the embeddings, one mask per sentence (Nematus)." \
-  "${F32[@]}" --config.model.embedding_dropout=0.2
+  "${AS_RECORDED[@]}" --config.model.embedding_dropout=0.2
 ablation enc2 "$NEW_BASE" \
   "A deeper encoder: two stacked bidirectional GRU layers instead of one." \
-  "${F32[@]}" --config.model.encoder_layers=2
+  "${AS_RECORDED[@]}" --config.model.encoder_layers=2
 ablation deeptrans "$NEW_BASE" \
   "A deep-transition decoder: four GRU transitions per step instead of two (Nematus)." \
-  "${F32[@]}" --config.model.decoder_transition_depth=4
+  "${AS_RECORDED[@]}" --config.model.decoder_transition_depth=4
 ablation ema "$NEW_BASE" \
   "Validation, early stopping and best/ on a moving average of the weights, d = 0.999 (Polyak and Juditsky 1992)." \
-  "${F32[@]}" --config.train.moving_average_decay=0.999
+  "${AS_RECORDED[@]}" --config.train.moving_average_decay=0.999
 # Smaller batches (Sennrich and Zhang 2019): at equal steps they would see half the data, so
 # this row takes as many steps as it takes to see the baseline's tokens.
 if wanted batch2k; then
@@ -147,7 +160,7 @@ if wanted batch2k; then
     --config=multi30k:cgru --run_dir="$RUN_ROOT/cgru_batch2k_de-en_5000steps" \
     --baseline="$NEW_BASE" \
     --note="Batches of 2,048 tokens instead of 4,096, for 5,000 steps: the baseline's tokens." \
-    -- --config.train.steps=5000 --config.train.max_minutes=0 "${F32[@]}" \
+    -- --config.train.steps=5000 --config.train.max_minutes=0 "${AS_RECORDED[@]}" \
     --config.pipeline.batch_tokens=2048
 fi
 
@@ -160,7 +173,7 @@ ende() {
   shift 4
   if wanted "${key}_en-de"; then
     cgru_row "cgru_tied_scaled_${key}_en-de_${steps}steps" "$baseline" "$note" "${EN_DE[@]}" \
-      --config.train.steps="$steps" --config.train.max_minutes=0 "$@"
+      --config.train.steps="$steps" --config.train.max_minutes=0 "${AS_RECORDED[@]}" "$@"
   fi
 }
 ende seed2 6001 cgru_tied_scaled_en-de_1h_epyc-f26 \

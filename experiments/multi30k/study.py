@@ -148,7 +148,7 @@ def _check_precision(args):
   resolved, reason = cpu.resolve_precision(precision)
   if trained in (None, "auto") or resolved == trained:
     return
-  slower = (" (this CPU emulates bfloat16 products, at about half the speed of float32)"
+  slower = (" (this CPU emulates bfloat16 products, slower than float32: docs/PERFORMANCE.md)"
             if cpu.native_bf16() is False else "")
   raise records.RecordError(
       f"{args.name} would train with precision {resolved} ({reason}), its baseline "

@@ -284,7 +284,7 @@ class PrecisionCheckTest(tf.test.TestCase):
     self.assertLen(err.splitlines(), 1)
     self.assertIn("would train with precision float32 (auto: this CPU has no AVX512_BF16", err)
     self.assertIn("pass --config.train.precision=float32_bf16_matmul after --", err)
-    self.assertIn("half the speed of float32", err)
+    self.assertIn("this CPU emulates bfloat16 products", err)
 
   def test_auto_like_the_baseline_trains(self):
     code, _, calls = self.row(self.AMX, "--", "--config.train.precision=auto")
@@ -423,16 +423,21 @@ class RunRowsTest(tf.test.TestCase):
   IGNORED = ("--run_dir=", "--config=", "--config.train.precision=")
   RECIPE = {"--config.model.tie_embeddings=target", "--config.model.scale_embeddings=True"}
 
-  def rows(self):
-    """{name: (options before --, flags after --)} of the rows run_rows.sh makes."""
+  def run_rows(self, precision):
+    """run_rows.sh with PRECISION=precision, each command printed instead of run."""
     printer = os.path.join(self.get_temp_dir(), "argv.py")  # stands in for the interpreter
     with open(printer, "w", encoding="utf-8") as f:
       f.write(f"#!{sys.executable}\nimport json, sys\nprint(json.dumps(sys.argv[1:]))\n")
     os.chmod(printer, 0o755)
-    env = dict(os.environ, PRECISION="recipe", PYTHON=printer)
+    env = dict(os.environ, PRECISION=precision, PYTHON=printer)
     env.pop("ROWS", None)
-    done = subprocess.run(["bash", os.path.join(HERE, "run_rows.sh")], capture_output=True,
-                          text=True, env=env, check=True)
+    return subprocess.run(["bash", os.path.join(HERE, "run_rows.sh")], capture_output=True,
+                          text=True, env=env, check=False)
+
+  def rows(self, precision="recipe"):
+    """{name: (options before --, flags after --)} of the rows run_rows.sh makes."""
+    done = self.run_rows(precision)
+    self.assertEqual(done.returncode, 0, done.stderr)
     rows = {}
     for line in done.stdout.splitlines():
       argv = json.loads(line)
@@ -465,6 +470,34 @@ class RunRowsTest(tf.test.TestCase):
         if stored is not None:  # fields newer than the record are pinned to their old value
           self.assertTrue(same_value(stored, value), f"{name}: {flag}, recorded {stored!r}")
     self.assertGreater(checked, 15)
+
+  def test_rows_train_in_their_recorded_baselines_products(self):
+    """Each row against a recorded baseline trains with the matrix products of its record: by
+    name (the default and PRECISION=float32_bf16_matmul, for any CPU) or through the recipe's
+    auto (PRECISION=recipe, which study.py checks). The float32 row compares precisions."""
+    for precision in ("float32", "float32_bf16_matmul", "recipe"):
+      checked = 0
+      for name, (options, flags) in self.rows(precision).items():
+        path = os.path.join(HERE, "rows", options.get("--baseline", "-"), "row.json")
+        if name == "cgru_float32_de-en_2500steps" or not os.path.exists(path):
+          continue
+        with open(path, encoding="utf-8") as f:
+          baseline = json.load(f)
+        trained = (baseline.get("train", {}).get("precision") or
+                   baseline["config"]["train"]["precision"])
+        named = [flag.split("=", 1)[1] for flag in flags
+                 if flag.startswith("--config.train.precision=")]
+        allowed = ([], [trained]) if precision == "recipe" else ([trained],)
+        self.assertIn(named[-1:], allowed, f"PRECISION={precision}: {name}")
+        checked += 1
+      self.assertGreater(checked, 15, precision)
+
+  def test_an_unknown_precision_is_refused_in_one_line(self):
+    done = self.run_rows("bfloat16")
+    self.assertEqual(done.returncode, 2)
+    self.assertEqual(done.stdout, "")
+    self.assertEqual(done.stderr.strip(),
+                     "error: PRECISION=bfloat16: use float32, recipe or float32_bf16_matmul.")
 
 
 if __name__ == "__main__":
