@@ -78,6 +78,13 @@ def model_label(model_config):
   return name
 
 
+def trained_precision(record):
+  """The train.precision a record's run trained with: the one its train summary resolved, or,
+  in records made before the summary named it, its config's; None if neither names one."""
+  return (record.get("train", {}).get("precision") or
+          record.get("config", {}).get("train", {}).get("precision"))
+
+
 def read_json(path):
   """A JSON file of a run or record; RecordError naming the fix when missing or invalid."""
   try:

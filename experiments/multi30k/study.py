@@ -141,10 +141,8 @@ def _check_precision(args):
   precision = _train_precision(args)
   if precision != "auto":
     return
-  baseline = records.read_json(os.path.join(args.rows, args.baseline, records.ROW_FILE))
-  # Records made before train_summary.json named the precision: their config's.
-  trained = (baseline.get("train", {}).get("precision") or
-             baseline.get("config", {}).get("train", {}).get("precision"))
+  trained = records.trained_precision(
+      records.read_json(os.path.join(args.rows, args.baseline, records.ROW_FILE)))
   resolved, reason = cpu.resolve_precision(precision)
   if trained in (None, "auto") or resolved == trained:
     return

@@ -481,10 +481,7 @@ class RunRowsTest(tf.test.TestCase):
         path = os.path.join(HERE, "rows", options.get("--baseline", "-"), "row.json")
         if name == "cgru_float32_de-en_2500steps" or not os.path.exists(path):
           continue
-        with open(path, encoding="utf-8") as f:
-          baseline = json.load(f)
-        trained = (baseline.get("train", {}).get("precision") or
-                   baseline["config"]["train"]["precision"])
+        trained = records.trained_precision(records.read_json(path))
         named = [flag.split("=", 1)[1] for flag in flags
                  if flag.startswith("--config.train.precision=")]
         allowed = ([], [trained]) if precision == "recipe" else ([trained],)
