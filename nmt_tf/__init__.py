@@ -9,7 +9,8 @@ The Python API (TensorFlow is imported on first use, not by `import nmt_tf`):
   nmt_tf.train(config, run_dir)   train or resume a run; config: an ExperimentConfig, or the
                                   ml_collections ConfigDict of a recipe
   nmt_tf.recipe("multi30k:luong") a recipe with a model preset, as a ConfigDict (`nmt-tf
-                                  recipes` lists them)
+                                  recipes` lists them), or a config file of yours,
+                                  "my_config.py[:ARG]": what --config=VALUE gives
   nmt_tf.base_config()            every field with its default, as a ConfigDict
   nmt_tf.ExperimentConfig         the validated configuration
 

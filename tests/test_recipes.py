@@ -88,6 +88,24 @@ class RecipesTest(tf.test.TestCase):
   def test_python_api(self):
     self.assertIs(nmt_tf.recipe, configs.load)
 
+  def test_a_config_file_loads_as_the_config_flag_loads_it(self):
+    """FILE[:ARG] of the user's: its get_config(ARG), or get_config() without an argument."""
+    path = os.path.join(self.get_temp_dir(), "my_config.py")
+    with open(path, "w", encoding="utf-8") as f:
+      f.write("from nmt_tf.configs import generated\n\n"
+              "def get_config(model='cgru'):\n"
+              "  config = generated.get_config(model)\n"
+              "  config.train.steps = 7\n"
+              "  return config\n")
+    self.assertEqual(configs.load(path).train.steps, 7)
+    self.assertEqual(configs.load(path).model.to_dict(),
+                     configs.load("generated").model.to_dict())
+    self.assertEqual(configs.load(f"{path}:luong").model.to_dict(),
+                     configs.load("generated:luong").model.to_dict())
+    with self.assertRaisesRegex(ValueError, r"^No recipe or config file 'nowhere\.py'; expected "
+                                r"RECIPE\[:MODEL\] with RECIPE one of generated, "):
+      configs.load("nowhere.py")
+
   def test_listing(self):
     text = "\n".join(configs.listing())
     for name in configs.names():

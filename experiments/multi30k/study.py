@@ -24,7 +24,6 @@ figures (page.py) from the records alone. Errors are one line and exit code 2.
 
 import argparse
 import contextlib
-import importlib.util
 import json
 import os
 import shlex
@@ -119,16 +118,9 @@ def _train_precision(args):
   saved = os.path.join(args.run_dir, "config.json")
   if os.path.exists(saved):
     return records.read_json(saved)["train"]["precision"]
-  path, _, argument = args.config.partition(":")
   try:
-    if os.path.isfile(path):  # a config file, loaded as ml_collections' config_flags loads it
-      spec = importlib.util.spec_from_file_location("study_config", path)
-      module = importlib.util.module_from_spec(spec)
-      spec.loader.exec_module(module)
-      config = module.get_config(argument) if argument else module.get_config()
-    else:
-      with _stderr_silenced():  # the recipes import TensorFlow, whose start-up lines go
-        config = nmt_tf.recipe(args.config)
+    with _stderr_silenced():  # the recipes import TensorFlow, whose start-up lines go
+      config = nmt_tf.recipe(args.config)  # a recipe or a config file, as --config reads it
     return config.train.precision
   except Exception:  # pylint: disable=broad-except  (`nmt-tf train` reports it in one line)
     return None

@@ -70,22 +70,28 @@ def resolve(value):
 
 
 def load(value):
-  """The ml_collections ConfigDict of a recipe as `--config=VALUE` gives it ("multi30k:luong",
-  "generated", an old name); ValueError naming the recipes if VALUE is none of them."""
+  """The ml_collections ConfigDict that `--config=VALUE` gives: a recipe ("multi30k:luong",
+  "generated", an old name) or a config file of the user's, FILE[:ARG] (its get_config(ARG),
+  as ml_collections' config_flags calls it); ValueError naming the recipes if VALUE is
+  neither."""
   from nmt_tf.experiment import presets  # pylint: disable=g-import-not-at-top
   found = resolve(value)
   if found is None:
-    raise ValueError(f"No recipe {value!r}; expected RECIPE[:MODEL] with RECIPE one of "
-                     f"{', '.join(names())} and MODEL one of {', '.join(presets.MODELS)}.")
-  path, model, _ = found
+    path, _, argument = value.partition(":")  # config_flags passes what follows ':'
+    if not os.path.isfile(path):
+      raise ValueError(f"No recipe or config file {value!r}; expected RECIPE[:MODEL] with "
+                       f"RECIPE one of {', '.join(names())} and MODEL one of "
+                       f"{', '.join(presets.MODELS)}, or the path of a config file.")
+    found = path, argument or None, None
+  path, argument, _ = found
   module = _module(path)
-  return module.get_config(model) if model else module.get_config()
+  return module.get_config(argument) if argument else module.get_config()
 
 
 def _module(path):
-  """The recipe module at `path`, loaded from its file as ml_collections loads it."""
+  """The recipe or config module at `path`, loaded from its file as ml_collections loads it."""
   spec = importlib.util.spec_from_file_location(
-      f"nmt_tf_recipe_{os.path.basename(path)[:-3]}", path)
+      f"nmt_tf_recipe_{os.path.splitext(os.path.basename(path))[0]}", path)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return module
