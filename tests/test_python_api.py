@@ -3,8 +3,10 @@ written, `nmt_tf.load(...).translate / .score` and `nmt_tf.train`, the `nmt-tf` 
 recipes named without a path."""
 
 import contextlib
+import importlib
 import io
 import os
+import pkgutil
 import re
 import subprocess
 import sys
@@ -15,6 +17,7 @@ import pytest
 import tensorflow as tf
 
 import nmt_tf
+from nmt_tf import cli
 from nmt_tf.cli import app
 from tests.run_fixtures import make_tiny_run
 from tests.training_fixtures import tiny_train_config
@@ -147,6 +150,46 @@ class PackageTest(tf.test.TestCase):
     self.assertEqual(out.returncode, 0, out.stderr[-2000:])
     self.assertIn("usage: nmt-tf COMMAND", out.stdout)
     self.assertIn("translate", out.stdout)
+
+  def test_the_list_of_commands_answers_without_tensorflow(self):
+    """`nmt-tf`, `nmt-tf help`, `nmt-tf --help` and an unknown command import neither
+    TensorFlow nor the command modules."""
+    program = ("import sys\n"
+               "from nmt_tf.cli import app\n"
+               "sys.argv = ['nmt-tf'] + sys.argv[1:]\n"
+               "try:\n"
+               "  app.run()\n"
+               "finally:\n"
+               "  print(sorted(m for m in sys.modules if m == 'tensorflow' or\n"
+               "               m.startswith('nmt_tf.cli.') and m not in\n"
+               "               ('nmt_tf.cli.app', 'nmt_tf.cli.help')))\n")
+    for args, code in (([], 2), (["help"], 0), (["--help"], 0), (["-h"], 0), (["trian"], 2)):
+      out = subprocess.run([sys.executable, "-c", program] + args, capture_output=True,
+                           text=True, env=ENV, cwd=ROOT, timeout=300, check=False)
+      self.assertEqual(out.returncode, code, (args, out.stderr[-2000:]))
+      self.assertEqual(out.stdout.splitlines()[-1], "[]", args)
+      listing = out.stdout if code == 0 or not args else out.stderr
+      self.assertIn("usage: nmt-tf COMMAND", listing, args)
+      for name, summary in cli.SUMMARIES.items():
+        self.assertIn(f"\n  {name:<10} {summary}\n", listing)
+    self.assertStartsWith(out.stderr, "Unknown command 'trian'.\n")
+
+  def test_every_command_module_is_in_the_list_and_the_list_holds_no_other(self):
+    modules = {info.name: importlib.import_module(f"nmt_tf.cli.{info.name}")
+               for info in pkgutil.iter_modules(cli.__path__)}
+    commands = {name: module for name, module in modules.items() if hasattr(module, "COMMAND")}
+    self.assertEqual(sorted(commands), sorted(cli.SUMMARIES))
+    self.assertEqual({name: module.COMMAND for name, module in commands.items()},
+                     {name: name for name in commands})
+    self.assertEqual(cli.commands(), commands)
+
+  def test_output_into_a_closed_pipe_ends_quietly(self):
+    command = os.path.join(os.path.dirname(sys.executable), "nmt-tf")
+    process = subprocess.Popen([command, "translate", "--help"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env=ENV)
+    process.stdout.close()  # long before the command writes: it starts TensorFlow first
+    _, err = process.communicate(timeout=300)
+    self.assertEqual((process.returncode, err.decode()), (1, ""))
 
   def test_command_help_lists_its_flags_and_the_config_fields(self):
     command = os.path.join(os.path.dirname(sys.executable), "nmt-tf")

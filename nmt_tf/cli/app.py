@@ -122,8 +122,28 @@ def parse_flags(argv):
 def _usage():
   lines = [f"usage: {_prog()} COMMAND [--flags]   (--helpfull lists every flag)", "",
            "commands:"]
-  lines += [f"  {name:<10} {module.HELP}" for name, module in sorted(COMMANDS.items())]
+  lines += [f"  {name:<10} {summary}" for name, summary in sorted(cli.SUMMARIES.items())]
   return "\n".join(lines)
+
+
+def _answer_without_tensorflow(argv):
+  """The exit code of a command line that only asks for the list of commands (`nmt-tf`,
+  `nmt-tf help`, `nmt-tf --help`) or names no command (`nmt-tf trian`), having answered it;
+  None for any other, which the commands answer. These need neither TensorFlow nor the
+  command modules, so they answer at once."""
+  args = argv[1:]
+  if not args:
+    print(_usage())
+    return 2
+  if len(args) > 1:
+    return None
+  if args[0] in ("help", "-h", "--help", "--helpshort"):
+    print(_usage())
+    return 0
+  if not args[0].startswith("-") and args[0] not in cli.SUMMARIES:
+    print(f"Unknown command {args[0]!r}.\n\n{_usage()}", file=sys.stderr)
+    return 2
+  return None
 
 
 def main(argv):
@@ -178,7 +198,21 @@ def _quiet_startup():
 
 
 def run():
-  """The console entry point: `nmt-tf COMMAND [--flags]`."""
+  """The console entry point: `nmt-tf COMMAND [--flags]`. Output into a pipe that closes early
+  (`nmt-tf train --help | head`) ends the command quietly, as it ends other Unix commands."""
+  try:
+    _run()
+    sys.stdout.flush()
+  except BrokenPipeError:
+    # Python's advice for SIGPIPE: the interpreter's own flush at exit would raise again.
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(1)
+
+
+def _run():
+  code = _answer_without_tensorflow(sys.argv)
+  if code is not None:
+    sys.exit(code)
   if not VERBOSE:
     _quiet_startup()
   sys.argv = _recipe_names(sys.argv)

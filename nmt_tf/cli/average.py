@@ -22,7 +22,6 @@ from nmt_tf.experiment.run_dir import CHECKPOINT_ERRORS, restore_model
 from nmt_tf.models import build_model
 
 COMMAND = "average"
-HELP = "Average the weights of the last N checkpoints into a new checkpoint."
 
 flags.DEFINE_integer("average_last", 5, "Number of most recent checkpoints to average.")
 flags.DEFINE_string("average_output", None, "Prefix of the new checkpoint; default "

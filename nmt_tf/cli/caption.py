@@ -29,7 +29,6 @@ from nmt_tf.inference import load_models
 from nmt_tf.inference.image_captioner import Captioner
 
 COMMAND = "caption"
-HELP = "Caption images with a captioning run (greedy or beam, attention heat maps)."
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".gif", ".bmp")
 
 flags.DEFINE_string("attention_dir", None, "caption: write each image's attention heat maps "

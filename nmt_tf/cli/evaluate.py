@@ -24,7 +24,6 @@ from nmt_tf.experiment import RunDir
 from nmt_tf.training.captioning import load_splits
 
 COMMAND = "evaluate"
-HELP = "BLEU/chrF (sacrebleu), BLEU by length and without UNK, attention heat maps."
 
 flags.DEFINE_enum("eval_split", "test", ["valid", "test"], "Corpus split to evaluate when "
                   "--source_file is not given.")

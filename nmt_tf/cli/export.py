@@ -20,8 +20,6 @@ from nmt_tf.export import DEFAULT_MAX_SOURCE_LENGTH, export_run
 from nmt_tf.export.litert import export_litert, QUANTIZATIONS
 
 COMMAND = "export"
-HELP = ("Export a checkpoint as a TF Serving SavedModel (greedy, beam_search, score) or a "
-        "LiteRT model (--format=litert).")
 FORMATS = ("savedmodel", "litert")
 
 flags.DEFINE_enum("format", "savedmodel", FORMATS, "savedmodel: for TF Serving, text in and "

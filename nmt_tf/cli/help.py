@@ -10,6 +10,8 @@ import textwrap
 
 from absl import flags
 
+from nmt_tf.cli import SUMMARIES
+
 # Commands that read --config (the others read the run's config.json).
 CONFIG_COMMANDS = ("train", "main")
 
@@ -62,7 +64,7 @@ def flag_lines(module_name):
 def command_help(prog, name, module):
   """The help text of command `name` (its module `module`)."""
   doc = (module.__doc__ or "").strip()
-  lines = [f"usage: {prog} {name} [--flags]", "", module.HELP, ""]
+  lines = [f"usage: {prog} {name} [--flags]", "", SUMMARIES[name], ""]
   if doc:
     lines += [doc, ""]
   own = flag_lines(module.__name__)

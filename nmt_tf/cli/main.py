@@ -12,7 +12,6 @@ import time
 from nmt_tf.cli import evaluate, export, train
 
 COMMAND = "main"
-HELP = "Quick start: train on --config, evaluate the best checkpoint on test, export it."
 
 
 def run(argv):

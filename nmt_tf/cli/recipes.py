@@ -7,7 +7,6 @@
 from nmt_tf import configs
 
 COMMAND = "recipes"
-HELP = "List the recipes (--config=RECIPE[:MODEL]) and the model presets."
 
 
 def run(argv):

@@ -17,7 +17,6 @@ from nmt_tf.cli import common
 from nmt_tf.cli import translate as translate_cli
 
 COMMAND = "score"
-HELP = "Log-probability of given translations under the model (forced decoding)."
 
 flags.DEFINE_string("target_file", None, "Translations to score, line-aligned with "
                     "--source_file.")

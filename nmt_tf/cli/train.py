@@ -21,7 +21,6 @@ from nmt_tf.experiment import RunDirError
 from nmt_tf.models.config import ConfigError
 
 COMMAND = "train"
-HELP = "Train a model on --config in --run_dir (rerun to resume after a stop)."
 
 flags.DEFINE_bool("restart_from_scratch", False, "Train from step 0 when no checkpoint of "
                   "--run_dir is usable (after the error that says so); best/ is kept and "

@@ -33,7 +33,6 @@ from nmt_tf.inference import (alignments, CompiledTranslator, load_models, trans
 from nmt_tf.inference import shortlist as shortlist_lib
 
 COMMAND = "translate"
-HELP = "Translate a file or stdin (beam/n-best, alignments, UNK replacement, ensembles)."
 
 flags.DEFINE_string("input_file", "-", "Source sentences, one per line ('-' = stdin).")
 flags.DEFINE_string("output_file", "-", "Where translations go ('-' = stdout).")
