@@ -359,7 +359,8 @@ class PiecesTest(tf.test.TestCase):
     for precision in ("float32_bf16_matmul", "mixed_bfloat16"):
       warning = bf16_warning(precision, zen3, gpus=[])
       self.assertIn(repr(precision), warning)
-      self.assertIn("--config.train.precision=float32", warning)
+      self.assertIn("--config.train.precision=float32 on this machine, unless the run is to "
+                    "be compared with runs trained in bfloat16 products.", warning)
       self.assertIsNone(bf16_warning(precision, zen5, gpus=[]))
       self.assertIsNone(bf16_warning(precision, {}, gpus=[]))  # unknown CPU
       self.assertIsNone(bf16_warning(precision, zen3, gpus=["GPU:0"]))
