@@ -185,11 +185,13 @@ class PackageTest(tf.test.TestCase):
 
   def test_output_into_a_closed_pipe_ends_quietly(self):
     command = os.path.join(os.path.dirname(sys.executable), "nmt-tf")
-    process = subprocess.Popen([command, "translate", "--help"], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, env=ENV)
-    process.stdout.close()  # long before the command writes: it starts TensorFlow first
-    _, err = process.communicate(timeout=300)
-    self.assertEqual((process.returncode, err.decode()), (1, ""))
+    buffered = {k: v for k, v in ENV.items() if k != "PYTHONUNBUFFERED"}
+    for env in (buffered, dict(buffered, PYTHONUNBUFFERED="1")):  # written at exit, or at once
+      process = subprocess.Popen([command, "translate", "--help"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, env=env)
+      process.stdout.close()  # long before the command writes: it starts TensorFlow first
+      _, err = process.communicate(timeout=300)
+      self.assertEqual((process.returncode, err.decode()), (1, ""), env.get("PYTHONUNBUFFERED"))
 
   def test_command_help_lists_its_flags_and_the_config_fields(self):
     command = os.path.join(os.path.dirname(sys.executable), "nmt-tf")

@@ -201,8 +201,10 @@ def run():
   """The console entry point: `nmt-tf COMMAND [--flags]`. Output into a pipe that closes early
   (`nmt-tf train --help | head`) ends the command quietly, as it ends other Unix commands."""
   try:
-    _run()
-    sys.stdout.flush()
+    try:
+      _run()  # ends with SystemExit
+    finally:
+      sys.stdout.flush()  # here, not at the interpreter's exit, where it could not be caught
   except BrokenPipeError:
     # Python's advice for SIGPIPE: the interpreter's own flush at exit would raise again.
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
