@@ -141,9 +141,13 @@ def _answer_without_tensorflow(argv):
     print(_usage())
     return 0
   if not args[0].startswith("-") and args[0] not in cli.SUMMARIES:
-    print(f"Unknown command {args[0]!r}.\n\n{_usage()}", file=sys.stderr)
-    return 2
+    return _unknown_command(args[0])
   return None
+
+
+def _unknown_command(command):
+  print(f"Unknown command {command!r}.\n\n{_usage()}", file=sys.stderr)
+  return 2
 
 
 def main(argv):
@@ -158,8 +162,7 @@ def main(argv):
     return 0 if len(argv) >= 2 else 2
   command = argv[1]
   if command not in COMMANDS:
-    print(f"Unknown command {command!r}.\n\n{_usage()}", file=sys.stderr)
-    return 2
+    return _unknown_command(command)
   return COMMANDS[command].run(argv[2:]) or 0
 
 
