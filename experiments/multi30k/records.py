@@ -55,14 +55,17 @@ ISA_LEVELS = (("amx_bf16", "AMX-BF16"), ("avx512_bf16", "AVX512-BF16"), ("avx512
 
 def machine(info=None, cores=None):
   """A CPU as plain information: "2 CPUs AMD EPYC (family 25, model 17, AVX512-BF16)", with
-  the widest matrix instructions, which decide the speed of bfloat16 products."""
+  the widest matrix instructions, which decide the speed of bfloat16 products. `cores`: by
+  default those this process may run on (`taskset -c 0` gives "1 CPU ...")."""
   info = cpu.cpu_info() if info is None else info
-  cores = os.cpu_count() if cores is None else cores
+  if cores is None:
+    cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+             else os.cpu_count())
   flags = info.get("flags") or set()
   isa = next((name for flag, name in ISA_LEVELS if flag in flags), "")
   details = ", ".join([f"{key} {info[key]}" for key in ("family", "model") if info.get(key)]
                       + ([isa] if isa else []))
-  label = f"{cores} CPUs {info.get('model_name', '')}".strip()
+  label = f"{cores} CPU{'' if cores == 1 else 's'} {info.get('model_name', '')}".strip()
   return f"{label} ({details})" if details else label
 
 

@@ -318,6 +318,13 @@ class MachineTest(tf.test.TestCase):
                      "2 CPUs AMD EPYC (family 25, model 17, AVX512-BF16)")
     self.assertEqual(records.machine({}, cores=4), "4 CPUs")
 
+  def test_cores_are_those_the_process_may_run_on(self):
+    # A row run with `taskset -c 0` beside another row trained on one core.
+    with mock.patch.object(os, "sched_getaffinity", return_value={0}, create=True):
+      self.assertEqual(records.machine({"model_name": "AMD EPYC"}), "1 CPU AMD EPYC")
+    with mock.patch.object(os, "sched_getaffinity", return_value={0, 1}, create=True):
+      self.assertEqual(records.machine({"model_name": "AMD EPYC"}), "2 CPUs AMD EPYC")
+
   def test_stop(self):
     # pylint: disable=protected-access
     self.assertEqual(page._stop({"stop": {"steps": 2500}}), "2,500 steps")
