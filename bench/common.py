@@ -95,7 +95,7 @@ def device_info():
   info = cpu.cpu_info()
   flags = info.get("flags") or set()
   machine = ", ".join(f"{key} {info[key]}" for key in ("family", "model") if info.get(key))
-  return {"cpus": os.cpu_count(), "tf": tf.__version__,
+  return {"cpus": cpu.cores(), "tf": tf.__version__,
           "machine": f"{info.get('model_name', 'unknown CPU')} ({machine})",
           "avx512f": "avx512f" in flags, "avx512_bf16": "avx512_bf16" in flags,
           "amx_bf16": "amx_bf16" in flags,

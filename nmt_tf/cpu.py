@@ -4,8 +4,11 @@
 without, TensorFlow converts the operands and the products are slower than float32
 (docs/PERFORMANCE.md, "Figures by CPU"), so training warns about a bfloat16 precision there.
 `resolve_precision` turns the precision "auto" (train.precision, decode.precision) into the
-fastest exact-enough choice for this machine.
+fastest exact-enough choice for this machine. `cores` counts the cores this process may run
+on.
 """
+
+import os
 
 CPUINFO = "/proc/cpuinfo"
 BF16_FLAGS = ("amx_bf16", "avx512_bf16")
@@ -29,6 +32,14 @@ def cpu_info(path=CPUINFO):
   return {"model_name": fields.get("model name", ""), "family": fields.get("cpu family", ""),
           "model": fields.get("model", ""), "stepping": fields.get("stepping", ""),
           "flags": set(fields.get("flags", "").split())}
+
+
+def cores():
+  """The cores this process may run on: its affinity (`taskset -c 0` gives 1), or every core
+  where the system does not tell."""
+  if hasattr(os, "sched_getaffinity"):
+    return len(os.sched_getaffinity(0))
+  return os.cpu_count()
 
 
 def native_bf16(info=None):

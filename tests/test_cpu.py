@@ -2,6 +2,7 @@
 
 import os
 import tempfile
+from unittest import mock
 
 import tensorflow as tf
 
@@ -51,6 +52,13 @@ class CpuTest(tf.test.TestCase):
     missing = os.path.join(tempfile.mkdtemp(), "no_cpuinfo")
     self.assertEqual(cpu.cpu_info(missing), {})
     self.assertIsNone(cpu.native_bf16({}))
+
+  def test_cores_this_process_may_run_on(self):
+    with mock.patch.object(os, "sched_getaffinity", return_value={1}, create=True):
+      self.assertEqual(cpu.cores(), 1)  # taskset -c 1
+    with mock.patch.dict(os.__dict__), mock.patch.object(os, "cpu_count", return_value=8):
+      os.__dict__.pop("sched_getaffinity", None)  # a system that does not tell: every core
+      self.assertEqual(cpu.cores(), 8)
 
   def test_this_machine(self):
     try:

@@ -58,9 +58,7 @@ def machine(info=None, cores=None):
   the widest matrix instructions, which decide the speed of bfloat16 products. `cores`: by
   default those this process may run on (`taskset -c 0` gives "1 CPU ...")."""
   info = cpu.cpu_info() if info is None else info
-  if cores is None:
-    cores = (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-             else os.cpu_count())
+  cores = cpu.cores() if cores is None else cores
   flags = info.get("flags") or set()
   isa = next((name for flag, name in ISA_LEVELS if flag in flags), "")
   details = ", ".join([f"{key} {info[key]}" for key in ("family", "model") if info.get(key)]
