@@ -18,7 +18,7 @@ PACKAGE = os.path.join(ROOT, "nmt_tf")
 HISTORY_WORDS = ("sessions? ", "session-", "github issue ", "issues? #?")
 HISTORY = re.compile(r"\b(?:" + "|".join(HISTORY_WORDS) + r")\d", re.IGNORECASE)
 # Single modules that any part may use.
-BASE = {"special_tokens", "atomic_write", "cpu"}
+BASE = {"special_tokens", "atomic_write", "cpu", "lazy"}
 # Part -> the other parts it may import (besides itself and BASE).
 MAY_IMPORT = {
     "layers": set(),

@@ -18,6 +18,7 @@ import tensorflow as tf
 
 import nmt_tf
 from nmt_tf import cli
+from nmt_tf import configs
 from nmt_tf.cli import app
 from tests.run_fixtures import make_tiny_run
 from tests.training_fixtures import tiny_train_config
@@ -151,9 +152,9 @@ class PackageTest(tf.test.TestCase):
     self.assertIn("usage: nmt-tf COMMAND", out.stdout)
     self.assertIn("translate", out.stdout)
 
-  def test_the_list_of_commands_answers_without_tensorflow(self):
-    """`nmt-tf`, `nmt-tf help`, `nmt-tf --help` and an unknown command import neither
-    TensorFlow nor the command modules."""
+  def test_the_lists_of_commands_and_recipes_answer_without_tensorflow(self):
+    """`nmt-tf`, `nmt-tf help`, `nmt-tf --help`, an unknown command and `nmt-tf recipes`
+    import neither TensorFlow nor the other command modules."""
     program = ("import sys\n"
                "from nmt_tf.cli import app\n"
                "sys.argv = ['nmt-tf'] + sys.argv[1:]\n"
@@ -173,6 +174,12 @@ class PackageTest(tf.test.TestCase):
       for name, summary in cli.SUMMARIES.items():
         self.assertIn(f"\n  {name:<10} {summary}\n", listing)
     self.assertStartsWith(out.stderr, "Unknown command 'trian'.\n")
+    # `nmt-tf recipes` reads the recipes' docstrings and the presets without TensorFlow.
+    out = subprocess.run([sys.executable, "-c", program, "recipes"], capture_output=True,
+                         text=True, env=ENV, cwd=ROOT, timeout=300, check=False)
+    self.assertEqual((out.returncode, out.stderr), (0, ""))
+    self.assertEqual(out.stdout.splitlines()[-1], "['nmt_tf.cli.recipes']")
+    self.assertEqual(out.stdout.splitlines()[:-1], configs.listing())
 
   def test_every_command_module_is_in_the_list_and_the_list_holds_no_other(self):
     modules = {info.name: importlib.import_module(f"nmt_tf.cli.{info.name}")

@@ -128,9 +128,9 @@ def _usage():
 
 def _answer_without_tensorflow(argv):
   """The exit code of a command line that only asks for the list of commands (`nmt-tf`,
-  `nmt-tf help`, `nmt-tf --help`) or names no command (`nmt-tf trian`), having answered it;
-  None for any other, which the commands answer. These need neither TensorFlow nor the
-  command modules, so they answer at once."""
+  `nmt-tf help`, `nmt-tf --help`) or of the recipes (`nmt-tf recipes`), or names no command
+  (`nmt-tf trian`), having answered it; None for any other, which the commands answer. These
+  need neither TensorFlow nor the other command modules, so they answer at once."""
   args = argv[1:]
   if not args:
     print(_usage())
@@ -140,6 +140,9 @@ def _answer_without_tensorflow(argv):
   if args[0] in ("help", "-h", "--help", "--helpshort"):
     print(_usage())
     return 0
+  if args[0] == "recipes":
+    from nmt_tf.cli import recipes  # pylint: disable=g-import-not-at-top
+    return recipes.run([])
   if not args[0].startswith("-") and args[0] not in cli.SUMMARIES:
     return _unknown_command(args[0])
   return None

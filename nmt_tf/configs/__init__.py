@@ -14,11 +14,15 @@ luong_generated, default, ...) give the same configs: `resolve` maps them to
 `multi30k:cgru`, `generated:luong`, `generated`.
 """
 
+import ast
 import importlib.util
 import os
 
-# Imports nothing at module level: `nmt-tf` imports this package before it silences
-# TensorFlow's start-up lines, and the presets' module imports TensorFlow.
+from nmt_tf.experiment import presets
+
+# Imports no TensorFlow (nor does the presets' module): `nmt-tf` imports this package before
+# it silences TensorFlow's start-up lines, and `nmt-tf recipes` answers without it. A recipe's
+# own module, run by `load`, imports it.
 DEFAULT = "generated"
 # The datasets of the one-file-per-model recipe names (<model>_<dataset>).
 _NAMED_DATASETS = ("generated", "multi30k", "multi30k_word")
@@ -43,7 +47,6 @@ def recipe_path(name):
 
 def old_names():
   """{one-file-per-model recipe name: its spelling as recipe:model}."""
-  from nmt_tf.experiment import presets  # pylint: disable=g-import-not-at-top
   table = {f"{model}_{dataset}": f"{dataset}:{model}"
            for model in presets.MODELS for dataset in _NAMED_DATASETS}
   table["default"] = DEFAULT
@@ -74,7 +77,6 @@ def load(value):
   "generated", an old name) or a config file of the user's, FILE[:ARG] (its get_config(ARG),
   as ml_collections' config_flags calls it); ValueError naming the recipes if VALUE is
   neither."""
-  from nmt_tf.experiment import presets  # pylint: disable=g-import-not-at-top
   found = resolve(value)
   if found is None:
     path, _, argument = value.partition(":")  # config_flags passes what follows ':'
@@ -99,10 +101,11 @@ def _module(path):
 
 def listing():
   """Lines: the recipes with their first docstring line, and the model presets."""
-  from nmt_tf.experiment import presets  # pylint: disable=g-import-not-at-top
   lines = ["recipes (--config=RECIPE[:MODEL]; nmt_tf/configs/RECIPE.py):"]
   for name in names():
-    summary = (_module(recipe_path(name)).__doc__ or "").strip().split("\n\n", 1)[0]
+    with open(recipe_path(name), encoding="utf-8") as f:  # read, not run: no TensorFlow
+      doc = ast.get_docstring(ast.parse(f.read())) or ""
+    summary = doc.split("\n\n", 1)[0]
     lines.append(f"  {name:<18} {' '.join(summary.split())}")
   lines += ["", "models (MODEL; nmt_tf/experiment/presets.py; cgru when left out):"]
   for name, (fields, what) in presets.MODELS.items():

@@ -1,8 +1,18 @@
-"""Experiment configuration and the run directory shared by every command."""
+"""Experiment configuration and the run directory shared by every command. The names below
+are imported on first use (nmt_tf/lazy.py): the config modules import no TensorFlow, the run
+directory does."""
 
-from nmt_tf.experiment.config import (base_config, DecodeConfig, ExperimentConfig, TrainConfig)
-from nmt_tf.experiment.run_dir import RunDir, RunDirError
-from nmt_tf.models.config import output_input_size
+from nmt_tf import lazy
 
-__all__ = ["base_config", "DecodeConfig", "ExperimentConfig", "TrainConfig", "RunDir",
-           "RunDirError", "output_input_size"]
+_MODULES = {
+    "base_config": "nmt_tf.experiment.config",
+    "DecodeConfig": "nmt_tf.experiment.config",
+    "ExperimentConfig": "nmt_tf.experiment.config",
+    "TrainConfig": "nmt_tf.experiment.config",
+    "RunDir": "nmt_tf.experiment.run_dir",
+    "RunDirError": "nmt_tf.experiment.run_dir",
+    "output_input_size": "nmt_tf.models.config",
+}
+
+__all__ = list(_MODULES)
+__getattr__ = lazy.attributes(__name__, _MODULES)
