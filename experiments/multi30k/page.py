@@ -3,8 +3,8 @@
 One table per translation direction with every row of that direction (how long it trained,
 on which CPU, its test scores), the validation curves and BLEU by source length of those rows,
 the comparison of every row with its baseline (BLEU and chrF2 differences with the p-values
-of sacrebleu's paired bootstrap test, and the validation BLEU of both at the last step both
-validated), the word-vocabulary rows against Bahdanau et al.'s Table 1, attention maps of the
+of sacrebleu's paired bootstrap test, and the validation BLEU of both after the same training
+data), the word-vocabulary rows against Bahdanau et al.'s Table 1, attention maps of the
 row that kept them, signatures and commands. Figures have short, stable names:
 curves_<direction>.png, bleu_by_length_<direction>.png, bleu_by_length_word.png,
 attention_<i>.png.
@@ -12,6 +12,7 @@ attention_<i>.png.
 The text between the BEGIN and END markers of the page is replaced; the rest is hand-written.
 """
 
+import fractions
 import os
 import re
 import shutil
@@ -170,10 +171,11 @@ def _comparisons(rows, by_name):
          "Differences are test BLEU and chrF2 with beam 5; p is the p-value of sacrebleu's "
          "paired bootstrap test (1,000 resamples, seed 12345; n/a where a row kept no test "
          "outputs, \"same outputs\" where both translated the test set alike). The last "
-         "columns compare the validation BLEU (greedy) of both at the last step both "
-         "validated, that is after the same training data.", "",
+         "columns compare the validation BLEU (greedy) of both at the last validation after "
+         "the same training data: the same step, or for a row with other batch sizes the step "
+         "with as many batch tokens.", "",
          "| row | baseline | what the row changes | BLEU | baseline BLEU | difference | p "
-         "| chrF2 difference | p | valid BLEU at equal steps | baseline |",
+         "| chrF2 difference | p | valid BLEU after the same data | baseline |",
          "|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|"]
   for r in compared:
     b = by_name[r["baseline"]]
@@ -184,17 +186,38 @@ def _comparisons(rows, by_name):
       p_bleu, p_chrf = f"{test['bleu']['p']:.3f}", f"{test['chrf']['p']:.3f}"
     else:
       p_bleu = p_chrf = "same outputs" if same else "n/a"
-    ours = {p["step"]: p["bleu"] for p in r["validation"]}
-    base = {p["step"]: p["bleu"] for p in b["validation"]}
-    common = max(set(ours) & set(base), default=None)
-    equal = ("n/a | n/a" if common is None else
-             f"{ours[common]:.2f} (step {common:,}) | {base[common]:.2f}")
+    steps = _same_data(r, b)
+    if steps is None:
+      equal = "n/a | n/a"
+    else:
+      ours = {p["step"]: p["bleu"] for p in r["validation"]}
+      base = {p["step"]: p["bleu"] for p in b["validation"]}
+      equal = f"{ours[steps[0]]:.2f} (step {steps[0]:,}) | {base[steps[1]]:.2f}"
+      if steps[1] != steps[0]:
+        equal += f" (step {steps[1]:,})"
     note = (r.get("note") or "").replace("|", "\\|")
     out.append(f"| `{r['name']}` | `{b['name']}` | {note} "
                f"| {mine['bleu']:.2f} | {theirs['bleu']:.2f} "
                f"| {mine['bleu'] - theirs['bleu']:+.2f} | {p_bleu} "
                f"| {mine['chrf'] - theirs['chrf']:+.2f} | {p_chrf} | {equal} |")
   return out + [""]
+
+
+def _batch_tokens(row):
+  """The batch size of a row's training in tokens; None where its record keeps no config."""
+  return ((row.get("config") or {}).get("pipeline") or {}).get("batch_tokens")
+
+
+def _same_data(row, baseline):
+  """(row step, baseline step) of the last validations of both after the same training data:
+  the same step, or for batches of other sizes the steps with as many batch tokens (a row of
+  2,048-token batches at step 5,000 against 4,096-token batches at 2,500); None if none."""
+  mine, theirs = _batch_tokens(row), _batch_tokens(baseline)
+  ratio = fractions.Fraction(mine, theirs) if mine and theirs else fractions.Fraction(1)
+  base = {p["step"] for p in baseline["validation"]}
+  pairs = [(p["step"], p["step"] * ratio) for p in row["validation"]]
+  return max(((s, int(t)) for s, t in pairs if t.denominator == 1 and int(t) in base),
+             default=None)
 
 
 def _word_rows(rows, figures):

@@ -331,6 +331,21 @@ class MachineTest(tf.test.TestCase):
     self.assertEqual(page._stop({"stop": {"minutes": 120.0}}), "2 h budget")
     self.assertEqual(page._stop({"stop": {"minutes": 45.0}}), "45 min budget")
 
+  def test_validation_after_the_same_data(self):
+    # pylint: disable=protected-access
+    def row(batch_tokens, steps):
+      config = {"pipeline": {"batch_tokens": batch_tokens}} if batch_tokens else None
+      return {"config": config, "validation": [{"step": s, "bleu": 1.0} for s in steps]}
+    base = row(4096, range(500, 3001, 500))
+    self.assertEqual(page._same_data(row(4096, [500, 1000, 2500]), base), (2500, 2500))
+    # Half-size batches: step 5,000 has seen the tokens of the baseline's step 2,500 (its
+    # step 6,000 those of 3,000, which the baseline did not validate at).
+    self.assertEqual(page._same_data(row(2048, range(500, 6001, 500)), row(4096, [2500])),
+                     (5000, 2500))
+    self.assertIsNone(page._same_data(row(2048, [500, 700]), base))  # 250 and 350: none
+    # A record without its config (a row rebuilt from tables): equal steps.
+    self.assertEqual(page._same_data(row(None, [1000, 2000]), base), (2000, 2000))
+
 
 class PublishedScoringTest(tf.test.TestCase):
   """Rows beside published results: BLEU of lowercased text, from a record's score or from its
