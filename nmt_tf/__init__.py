@@ -17,27 +17,21 @@ The Python API (TensorFlow is imported on first use, not by `import nmt_tf`):
 The command line is `nmt-tf` (or `python run.py`); `nmt-tf help` lists its commands.
 """
 
-import importlib
+from nmt_tf import lazy
 
 __version__ = "0.1.0"
 
 _API = {
-    "load": ("nmt_tf.inference.translation_model", "load"),
-    "TranslationModel": ("nmt_tf.inference.translation_model", "TranslationModel"),
-    "Translation": ("nmt_tf.inference.translation_model", "Translation"),
-    "load_captioner": ("nmt_tf.inference.caption_model", "load_captioner"),
-    "Caption": ("nmt_tf.inference.caption_model", "Caption"),
-    "train": ("nmt_tf.training", "train"),
-    "base_config": ("nmt_tf.experiment", "base_config"),
-    "recipe": ("nmt_tf.configs", "load"),
-    "ExperimentConfig": ("nmt_tf.experiment", "ExperimentConfig"),
+    "load": "nmt_tf.inference.translation_model",
+    "TranslationModel": "nmt_tf.inference.translation_model",
+    "Translation": "nmt_tf.inference.translation_model",
+    "load_captioner": "nmt_tf.inference.caption_model",
+    "Caption": "nmt_tf.inference.caption_model",
+    "train": "nmt_tf.training",
+    "base_config": "nmt_tf.experiment",
+    "recipe": "nmt_tf.configs:load",
+    "ExperimentConfig": "nmt_tf.experiment",
 }
 
 __all__ = sorted(_API)
-
-
-def __getattr__(name):
-  if name not in _API:
-    raise AttributeError(f"module 'nmt_tf' has no attribute {name!r}")
-  module, attribute = _API[name]
-  return getattr(importlib.import_module(module), attribute)
+__getattr__ = lazy.attributes(__name__, _API)

@@ -26,7 +26,7 @@ class LazyAttributesTest(tf.test.TestCase):
       models.nope  # pylint: disable=pointless-statement
     self.assertFalse(hasattr(experiment, "nope"))
 
-  def test_the_config_modules_load_without_tensorflow(self):
+  def test_the_presets_model_config_and_recipes_load_without_tensorflow(self):
     program = ("import sys\n"
                "from nmt_tf.experiment import presets\n"
                "from nmt_tf.models import ConfigError, ModelConfig\n"

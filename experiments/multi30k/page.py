@@ -214,10 +214,9 @@ def _same_data(row, baseline):
   2,048-token batches at step 5,000 against 4,096-token batches at 2,500); None if none."""
   mine, theirs = _batch_tokens(row), _batch_tokens(baseline)
   ratio = fractions.Fraction(mine, theirs) if mine and theirs else fractions.Fraction(1)
-  base = {p["step"] for p in baseline["validation"]}
-  pairs = [(p["step"], p["step"] * ratio) for p in row["validation"]]
-  return max(((s, int(t)) for s, t in pairs if t.denominator == 1 and int(t) in base),
-             default=None)
+  base = {p["step"] for p in baseline["validation"]}  # a Fraction equals a step only if whole
+  return max(((p["step"], int(p["step"] * ratio)) for p in row["validation"]
+              if p["step"] * ratio in base), default=None)
 
 
 def _word_rows(rows, figures):

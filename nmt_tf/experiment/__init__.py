@@ -1,6 +1,6 @@
 """Experiment configuration and the run directory shared by every command. The names below
-are imported on first use (nmt_tf/lazy.py): the config modules import no TensorFlow, the run
-directory does."""
+are imported on first use (nmt_tf/lazy.py), so that the model presets (presets.py) load
+without TensorFlow; the config (through nmt_tf.data) and the run directory import it."""
 
 from nmt_tf import lazy
 
