@@ -3,6 +3,7 @@ attention over its annotation vectors against numpy, REINFORCE's gradient, the s
 captions loader, multi-reference BLEU, and the shapes recipe trained to a stated BLEU."""
 
 import collections
+import contextlib
 import io
 import os
 import re
@@ -284,6 +285,71 @@ class CaptionAttentionTest(tf.test.TestCase):
     self.assertAllClose(tf.reduce_sum(out["attention"], -1), tf.ones([2, 2]))
 
 
+def png_header(width, height):
+  """The first bytes of a PNG file (signature and IHDR) of an RGB image of that size."""
+  ihdr = width.to_bytes(4, "big") + height.to_bytes(4, "big") + bytes([8, 2, 0, 0, 0])
+  return b"\x89PNG\r\n\x1a\n" + (13).to_bytes(4, "big") + b"IHDR" + ihdr + b"\0" * 4
+
+
+def huge_png(size):
+  """The bytes of a black size x size RGB PNG, compressed as it is made (a few MB)."""
+  import struct  # pylint: disable=import-outside-toplevel
+  import zlib  # pylint: disable=import-outside-toplevel
+  chunk = lambda kind, data: (struct.pack(">I", len(data)) + kind + data +  # pylint: disable=g-long-lambda
+                              struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+  compressor, row, parts = zlib.compressobj(9), b"\0" * (1 + 3 * size), []
+  for _ in range(size):
+    parts.append(compressor.compress(row))
+  parts.append(compressor.flush())
+  return (png_header(size, size)[:8] + chunk(b"IHDR", png_header(size, size)[16:29]) +
+          chunk(b"IDAT", b"".join(parts)) + chunk(b"IEND", b""))
+
+
+@contextlib.contextmanager
+def native_stderr():
+  """Captures what is written to file descriptor 2 (by native code too) in the block."""
+  captured = io.BytesIO()
+  with tempfile.TemporaryFile() as f:
+    saved = os.dup(2)
+    os.dup2(f.fileno(), 2)
+    try:
+      yield captured
+    finally:
+      os.dup2(saved, 2)
+      os.close(saved)
+      f.seek(0)
+      captured.write(f.read())
+
+
+class ImageInputTest(tf.test.TestCase):
+  """captions.read_image: what users give `caption` and the Python API."""
+
+  def test_the_header_gives_the_size_and_a_too_large_image_is_named(self):
+    pixels = np.zeros((20, 30, 3), np.uint8)
+    self.assertEqual(captions.image_dimensions(tf.io.encode_png(pixels).numpy()), (30, 20))
+    self.assertEqual(captions.image_dimensions(tf.io.encode_jpeg(pixels).numpy()), (30, 20))
+    self.assertIsNone(captions.image_dimensions(b"garbage"))
+    with self.assertRaisesRegex(DataError, "^big.png is a 30000 x 30000 image, more than the "
+                                "715,827,882 pixels that can be decoded; scale it down"):
+      captions.read_image(png_header(30000, 30000) + b"\0" * 100, 48, "big.png")
+
+  def test_bytes_that_are_no_image_say_so_and_nothing_else(self):
+    jpeg = tf.io.encode_jpeg(np.random.RandomState(0).randint(
+        0, 255, (64, 64, 3)).astype(np.uint8)).numpy()
+    for data in (jpeg[:len(jpeg) // 3], b"garbage", b""):
+      with native_stderr() as err:
+        with self.assertRaisesRegex(DataError, "^x.jpg is not an image that can be read"):
+          captions.read_image(data, 48, "x.jpg")
+      self.assertEqual(err.getvalue(), b"")
+    self.assertEqual(captions.read_image(jpeg, 48, "x.jpg").shape, (48, 48, 3))
+
+  @pytest.mark.slow  # decodes 1.2 GB
+  def test_a_huge_image_is_reduced_before_its_float_copy(self):
+    image = captions.read_image(huge_png(20000), 48, "huge.png")
+    self.assertEqual(image.shape, (48, 48, 3))
+    self.assertAllEqual(image, np.zeros_like(image))
+
+
 class ShapesTest(tf.test.TestCase):
 
   def test_captions_name_the_shapes_and_where_they_are(self):
@@ -461,6 +527,29 @@ class CaptionTrainingTest(tf.test.TestCase):
     self.assertEqual(out.split("\t")[1].strip(), best.text)
     with self.assertRaisesRegex(ValueError, "shape"):
       captioner.caption(np.zeros((4, 4)))
+
+  def test_images_the_api_and_the_command_refuse(self):
+    captioner = nmt_tf.load_captioner(self.run_dir)
+    with self.assertRaisesRegex(ValueError, r"^Received a float image array with values in "
+                                r"\[200, 200\]; expected floats in \[0, 1\]"):
+      captioner.caption(np.full((48, 48, 3), 200.0))  # pixels in 0-255 as floats
+    with self.assertRaisesRegex(ValueError, r"^Received an image array of shape \(48, 48\); "
+                                r"expected \[height, width, 3\]"):
+      captioner.caption(np.zeros((48, 48)))
+    with self.assertRaisesRegex(DataError, "^the image bytes is not an image that can be read"):
+      captioner.caption(b"garbage")
+    with self.assertRaisesRegex(ValueError, "integer image array with values in"):
+      captioner.caption(np.full((8, 8, 3), 300, np.int32))
+    image = os.path.join(self.run_dir, "shapes", "images", "test_00000.png")
+    listing = os.path.join(self.run_dir, "shapes", "train.tsv")  # a file
+    for attention_dir, message in (
+        (listing, f"--attention_dir={listing} is a file, not a folder; name a folder (it is "
+                  "created if missing)."),
+        (image, f"--attention_dir={image} is also an input of the command; choose another "
+                "folder.")):
+      code, out, err = run_command(caption_cli, run_dir=self.run_dir, input_file=image,
+                                   attention_dir=attention_dir, beam_size=1)
+      self.assertEqual((code, out, err), (2, "", f"error: {message}\n"))
 
   def test_commands_refuse_the_other_kind_of_run(self):
     translation = os.path.join(tempfile.mkdtemp(), "generated")

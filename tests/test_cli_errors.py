@@ -72,6 +72,28 @@ class CommandLineErrorTest(tf.test.TestCase):
                      r"^error: --config=broken\.py: cannot load it \(SyntaxError: invalid "
                      r"syntax \(broken\.py, line 1\)\);")
 
+  def test_a_config_file_without_a_config(self):
+    tmp = tempfile.mkdtemp()
+    for name, text in (("none.py", "def get_config():\n  return None\n"),
+                       ("noget.py", "x = 1\n")):
+      with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:
+        f.write(text)
+    self.assertEqual(
+        self.error_line("train", "--config=none.py", cwd=tmp),
+        "error: --config=none.py: its get_config() returned NoneType, not a config; return "
+        "the ml_collections.ConfigDict of the experiment (nmt_tf/configs/generated.py shows "
+        "one); see python run.py train --helpfull.")
+    expected = ("error: --config=noget.py: the file defines no get_config(); a config file "
+                "defines get_config() returning the experiment's ml_collections.ConfigDict "
+                "(nmt_tf/configs/generated.py shows one); see python run.py train --helpfull.")
+    self.assertEqual(self.error_line("train", "--config=noget.py", cwd=tmp), expected)
+    self.assertEqual(self.error_line("train", "--config=noget.py", "--config.train.steps=3",
+                                     cwd=tmp), expected)
+
+  def test_an_unknown_command(self):
+    self.assertEqual(self.error_line("bogus"),
+                     "error: unknown command 'bogus'; `python run.py help` lists the commands.")
+
   def test_damaged_vocabulary_of_the_run(self):
     run_dir = tempfile.mkdtemp()
     os.makedirs(os.path.join(run_dir, "vocab"))
@@ -102,6 +124,31 @@ class CommandLineErrorTest(tf.test.TestCase):
     line = self.error_line("train", f"--run_dir={tmp}/run", *files)
     self.assertRegex(line, r"^error: Line counts differ: source .*train\.1\.src has 1 lines, "
                      r"target .*train\.1\.tgt has 2 lines")
+
+
+@pytest.mark.slow  # processes
+class ConsoleTest(tf.test.TestCase):
+  """nmt_tf/console.py: TensorFlow's C++ log lines are kept off the console of a command;
+  every other line on file descriptor 2, and Python's stderr, pass."""
+
+  def test_native_log_lines_are_dropped_and_the_rest_passes(self):
+    program = (
+        "import os, sys\n"
+        "from nmt_tf import console\n"
+        "console.filter_native_logs()\n"
+        "for line in (b'E0000 00:00:1733212482.1 1234 port.cc:153] oneDNN supports DT_INT64 '\n"
+        "             b'only on platforms with AVX-512',\n"
+        "             b'W1203 08:03:13.098193 140479895804800 config_flags.py:686] x',\n"
+        "             b'2026-12-03 07:54:42.123456: I tensorflow/core/x.cc:1] y',\n"
+        "             b'Premature end of JPEG file', b'F0000 00:00:1.0 1 a.cc:1] fatal'):\n"
+        "  os.write(2, line + b'\\n')\n"
+        "print('error: a Python line', file=sys.stderr)\n")
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, cwd=ROOT,
+                         timeout=60, check=False)
+    self.assertEqual(out.returncode, 0, out.stderr)
+    self.assertCountEqual(out.stderr.decode().splitlines(), [
+        "Premature end of JPEG file", "F0000 00:00:1.0 1 a.cc:1] fatal",
+        "error: a Python line"])
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ PACKAGE = os.path.join(ROOT, "nmt_tf")
 HISTORY_WORDS = ("sessions? ", "session-", "github issue ", "issues? #?")
 HISTORY = re.compile(r"\b(?:" + "|".join(HISTORY_WORDS) + r")\d", re.IGNORECASE)
 # Single modules that any part may use.
-BASE = {"special_tokens", "atomic_write", "cpu", "lazy"}
+BASE = {"special_tokens", "write_path", "manifest", "console", "cpu", "lazy"}
 # Part -> the other parts it may import (besides itself and BASE).
 MAY_IMPORT = {
     "layers": set(),
@@ -107,9 +107,10 @@ class LayeringTest(tf.test.TestCase):
 
 class StudyBesideTheLibraryTest(tf.test.TestCase):
   """The Multi30k study (experiments/) uses nmt_tf as its users do: the command line, the
-  evaluation helpers and the CPU description; nothing in nmt_tf knows the study."""
+  evaluation helpers, the CPU description and the console's silencer; nothing in nmt_tf
+  knows the study."""
 
-  STUDY_MAY_IMPORT = {"evaluation", "cpu"}
+  STUDY_MAY_IMPORT = {"evaluation", "cpu", "console"}
 
   def test_the_study_uses_the_public_parts_only(self):
     for directory, _, files in os.walk(os.path.join(ROOT, "experiments")):

@@ -3,12 +3,14 @@ data and tokenizer sections must match, except the settings that only initialise
 
 import dataclasses
 import os
+import re
 import tempfile
 
 import tensorflow as tf
 
 from nmt_tf.experiment import config as config_module
 from nmt_tf.experiment import DecodeConfig, ExperimentConfig, RunDir, RunDirError
+from nmt_tf.manifest import ManifestError
 from nmt_tf.models import ConfigError
 from tests.run_fixtures import make_tiny_run, tiny_experiment
 
@@ -38,6 +40,15 @@ class DamagedRunTest(tf.test.TestCase):
       words = f.readlines()
     with open(path, "w", encoding="utf-8") as f:
       f.writelines(words[:len(words) // 2])
+    # The run's manifest names the file.
+    changed = (f"^{re.escape(path)} differs from the file the model was saved with .*restore "
+               f"{re.escape(run.path)} from a backup")
+    with self.assertRaisesRegex(ManifestError, changed):
+      run.load_model()
+    with self.assertRaisesRegex(ManifestError, changed):
+      run.prepare(tiny_experiment())
+    # A run made before manifests: the sizes the config records.
+    os.remove(os.path.join(run.path, "manifest.json"))
     message = (f"The source vocabulary in {run.vocab_dir} has {len(words) // 2} entries, but "
                f"the run's model was trained with {config.model.src_vocab_size} .*restore "
                f"{run.vocab_dir} from a backup")

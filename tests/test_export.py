@@ -175,19 +175,18 @@ class ExportTest(tf.test.TestCase):
     other = os.path.join(self.tmp, "ensemble_member")
     make_tiny_run(other, seed=1, decoder="rnnsearch")  # same vocabularies, another model
     members = [self.run_dir.path, other]
-    # Exports interrupted before: one of the version about to be written, one of another.
+    # Exports interrupted before (staged as older versions and as today's name them): an
+    # export holds the model's lock, so any staging folder found then is left over.
     model_dir = os.path.join(self.tmp, "ensemble", "nmt")
-    for name in (".tmp-1", ".tmp-7"):
+    for name in (".tmp-1", ".tmp-7", ".2.tmp-123-456"):
       os.makedirs(os.path.join(model_dir, name, "variables"))
     notes = []
     path = export_run(self.run_dir.path, export_dir=os.path.join(self.tmp, "ensemble"),
                       checkpoints=members, warmup=False, report=notes.append)
-    self.assertEqual(sorted(os.listdir(model_dir)), [".tmp-7", "1"])
+    self.assertEqual(sorted(os.listdir(model_dir)), ["1"])
     self.assertEqual(notes, [
-        f"Removed {model_dir}/.tmp-1: left by an export of version 1 that was interrupted "
-        "(never a complete version).",
-        f"{model_dir}/.tmp-7 was left by an export that was interrupted or is still running "
-        "(TF Serving ignores it); delete it once no export of this model runs."])
+        f"Removed {model_dir}/{name}: left by an export that was interrupted (never a "
+        "complete version)." for name in (".2.tmp-123-456", ".tmp-1", ".tmp-7")])
     with open(os.path.join(path, "assets.extra", METADATA_FILE), encoding="utf-8") as f:
       meta = json.load(f)
     self.assertEqual(meta["checkpoints"], [RunDir(p).checkpoint_path("best") for p in members])

@@ -119,6 +119,11 @@ class PythonApiTest(tf.test.TestCase):
                              "of memory available; use a smaller beam")):
       with self.assertRaisesRegex(ValueError, message):
         self.model.translate([sentence], **kwargs)
+    for sentences, where in ((["a\udcff"], r"sentences\[0\]"), ("a\udcff", "sentences")):
+      with self.assertRaisesRegex(ValueError, f"^Received {where} with the lone surrogate "
+                                  r"'\\udcff' at position 1, which is no character; decode "
+                                  "its bytes with errors='replace'"):
+        self.model.translate(sentences)
     with self.assertRaisesRegex(TypeError, "one of sources and targets as a str"):
       self.model.score(sentence, [sentence])
     with self.assertRaisesRegex(TypeError, r"targets\[0\]=None"):
@@ -164,7 +169,7 @@ class PackageTest(tf.test.TestCase):
                "  print(sorted(m for m in sys.modules if m == 'tensorflow' or\n"
                "               m.startswith('nmt_tf.cli.') and m not in\n"
                "               ('nmt_tf.cli.app', 'nmt_tf.cli.help')))\n")
-    for args, code in (([], 2), (["help"], 0), (["--help"], 0), (["-h"], 0), (["trian"], 2)):
+    for args, code in (([], 2), (["help"], 0), (["--help"], 0), (["-h"], 0)):
       out = subprocess.run([sys.executable, "-c", program] + args, capture_output=True,
                            text=True, env=ENV, cwd=ROOT, timeout=300, check=False)
       self.assertEqual(out.returncode, code, (args, out.stderr[-2000:]))
@@ -173,7 +178,13 @@ class PackageTest(tf.test.TestCase):
       self.assertIn("usage: nmt-tf COMMAND", listing, args)
       for name, summary in cli.SUMMARIES.items():
         self.assertIn(f"\n  {name:<10} {summary}\n", listing)
-    self.assertStartsWith(out.stderr, "Unknown command 'trian'.\n")
+    # An unknown command is one error line naming the fix.
+    out = subprocess.run([sys.executable, "-c", program, "trian"], capture_output=True,
+                         text=True, env=ENV, cwd=ROOT, timeout=300, check=False)
+    self.assertEqual(out.returncode, 2)
+    self.assertEqual(out.stdout.splitlines()[-1], "[]")
+    self.assertEqual(out.stderr, "error: unknown command 'trian'; `nmt-tf help` lists the "
+                     "commands.\n")
     # `nmt-tf recipes` reads the recipes' docstrings and the presets without TensorFlow.
     out = subprocess.run([sys.executable, "-c", program, "recipes"], capture_output=True,
                          text=True, env=ENV, cwd=ROOT, timeout=300, check=False)

@@ -23,7 +23,6 @@ figures (page.py) from the records alone. Errors are one line and exit code 2.
 """
 
 import argparse
-import contextlib
 import json
 import os
 import shlex
@@ -38,6 +37,7 @@ import page
 import records
 
 import nmt_tf
+from nmt_tf import console
 from nmt_tf import cpu
 
 ROWS = os.path.join(HERE, "rows")
@@ -92,21 +92,6 @@ def row(args):
   return _record(args, command)
 
 
-@contextlib.contextmanager
-def _stderr_silenced():
-  """Sends file descriptor 2 to /dev/null: TensorFlow's C++ start-up lines ignore
-  TF_CPP_MIN_LOG_LEVEL."""
-  saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-  sys.stderr.flush()
-  os.dup2(null, 2)
-  try:
-    yield
-  finally:
-    os.dup2(saved, 2)
-    os.close(null)
-    os.close(saved)
-
-
 def _train_precision(args):
   """train.precision as the row's training would read it: the last --config.train.precision
   flag, else the run directory's config.json (a resumed run), else the --config's; None when
@@ -119,7 +104,7 @@ def _train_precision(args):
   if os.path.exists(saved):
     return records.read_json(saved)["train"]["precision"]
   try:
-    with _stderr_silenced():  # the recipes import TensorFlow, whose start-up lines go
+    with console.native_stderr_silenced():  # the recipes import TensorFlow, whose start-up lines go
       config = nmt_tf.recipe(args.config)  # a recipe or a config file, as --config reads it
     return config.train.precision
   except Exception:  # pylint: disable=broad-except  (`nmt-tf train` reports it in one line)

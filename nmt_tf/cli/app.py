@@ -11,6 +11,7 @@ nmt_tf/configs and a model preset (`--config=multi30k:luong`), which an installe
 import os
 import re
 import sys
+import warnings
 
 # --verbose shows TensorFlow's C++ log lines; by default they are hidden (errors surface as
 # Python exceptions), and so are the ones logged before TensorFlow's logging starts
@@ -24,6 +25,7 @@ from absl import flags  # pylint: disable=g-import-not-at-top
 from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
 
 from nmt_tf import cli  # pylint: disable=g-import-not-at-top
+from nmt_tf import console  # pylint: disable=g-import-not-at-top
 from nmt_tf import configs  # pylint: disable=g-import-not-at-top
 from nmt_tf.cli import help as help_text  # pylint: disable=g-import-not-at-top
 
@@ -95,6 +97,9 @@ def parse_flags(argv):
     print(help_text.command_help(_prog(), command, COMMANDS[command]) if command in COMMANDS
           else _usage())
     sys.exit(0)
+  level = absl_logging.get_verbosity()
+  if not VERBOSE:  # ml_collections' warnings while it loads --config: the errors below say it
+    absl_logging.set_verbosity(absl_logging.ERROR)
   try:
     remaining = flags.FLAGS(argv)
   except flags.Error as error:  # unknown flag, missing or ill-typed value
@@ -106,17 +111,34 @@ def parse_flags(argv):
     # The --config file is Python code run while the flags are parsed: what it raises (a
     # syntax error, a failing get_config) is an error of the config, not of this program;
     # so is an unknown --config.KEY (AttributeError/KeyError) when --config=FILE is given.
+    if config is not None and isinstance(error, AttributeError) and "get_config" in str(error):
+      _exit_with_error(_no_get_config(config, see))
     if (isinstance(error, (AttributeError, KeyError)) and
         any(a.startswith("--config.") for a in argv)):
       _exit_with_error(_override_error(error, argv))
     if config is None:
       _exit_with_error(f"{type(error).__name__}: {_one_line(error)}; {see}.")
     _exit_with_error(_config_file_error(config, error, see))
+  finally:
+    absl_logging.set_verbosity(level)
   try:  # ml_collections keeps a load error and raises it when the config is first used
-    getattr(flags.FLAGS.config, "keys", None)
+    is_config = hasattr(flags.FLAGS.config, "keys")
   except OSError as error:
     _exit_with_error(_config_file_error(flags.FLAGS["config"].config_filename, error, see))
+  if not is_config:
+    loaded = flags.FLAGS.config
+    path = flags.FLAGS["config"].config_filename.split(":", 1)[0]
+    _exit_with_error(f"--config={path}: its get_config() returned {type(loaded).__name__}, "
+                     "not a config; return the ml_collections.ConfigDict of the experiment "
+                     "(nmt_tf/configs/generated.py shows one); see "
+                     f"{_prog()} train --helpfull.")
   return remaining
+
+
+def _no_get_config(path, see):
+  return (f"--config={path.split(':', 1)[0]}: the file defines no get_config(); a config "
+          "file defines get_config() returning the experiment's ml_collections.ConfigDict "
+          f"(nmt_tf/configs/generated.py shows one); {see}.")
 
 
 def _usage():
@@ -149,7 +171,8 @@ def _answer_without_tensorflow(argv):
 
 
 def _unknown_command(command):
-  print(f"Unknown command {command!r}.\n\n{_usage()}", file=sys.stderr)
+  print(f"error: unknown command {command!r}; `{_prog()} help` lists the commands.",
+        file=sys.stderr)
   return 2
 
 
@@ -158,7 +181,7 @@ def main(argv):
   # progress output; --verbose brings them back.
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   if not flags.FLAGS.verbose:
-    tf.get_logger().setLevel("WARNING")
+    tf.get_logger().setLevel("ERROR")
     absl_logging.set_verbosity(absl_logging.WARNING)
   if len(argv) < 2 or argv[1] in ("help", "-h"):
     print(_usage())
@@ -188,19 +211,15 @@ def _recipe_names(argv):
 
 
 def _quiet_startup():
-  """Imports TensorFlow and finds its devices with the C++ stderr silenced: the lines TensorFlow
-  logs before its logging is set up (oneDNN notices, the CUDA stub, cuInit failures on a
-  machine without GPUs) ignore TF_CPP_MIN_LOG_LEVEL. Later C++ lines still follow it."""
-  saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
-  sys.stderr.flush()
-  os.dup2(null, 2)
-  try:
+  """Keeps TensorFlow's C++ log lines and Python warnings off the console (--verbose shows
+  them): TensorFlow is imported and finds its devices with the native stderr silenced (the
+  lines it logs before its logging is set up ignore TF_CPP_MIN_LOG_LEVEL: oneDNN notices, the
+  CUDA stub), then every later C++ log line is filtered out (nmt_tf/console.py)."""
+  with console.native_stderr_silenced():
     import tensorflow as tf  # pylint: disable=g-import-not-at-top
     tf.config.list_physical_devices()
-  finally:
-    os.dup2(saved, 2)
-    os.close(null)
-    os.close(saved)
+  console.filter_native_logs()
+  warnings.filterwarnings("ignore")
 
 
 def run():

@@ -7,6 +7,11 @@ Checkpoint averaging (Vaswani et al. 2017, Sec. 6.1; Junczys-Dowmunt et al. 2016
 theta = (1/N) sum_n theta_n over the N most recent checkpoints of RUN/checkpoints (or the
 prefixes of --checkpoints). The result holds the model only, written with
 tf.train.Checkpoint(model=...) like RUN/best, so RunDir.load_model(prefix) loads it.
+
+The output goes through nmt_tf/write_path.py: it is refused before any work when it lies in
+the run's best/, checkpoints/ or export/ folders, or holds a checkpoint that is not an
+earlier average; it is written staged and renamed into place, and recorded in the run's
+manifest when it lies inside the run.
 """
 
 import os
@@ -16,8 +21,9 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
+from nmt_tf import write_path
 from nmt_tf.cli import common  # pylint: disable=unused-import  (defines --checkpoints)
-from nmt_tf.experiment import checkpoint_files, RunDir, RunDirError
+from nmt_tf.experiment import checkpoint_files, RunDir, RunDirError, run_manifest
 from nmt_tf.experiment.run_dir import CHECKPOINT_ERRORS, restore_model
 from nmt_tf.models import build_model
 
@@ -59,10 +65,26 @@ def average_checkpoints(run, paths, output_prefix):
   for variable, total in zip(model.weights, sums):
     if np.issubdtype(total.dtype, np.floating):
       variable.assign(total / len(paths))
-  os.makedirs(os.path.dirname(os.path.abspath(output_prefix)), exist_ok=True)
   checkpoint = tf.train.Checkpoint(model=model)
   _ = checkpoint.save_counter  # created, so RunDir.load_model finds every object it expects
-  return checkpoint.write(output_prefix)
+  written = write_path.write_checkpoint(checkpoint, output_prefix)
+  write_path.write_json(output_prefix + AVERAGE_RECORD, {"averaged": list(paths)})
+  run_manifest.add_checkpoint(run, written)
+  return written
+
+
+# Beside an average: what it averages, which marks it as one (an average may replace another).
+AVERAGE_RECORD = ".average.json"
+
+
+def check_output(run, output_prefix, inputs):
+  """WriteError unless `output_prefix` may receive an average (before any work)."""
+  if any(os.path.abspath(output_prefix) == os.path.abspath(p) for p in inputs):
+    raise write_path.WriteError(f"--average_output={output_prefix} is one of the checkpoints "
+                                "averaged; write the average to a new prefix.")
+  earlier_average = os.path.exists(output_prefix + AVERAGE_RECORD)  # may be replaced
+  write_path.check_output(output_prefix, "--average_output", replace_model=earlier_average,
+                          create_parent=True)
 
 
 def run(argv):
@@ -75,8 +97,10 @@ def run(argv):
     paths = ([p.strip() for p in FLAGS.checkpoints if p.strip()] or
              last_checkpoints(run_dir, FLAGS.average_last))
     output = FLAGS.average_output or os.path.join(run_dir.path, "averaged", "ckpt-avg")
+    run_dir.load_config()  # RunDirError for a directory that is no run, before the checks
+    check_output(run_dir, output, paths)
     written = average_checkpoints(run_dir, paths, output)
-  except (RunDirError,) + CHECKPOINT_ERRORS as error:
+  except (RunDirError, ValueError) + CHECKPOINT_ERRORS as error:
     print(f"error: {error}", file=sys.stderr)
     return 2
   print(f"averaged {len(paths)} checkpoints ({', '.join(os.path.basename(p) for p in paths)})"

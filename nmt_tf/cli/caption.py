@@ -8,8 +8,9 @@
   plain                   image<TAB>caption
   --nbest=N (N > 1)       image<TAB>rank<TAB>caption<TAB>score   (N lines per image)
 --attention_dir writes <image name>.attention.png for each: the attention of every word over
-the image (Xu et al. 2015, fig. 2). A missing file or one that is not an image is an `error:`
-line naming it, exit code 2, and nothing is captioned.
+the image (Xu et al. 2015, fig. 2). A missing file or one that is not an image, or a
+destination that cannot be written (nmt_tf/write_path.py), is an `error:` line naming it,
+exit code 2, and nothing is captioned.
 """
 
 import os
@@ -19,6 +20,7 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
+from nmt_tf import write_path
 from nmt_tf.cli import common
 from nmt_tf.cli import translate  # pylint: disable=unused-import  (--input_file, --output_file)
 from nmt_tf.data import captions
@@ -60,12 +62,7 @@ def read_images(paths, size):
   images = []
   for path in paths:
     with open(path, "rb") as f:
-      data = f.read()
-    try:
-      images.append(captions.decode_image(tf.constant(data), size).numpy())
-    except (tf.errors.InvalidArgumentError, ValueError):
-      raise DataError(f"{path} is not an image that can be read (JPEG, PNG, GIF or BMP); "
-                      "convert it or leave it out.") from None
+      images.append(captions.read_image(f.read(), size, path))
   return np.stack(images)
 
 
@@ -84,9 +81,30 @@ def load_captioner():
 def write_attention(captioner, path, image, out, row, directory):
   """<directory>/<image name>.attention.png of row `row` of a caption output."""
   png = caption_attention_png(captioner, image, out, row, os.path.basename(path))
-  os.makedirs(directory, exist_ok=True)
-  with open(os.path.join(directory, os.path.basename(path) + ".attention.png"), "wb") as f:
-    f.write(png)
+  write_path.make_folder(directory, "--attention_dir")
+  write_path.write_bytes(os.path.join(directory, os.path.basename(path) + ".attention.png"),
+                         png)
+
+
+def caption_lines(captioner, decode, paths, images):
+  """Yields the output lines (see the module docstring), batch by batch, writing the
+  attention maps of each image as its lines are produced."""
+  spec = tf.TensorSpec([None, captioner.image_size, captioner.image_size, 3], tf.float32)
+  search = tf.function(lambda x: captioner.caption(x), input_signature=[spec],
+                       autograph=False)
+  for start in range(0, len(paths), decode.batch_size):
+    chunk = images[start:start + decode.batch_size]
+    out = search(tf.constant(chunk))
+    texts = out["caption"].numpy()
+    for row, path in enumerate(paths[start:start + len(chunk)]):
+      if decode.nbest > 1:
+        for rank in range(texts.shape[1]):
+          yield (f"{path}\t{rank}\t{texts[row, rank].decode('utf-8')}\t"
+                 f"{float(out['scores'][row, rank]):.4f}")
+      else:
+        yield f"{path}\t{texts[row, 0].decode('utf-8')}"
+      if FLAGS.attention_dir:
+        write_attention(captioner, path, chunk[row], out, row, FLAGS.attention_dir)
 
 
 def run(argv):
@@ -96,32 +114,14 @@ def run(argv):
     return 2
   try:
     paths = image_paths(FLAGS.input_file)
+    if FLAGS.output_file != "-":
+      write_path.check_output(FLAGS.output_file, inputs=paths)
+    if FLAGS.attention_dir:
+      write_path.check_folder(FLAGS.attention_dir, "--attention_dir", inputs=paths)
     captioner, decode = load_captioner()
     images = read_images(paths, captioner.image_size)
+    return common.write_lines(FLAGS.output_file, caption_lines(captioner, decode, paths,
+                                                               images), "caption")
   except common.USER_ERRORS as error:
     print(f"error: {error}", file=sys.stderr)
     return 2
-  spec = tf.TensorSpec([None, captioner.image_size, captioner.image_size, 3], tf.float32)
-  search = tf.function(lambda x: captioner.caption(x), input_signature=[spec],
-                       autograph=False)
-  out_file = sys.stdout if FLAGS.output_file == "-" else open(FLAGS.output_file, "w",
-                                                              encoding="utf-8")
-  try:
-    for start in range(0, len(paths), decode.batch_size):
-      chunk = images[start:start + decode.batch_size]
-      out = search(tf.constant(chunk))
-      texts = out["caption"].numpy()
-      for row, path in enumerate(paths[start:start + len(chunk)]):
-        if decode.nbest > 1:
-          for rank in range(texts.shape[1]):
-            out_file.write(f"{path}\t{rank}\t{texts[row, rank].decode('utf-8')}\t"
-                           f"{float(out['scores'][row, rank]):.4f}\n")
-        else:
-          out_file.write(f"{path}\t{texts[row, 0].decode('utf-8')}\n")
-        if FLAGS.attention_dir:
-          write_attention(captioner, path, chunk[row], out, row, FLAGS.attention_dir)
-    out_file.flush()
-  finally:
-    if out_file is not sys.stdout:
-      out_file.close()
-  return 0

@@ -2,11 +2,13 @@
 
 import dataclasses
 import os
+import sys
 
 from absl import flags
 from ml_collections import config_flags
 
 from nmt_tf import configs
+from nmt_tf import write_path
 from nmt_tf.data.errors import DataError
 from nmt_tf.experiment import ExperimentConfig, RunDirError
 from nmt_tf.experiment.config import deprecated, MATMUL_DTYPES
@@ -46,6 +48,30 @@ flags.DEFINE_integer("shortlist_frequent", None, "Most frequent target words alw
 FLAGS = flags.FLAGS
 # Errors a user's input can cause: the commands print them as one `error:` line.
 USER_ERRORS = (DataError, RunDirError, ConfigError, ValueError, OSError)
+# The exit code of a command stopped by Ctrl-C or SIGTERM (128 + SIGINT, as a shell reports).
+INTERRUPTED = 130
+
+
+def write_lines(path, lines, command):
+  """Writes the lines that the iterable `lines` produces (each computed when it is reached)
+  to `path` ('-' = stdout) in order, through write_path.LineOutput; returns the exit code.
+
+  Ctrl-C or SIGTERM stops it with one `error:` line saying where the lines written so far are
+  (`<path>.partial`; `path` keeps its old content) and exit code 130.
+  """
+  with write_path.termination_as_interrupt():
+    with write_path.LineOutput(path) as out:
+      try:
+        for line in lines:
+          out.write(line)
+        out.commit()
+      except KeyboardInterrupt:
+        kept = out.kept()
+        where = f"in {kept} ({path} is unchanged)" if kept else "on stdout"
+        print(f"error: {command} interrupted; the {out.lines} lines written so far are "
+              f"{where}; rerun the command for the whole output.", file=sys.stderr)
+        return INTERRUPTED
+  return 0
 
 
 def experiment_config():

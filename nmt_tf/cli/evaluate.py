@@ -15,6 +15,7 @@ import sys
 from absl import flags
 
 from nmt_tf import data
+from nmt_tf import write_path
 from nmt_tf.cli import caption as caption_cli
 from nmt_tf.cli import common
 from nmt_tf.cli import translate as translate_cli
@@ -83,6 +84,8 @@ def run(argv):
     translator, config, decode, paths = translate_cli.build_translator()
     name, sources, references = _evaluation_set(config)
     out_dir = FLAGS.eval_dir or os.path.join(FLAGS.run_dir, "eval", name)
+    write_path.check_folder(out_dir, "--eval_dir",
+                            inputs=[FLAGS.source_file, FLAGS.reference_file])
     plot = _plot_indices()
     results = translate_cli.decode_lines(translator, decode, sources)
     report = evaluate(translator, results, sources, references, out_dir, decode.beam_size,
@@ -107,6 +110,7 @@ def _evaluate_captions():
     raise ValueError(f"The run's corpus has no {FLAGS.eval_split} split; give it one "
                      f"(data.{FLAGS.eval_split}_tgt) or pick --eval_split.")
   out_dir = FLAGS.eval_dir or os.path.join(FLAGS.run_dir, "eval", FLAGS.eval_split)
+  write_path.check_folder(out_dir, "--eval_dir")
   report = evaluate_captions(captioner, splits[FLAGS.eval_split], out_dir, decode.beam_size,
                              decode.batch_size, _plot_indices())
   print(format_caption_report(report))

@@ -50,6 +50,10 @@ def run(argv):
           file=sys.stderr)
     return 2
   try:
+    if FLAGS.export_quantization != "float32" and FLAGS.format != "litert":
+      raise ValueError(f"--export_quantization={FLAGS.export_quantization} applies to "
+                       "--format=litert only; add --format=litert, or leave the flag out for "
+                       "a SavedModel.")
     run_dir = RunDir(FLAGS.run_dir)
     decode = common.decode_config(run_dir.load_config())
     if decode.shortlist:
@@ -63,7 +67,7 @@ def run(argv):
     if run_dir.load_config().model.encoder == "image":
       if FLAGS.format == "litert":
         raise ValueError("LiteRT export is for translation runs; export a captioning run as "
-                         "a SavedModel (--format=saved_model).")
+                         "a SavedModel (--format=savedmodel).")
       common_args.pop("max_source_length")
       path = export_captioner(run_dir, model_name=FLAGS.export_model_name or "nmt_caption",
                               **common_args)

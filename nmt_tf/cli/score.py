@@ -13,6 +13,7 @@ import sys
 from absl import flags
 
 from nmt_tf import data
+from nmt_tf import write_path
 from nmt_tf.cli import common
 from nmt_tf.cli import translate as translate_cli
 
@@ -37,6 +38,9 @@ def run(argv):
   # Imported here to keep the module import light; ForcedScorer pulls in TensorFlow.
   from nmt_tf.inference import ForcedScorer  # pylint: disable=g-import-not-at-top
   try:
+    if FLAGS.score_output != "-":
+      write_path.check_output(FLAGS.score_output, "--score_output",
+                              inputs=[FLAGS.source_file, FLAGS.target_file])
     sources = data.read_lines(FLAGS.source_file, "score source")
     targets = data.read_lines(FLAGS.target_file, "score target")
     if len(sources) != len(targets):
@@ -44,17 +48,13 @@ def run(argv):
                        f"{len(targets)}; expected one translation per source line.")
     translator, _, decode, _ = translate_cli.build_translator()
     scores = ForcedScorer(translator).score(sources, targets, decode.batch_size)
+    code = common.write_lines(FLAGS.score_output, (
+        f"{s.log_prob:.6f}\t{s.num_tokens}\t{s.per_token:.6f}" for s in scores), "score")
   except common.USER_ERRORS as error:
     print(f"error: {error}", file=sys.stderr)
     return 2
-  out = sys.stdout if FLAGS.score_output == "-" else open(FLAGS.score_output, "w",
-                                                          encoding="utf-8")
-  try:
-    for s in scores:
-      out.write(f"{s.log_prob:.6f}\t{s.num_tokens}\t{s.per_token:.6f}\n")
-  finally:
-    if out is not sys.stdout:
-      out.close()
+  if code:
+    return code
   total = sum(s.log_prob for s in scores)
   tokens = sum(s.num_tokens for s in scores)
   per_token = total / max(tokens, 1)

@@ -26,6 +26,7 @@ from absl import flags
 
 from nmt_tf import data
 from nmt_tf import special_tokens
+from nmt_tf import write_path
 from nmt_tf.cli import common
 from nmt_tf.experiment.run_dir import RunDirError
 from nmt_tf.inference import (alignments, CompiledTranslator, load_models, translate_lines,
@@ -99,28 +100,40 @@ def read_input(path):
 UNKNOWN_SHARE_WARNING = 0.2
 
 
-def unknown_share(results):
-  """The share of the inputs' tokens (EOS left out) that the source vocabulary does not know."""
-  tokens = [i for r in results for i in r.source_ids[:-1]]
-  return sum(i == special_tokens.UNK_ID for i in tokens) / max(len(tokens), 1)
+# Lines decoded at a time by `translate`: their translations are written before the next
+# chunk is decoded, so an interrupted run keeps them (sorting by length stays within a chunk).
+CHUNK_LINES = 1024
 
 
-def decode_lines(translator, decode, lines, log=None):
-  """Translates lines and reports cut lines, and an input mostly unknown to the model, on
-  `log` (default stderr). Returns SentenceResults."""
+def decode_chunks(translator, decode, lines, log=None, chunk_lines=CHUNK_LINES):
+  """Yields the SentenceResults of `lines` in input order, `chunk_lines` at a time (indices
+  count from the first line); reports cut lines, and an input mostly unknown to the model, on
+  `log` (default stderr)."""
   log = log or sys.stderr
   compiled = CompiledTranslator(translator, decode.beam_size, decode.nbest, FLAGS.xla)
-  results = translate_lines(compiled, lines, decode.batch_size)
-  for r in results:
-    if r.truncated:
-      print(f"warning: line {r.index + 1} has {r.num_tokens} tokens; cut to the first "
-            f"{translator.max_source_length} (raise --max_input_tokens to keep more).", file=log)
-  share = unknown_share(results)
+  tokens = unknown = 0
+  for start in range(0, len(lines), max(chunk_lines, 1)):
+    results = translate_lines(compiled, lines[start:start + chunk_lines], decode.batch_size)
+    for r in results:
+      r.index += start
+      if r.truncated:
+        print(f"warning: line {r.index + 1} has {r.num_tokens} tokens; cut to the first "
+              f"{translator.max_source_length} (raise --max_input_tokens to keep more).",
+              file=log)
+      tokens += len(r.source_ids) - 1
+      unknown += sum(i == special_tokens.UNK_ID for i in r.source_ids[:-1])
+    yield results
+  share = unknown / max(tokens, 1)
   if share > UNKNOWN_SHARE_WARNING:
     print(f"warning: {share:.0%} of the input's tokens are unknown to the model's source "
           "vocabulary; is the input in the language the run was trained on (its config.json, "
           "data section)?", file=log)
-  return results
+
+
+def decode_lines(translator, decode, lines, log=None):
+  """Translates lines (as `decode_chunks`, in one chunk). Returns SentenceResults."""
+  return [r for chunk in decode_chunks(translator, decode, lines, log, len(lines))
+          for r in chunk]
 
 
 def format_results(translator, results, nbest, mode, replace_unk):
@@ -154,6 +167,8 @@ def run(argv):
           "--input_file.", file=sys.stderr)
     return 2
   try:
+    if FLAGS.output_file != "-":
+      write_path.check_output(FLAGS.output_file, inputs=[FLAGS.input_file])
     lines, input_error = read_input(FLAGS.input_file)
     if input_error is not None and not lines:
       raise input_error
@@ -163,21 +178,20 @@ def run(argv):
       print("warning: --replace_unk needs word vocabularies (tokenizer.kind='word'); ignored.",
             file=sys.stderr)
       replace_unk = False
-    results = decode_lines(translator, decode, lines)
+    code = write_translations(translator, decode, lines, replace_unk)
   except common.USER_ERRORS as error:
     print(f"error: {error}", file=sys.stderr)
     return 2
-  out = sys.stdout if FLAGS.output_file == "-" else open(FLAGS.output_file, "w",
-                                                         encoding="utf-8")
-  try:
-    for line in format_results(translator, results, decode.nbest, FLAGS.alignments,
-                               replace_unk):
-      out.write(line + "\n")
-    out.flush()
-  finally:
-    if out is not sys.stdout:
-      out.close()
-  if input_error is not None:  # stdin: the lines before the bad one are written
+  if code == 0 and input_error is not None:  # stdin: the lines before the bad one are written
     print(f"error: {input_error}", file=sys.stderr)
     return 2
-  return 0
+  return code
+
+
+def write_translations(translator, decode, lines, replace_unk):
+  """Decodes `lines` chunk by chunk into --output_file, in order (common.write_lines: Ctrl-C
+  or SIGTERM keeps the translations done so far); returns the exit code."""
+  return common.write_lines(FLAGS.output_file, (
+      line for results in decode_chunks(translator, decode, lines)
+      for line in format_results(translator, results, decode.nbest, FLAGS.alignments,
+                                 replace_unk)), "translate")

@@ -20,6 +20,7 @@ from typing import Dict, List
 import numpy as np
 import tensorflow as tf
 
+from nmt_tf import console
 from nmt_tf.data import shapes
 from nmt_tf.data.batching import encode_target
 from nmt_tf.data.errors import DataError
@@ -106,11 +107,82 @@ def load_captions(config, image_size, default_dir=None):
   return splits
 
 
+# The largest image decoded: TensorFlow's decoders hold height * width * 3 bytes in an int32.
+MAX_PIXELS = (2**31 - 1) // 3
+# An image over this many times the model's size per side is first thinned out in uint8
+# (every k-th row and column), so that its float32 copy stays small.
+_MAX_SCALE = 4
+
+
 def decode_image(data, size):
-  """Encoded image bytes (scalar tf.string) -> float32 [size, size, 3] in [0, 1]."""
+  """Encoded image bytes (scalar tf.string) -> float32 [size, size, 3] in [0, 1].
+
+  The image is reduced while it is uint8: an image more than 4 times `size` on its shorter
+  side keeps every k-th row and column first (k = shorter side // (4 size)), then the
+  antialiased resize runs on float32 of at most 16 times the output's pixels per k^2.
+  """
   image = tf.io.decode_image(data, channels=3, expand_animations=False)  # [h, w, 3] uint8
+  shape = tf.shape(image)
+  stride = tf.maximum(tf.minimum(shape[0], shape[1]) // (_MAX_SCALE * size), 1)
+  image = image[::stride, ::stride]  # [h / k, w / k, 3] uint8
+  image.set_shape([None, None, 3])
   image = tf.image.resize(tf.cast(image, tf.float32), [size, size], antialias=True)
   return tf.clip_by_value(image / 255.0, 0.0, 1.0)
+
+
+def image_dimensions(data):
+  """(width, height) that an encoded image's header declares (PNG, JPEG, GIF, BMP), or None
+  when the header is not one of them or is cut short. Reads the header only."""
+  if data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) >= 24:
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+  if data[:6] in (b"GIF87a", b"GIF89a") and len(data) >= 10:
+    return int.from_bytes(data[6:8], "little"), int.from_bytes(data[8:10], "little")
+  if data[:2] == b"BM" and len(data) >= 26:
+    return (abs(int.from_bytes(data[18:22], "little", signed=True)),
+            abs(int.from_bytes(data[22:26], "little", signed=True)))
+  if data[:2] == b"\xff\xd8":
+    i = 2
+    while i + 9 <= len(data) and data[i] == 0xFF:
+      marker, length = data[i + 1], int.from_bytes(data[i + 2:i + 4], "big")
+      if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # a start of frame
+        return int.from_bytes(data[i + 7:i + 9], "big"), int.from_bytes(data[i + 5:i + 7],
+                                                                        "big")
+      i += 2 + length
+  return None
+
+
+def check_image_size(data, name):
+  """DataError when the image `data` (bytes) declares more pixels than can be decoded."""
+  dimensions = image_dimensions(data)
+  if dimensions and dimensions[0] * dimensions[1] > MAX_PIXELS:
+    width, height = dimensions
+    raise DataError(f"{name} is a {width} x {height} image, more than the {MAX_PIXELS:,} "
+                    "pixels that can be decoded; scale it down (a few thousand pixels a side "
+                    "is plenty) and caption that.")
+
+
+def read_image(data, size, name):
+  """Encoded image bytes -> float32 numpy [size, size, 3] in [0, 1], decoded in uint8 and
+  reduced before it is cast (decode_image).
+
+  Raises:
+    DataError: naming `name`, for bytes that are no image (a truncated file, another format)
+      and for an image too large to decode; what the decoder prints itself (libjpeg) is kept
+      off the console.
+  """
+  if not isinstance(data, bytes):
+    raise DataError(f"{name}: expected the bytes of an encoded image, received "
+                    f"{type(data).__name__}.")
+  check_image_size(data, name)
+  try:
+    with console.native_stderr_silenced():
+      return decode_image(tf.constant(data), size).numpy()
+  except tf.errors.ResourceExhaustedError:
+    raise DataError(f"{name} is too large to decode in the memory available; scale it down "
+                    "and caption that.") from None
+  except (tf.errors.InvalidArgumentError, tf.errors.UnknownError, ValueError):
+    raise DataError(f"{name} is not an image that can be read (JPEG, PNG, GIF or BMP; a "
+                    "truncated or damaged file is not); convert it or leave it out.") from None
 
 
 def load_image(path, size):

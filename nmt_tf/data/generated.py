@@ -21,6 +21,7 @@ import os
 import random
 from typing import Dict, List, Tuple
 
+from nmt_tf import write_path
 from nmt_tf.data.errors import DataError
 from nmt_tf.data.text_files import ParallelText
 
@@ -169,8 +170,7 @@ def write_corpus(directory: str, seed: int = 0, train_size: int = 10000,
     paths[split] = []
     for lang, lines in ((SOURCE_LANG, text.sources), (TARGET_LANG, text.targets)):
       path = os.path.join(directory, f"{split}.{lang}")
-      with open(path, "w", encoding="utf-8") as f:
-        f.writelines(line + "\n" for line in lines)
+      write_path.write_text(path, "".join(line + "\n" for line in lines))
       paths[split].append(path)
     paths[split] = tuple(paths[split])
   return paths

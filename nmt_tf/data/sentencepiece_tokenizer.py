@@ -14,6 +14,7 @@ from tensorflow_text.python.ops.sentencepiece_tokenizer import _SentencepieceMod
 from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece_tokenizer
 
 from nmt_tf import special_tokens
+from nmt_tf import write_path
 from nmt_tf.data import segmentation_draws
 from nmt_tf.data.errors import DataError
 from nmt_tf.data.tokenizer import Tokenizer
@@ -144,8 +145,7 @@ class SentencePieceTokenizer(Tokenizer):
     return self._processor.decode(ids)
 
   def _save_files(self, directory: str, prefix: str) -> dict:
-    with open(os.path.join(directory, f"{prefix}.model"), "wb") as f:
-      f.write(self._proto)
+    write_path.write_bytes(os.path.join(directory, f"{prefix}.model"), self._proto)
     return {"model": f"{prefix}.model"}
 
   @classmethod

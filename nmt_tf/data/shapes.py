@@ -15,12 +15,11 @@ reused while its settings stay the same.
 
 import json
 import os
-import shutil
-import tempfile
 
 import numpy as np
 import tensorflow as tf
 
+from nmt_tf import write_path
 from nmt_tf.data.errors import DataError
 
 COLOURS = {"red": (220, 40, 40), "green": (40, 170, 60), "blue": (40, 80, 230),
@@ -110,29 +109,19 @@ def write_shapes(directory, sizes, image_size=64, seed=0):
   if os.path.isdir(directory) and os.listdir(directory):
     raise DataError(f"{directory} is not empty and holds no shapes set; set data.data_dir to "
                     "a new directory for the generated images.")
-  parent = os.path.dirname(os.path.abspath(directory))
-  os.makedirs(parent, exist_ok=True)
-  staging = tempfile.mkdtemp(prefix=".shapes-", dir=parent)
-  try:
-    os.makedirs(os.path.join(staging, "images"))
+  if os.path.isdir(directory):
+    os.rmdir(directory)  # empty, checked above
+  with write_path.staged_folder(directory) as staging:  # the set appears whole or not at all
+    write_path.make_folder(os.path.join(staging, "images"))
     for index, split in enumerate(SPLITS):
       rng = np.random.default_rng([seed, index])
       lines = []
       for i in range(sizes.get(split, 0)):
         image, captions = draw_example(rng, image_size)
         name = f"images/{split}_{i:05d}.png"
-        with open(os.path.join(staging, name), "wb") as f:
-          f.write(tf.io.encode_png(image).numpy())
+        write_path.write_bytes(os.path.join(staging, name), tf.io.encode_png(image).numpy())
         lines += [f"{name}\t{caption}\n" for caption in captions]
       if lines:
-        with open(os.path.join(staging, f"{split}.tsv"), "w", encoding="utf-8") as f:
-          f.writelines(lines)
-    with open(os.path.join(staging, MANIFEST), "w", encoding="utf-8") as f:
-      json.dump(settings, f)
-    if os.path.isdir(directory):
-      os.rmdir(directory)  # empty, checked above
-    os.rename(staging, directory)
-  finally:
-    if os.path.isdir(staging):
-      shutil.rmtree(staging)
+        write_path.write_text(os.path.join(staging, f"{split}.tsv"), "".join(lines))
+    write_path.write_text(os.path.join(staging, MANIFEST), json.dumps(settings))
   return directory

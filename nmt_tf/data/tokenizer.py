@@ -12,6 +12,7 @@ from typing import Dict, List, Sequence, Type, Union
 import tensorflow as tf
 
 from nmt_tf import special_tokens
+from nmt_tf import write_path
 from nmt_tf.data.errors import DataError
 
 NUM_SPECIAL = len(special_tokens.SPECIAL_TOKENS)
@@ -133,8 +134,7 @@ class Tokenizer(tf.Module):
     """Writes ``<directory>/<prefix>.json`` (kind and options) and the model files."""
     os.makedirs(directory, exist_ok=True)
     meta = {"kind": self.kind, **self._save_files(directory, prefix)}
-    with open(os.path.join(directory, f"{prefix}.json"), "w", encoding="utf-8") as f:
-      json.dump(meta, f, indent=2, sort_keys=True)
+    write_path.write_json(os.path.join(directory, f"{prefix}.json"), meta)
 
   def _save_files(self, directory: str, prefix: str) -> dict:
     raise NotImplementedError

@@ -7,10 +7,10 @@ share one vocabulary (Sennrich et al., 2016 "joint BPE").
 
 import collections
 import dataclasses
-import json
 import os
 from typing import Any, Iterator, Mapping, Optional, Tuple
 
+from nmt_tf import write_path
 from nmt_tf.data.errors import DataError
 from nmt_tf.data.sentencepiece_tokenizer import MODEL_TYPES, SentencePieceTokenizer
 from nmt_tf.data.shards import ParallelShards, sample_indices, sample_pairs
@@ -140,8 +140,7 @@ def save_tokenizers(directory: str, source: Tokenizer, target: Tokenizer) -> Non
     source.save(directory, "source")
     target.save(directory, "target")
     prefixes = {"source": "source", "target": "target"}
-  with open(os.path.join(directory, MANIFEST), "w", encoding="utf-8") as f:
-    json.dump(prefixes, f, indent=2)
+  write_path.write_json(os.path.join(directory, MANIFEST), prefixes)
 
 
 # What to do about a damaged file of a run's vocab/ directory.

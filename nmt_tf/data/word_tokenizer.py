@@ -9,6 +9,7 @@ from typing import Iterable, List, Mapping, Optional, Sequence
 import tensorflow as tf
 
 from nmt_tf import special_tokens
+from nmt_tf import write_path
 from nmt_tf.data.errors import DataError
 from nmt_tf.data.tokenizer import NUM_SPECIAL, Tokenizer
 
@@ -152,8 +153,8 @@ class WordTokenizer(Tokenizer):
     return join_words(words, self.split_punctuation)
 
   def _save_files(self, directory: str, prefix: str) -> dict:
-    with open(os.path.join(directory, f"{prefix}.vocab"), "w", encoding="utf-8") as f:
-      f.writelines(w + "\n" for w in self._vocab)
+    write_path.write_text(os.path.join(directory, f"{prefix}.vocab"),
+                          "".join(w + "\n" for w in self._vocab))
     return {"vocab": f"{prefix}.vocab", "split_punctuation": self.split_punctuation}
 
   @classmethod

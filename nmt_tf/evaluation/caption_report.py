@@ -7,7 +7,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from nmt_tf.atomic_write import write_json
+from nmt_tf.write_path import make_folder, write_bytes, write_json, write_text
 from nmt_tf.data import captions
 from nmt_tf.evaluation.image_attention import caption_attention_png
 from nmt_tf.evaluation.scoring import corpus_bleu, corpus_chrf
@@ -34,7 +34,7 @@ def evaluate_captions(captioner, split, out_dir, beam_size, batch_size, plot_ima
   search = tf.function(lambda x: captioner.caption(x, beam_size, 1), input_signature=[spec],
                        autograph=False)
   hypotheses, maps = [], []
-  os.makedirs(out_dir, exist_ok=True)
+  make_folder(out_dir, "--eval_dir")
   plot = set(plot_images)
   for start, batch in zip(range(0, len(images), batch_size),
                           captions.image_dataset(images, size).batch(batch_size)):
@@ -44,12 +44,11 @@ def evaluate_captions(captioner, split, out_dir, beam_size, batch_size, plot_ima
       if start + row not in plot:
         continue
       path = os.path.join(out_dir, f"attention_{start + row}.png")
-      with open(path, "wb") as f:
-        f.write(caption_attention_png(captioner, np.asarray(batch[row]), out, row,
-                                      os.path.basename(images[start + row])))
+      write_bytes(path, caption_attention_png(captioner, np.asarray(batch[row]), out, row,
+                                              os.path.basename(images[start + row])))
       maps.append(path)
-  with open(os.path.join(out_dir, "hypotheses.txt"), "w", encoding="utf-8") as f:
-    f.writelines(f"{image}\t{h}\n" for image, h in zip(images, hypotheses))
+  write_text(os.path.join(out_dir, "hypotheses.txt"),
+             "".join(f"{image}\t{h}\n" for image, h in zip(images, hypotheses)))
   bleu, chrf = corpus_bleu(hypotheses, references), corpus_chrf(hypotheses, references)
   report = {
       "images": len(images), "references": sum(len(r) for r in references),

@@ -5,7 +5,7 @@ references, and attention heat maps. `nmt-tf evaluate` is a thin shell over it."
 
 import os
 
-from nmt_tf.atomic_write import write_json
+from nmt_tf.write_path import make_folder, write_bytes, write_json, write_text
 from nmt_tf.evaluation import analysis
 from nmt_tf.evaluation import significance
 from nmt_tf.evaluation.alignment_plot import alignment_png
@@ -32,9 +32,8 @@ def evaluate(translator, results, sources, references, out_dir, beam_size, lengt
     The report dict (what report.json holds).
   """
   hypotheses = [r.hypotheses[0].text if r.hypotheses else "" for r in results]
-  os.makedirs(out_dir, exist_ok=True)
-  with open(os.path.join(out_dir, "hypotheses.txt"), "w", encoding="utf-8") as f:
-    f.writelines(h + "\n" for h in hypotheses)
+  make_folder(out_dir, "--eval_dir")
+  write_text(os.path.join(out_dir, "hypotheses.txt"), "".join(h + "\n" for h in hypotheses))
   bleu, chrf = corpus_bleu(hypotheses, references), corpus_chrf(hypotheses, references)
   lowercased = corpus_bleu(hypotheses, references, lowercase=True)
   significance.write_statistics(os.path.join(out_dir, significance.STATS_FILE),
@@ -44,8 +43,8 @@ def evaluate(translator, results, sources, references, out_dir, beam_size, lengt
   mask = analysis.unk_mask(sources, references, translator.source_tokenizer,
                            translator.target_tokenizer)
   unk = analysis.bleu_all_and_no_unk(hypotheses, references, mask)
-  with open(os.path.join(out_dir, "bleu_by_length.png"), "wb") as f:
-    f.write(length_bleu_png(buckets, title="BLEU by source length"))
+  write_bytes(os.path.join(out_dir, "bleu_by_length.png"),
+              length_bleu_png(buckets, title="BLEU by source length"))
   images = []
   for i in [i for i in plot_sentences if 0 <= i < len(results)]:
     r = results[i]
@@ -53,9 +52,8 @@ def evaluate(translator, results, sources, references, out_dir, beam_size, lengt
       continue
     _, src_tokens, tgt_tokens = alignments.hypothesis_view(translator, r, r.hypotheses[0], False)
     path = os.path.join(out_dir, f"attention_{i}.png")
-    with open(path, "wb") as f:
-      f.write(alignment_png(r.hypotheses[0].attention, src_tokens, tgt_tokens,
-                            title=f"sentence {i}"))
+    write_bytes(path, alignment_png(r.hypotheses[0].attention, src_tokens, tgt_tokens,
+                                    title=f"sentence {i}"))
     images.append(path)
   report = {
       "sentences": len(sources), "beam_size": beam_size, "length_penalty": length_penalty,

@@ -19,7 +19,7 @@ import os
 import numpy as np
 import sacrebleu
 
-from nmt_tf.atomic_write import write_json
+from nmt_tf.write_path import write_json
 from nmt_tf.evaluation import scoring
 
 STATS_FILE = "sentence_stats.json"

@@ -24,6 +24,8 @@ import shutil
 from google.protobuf import text_format
 import tensorflow as tf
 
+from nmt_tf import write_path
+
 STATE_FILE = "checkpoint"
 SET_ASIDE_DIR = "corrupt"
 BEST_SCORE_FILE = "score.json"
@@ -129,10 +131,8 @@ def write_state(directory, paths):
       directory, relative[-1], relative,
       all_model_checkpoint_timestamps=[os.path.getmtime(p + ".index") for p in paths],
       last_preserved_timestamp=0.0)
-  tmp = os.path.join(directory, STATE_FILE + ".tmp")
-  with open(tmp, "w", encoding="utf-8") as f:
-    f.write(text_format.MessageToString(state))
-  os.replace(tmp, os.path.join(directory, STATE_FILE))
+  write_path.write_text(os.path.join(directory, STATE_FILE),
+                        text_format.MessageToString(state))
 
 
 def set_aside(path):

@@ -16,7 +16,7 @@ import hashlib
 import json
 import os
 
-from nmt_tf.atomic_write import write_json
+from nmt_tf.write_path import write_json
 from nmt_tf.data.shards import ParallelShards
 from nmt_tf.data.text_files import ParallelText
 from nmt_tf.experiment.run_dir import RunDirError

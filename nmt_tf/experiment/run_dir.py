@@ -6,6 +6,8 @@
                             (corrupt/: checkpoints set aside as unusable)
   <run_dir>/best/           the checkpoint with the best validation BLEU (model only) and
                             score.json, the BLEU and step it was saved with
+  <run_dir>/manifest.json   checksums of vocab/, of the config's model sections and of the
+                            checkpoints' index files, verified by every loader (run_manifest)
   <run_dir>/corpus.json     the fingerprint of the corpus the run trains on
   <run_dir>/train.lock      the pid and host of the process training the run, while it runs
   <run_dir>/tensorboard/    event files
@@ -18,8 +20,9 @@ import os
 import tensorflow as tf
 
 from nmt_tf import data
-from nmt_tf.atomic_write import write_text
+from nmt_tf.write_path import write_text
 from nmt_tf.experiment import checkpoint_files
+from nmt_tf.experiment import run_manifest
 from nmt_tf.experiment.config import ExperimentConfig
 from nmt_tf.models import build_model
 from nmt_tf.models.config import ConfigError
@@ -99,7 +102,8 @@ class RunDir:
     config = config.replace(model=model_cfg)
     if self.exists():
       saved = self.load_config()
-      check_vocab_sizes(saved, src_tok, tgt_tok, self.vocab_dir)
+      if run_manifest.verify(self, saved, src_tok, tgt_tok) is None:
+        check_vocab_sizes(saved, src_tok, tgt_tok, self.vocab_dir)
       config = config.replace(model=config.model.replace(
           **{name: getattr(saved.model, name) for name in INIT_ONLY_MODEL_FIELDS}))
       for section in FIXED_SECTIONS:
@@ -109,6 +113,7 @@ class RunDir:
               f"({_diff(getattr(saved, section), getattr(config, section))}); use a new "
               "--run_dir or the run's own config.")
     self.save_config(config)
+    run_manifest.write(self, config, src_tok, tgt_tok)
     return config, corpus, src_tok, tgt_tok
 
   def checkpoint_path(self, which="best"):
@@ -136,10 +141,12 @@ class RunDir:
     """
     config = self.load_config()
     src_tok, tgt_tok = self.load_tokenizers()
-    check_vocab_sizes(config, src_tok, tgt_tok, self.vocab_dir)
+    if run_manifest.verify(self, config, src_tok, tgt_tok) is None:
+      check_vocab_sizes(config, src_tok, tgt_tok, self.vocab_dir)
+    path = self.checkpoint_path(which)
+    run_manifest.verify_checkpoint(self, path)
     model = build_model(config.model)
-    restore_model(model, self.checkpoint_path(which),
-                  "pass --checkpoint=last or another checkpoint prefix")
+    restore_model(model, path, "pass --checkpoint=last or another checkpoint prefix")
     return model, config, src_tok, tgt_tok
 
 

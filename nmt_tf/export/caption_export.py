@@ -14,13 +14,14 @@ existing version.
 """
 
 import dataclasses
-import json
 import os
 
 import tensorflow as tf
 
-from nmt_tf.export.exporter import (beam_and_nbest, claim_version, ExportError, METADATA_FILE,
-                                    serving_decode_config, track_variables)
+from nmt_tf import write_path
+from nmt_tf.export.exporter import (beam_and_nbest, check_destination, ExportError,
+                                    METADATA_FILE, new_version, serving_decode_config,
+                                    track_variables)
 from nmt_tf.export.ops import check_forbidden_ops
 from nmt_tf.inference.image_captioner import Captioner
 from nmt_tf.inference.loading import load_models
@@ -80,11 +81,18 @@ def export_captioner(run, checkpoint="best", export_dir=None, model_name="nmt_ca
   if checkpoints:
     raise ExportError("Ensembles of captioning runs are not exported; export one run "
                       "(leave --checkpoints out).")
-  model, config, _, tokenizer, paths = load_models(run.path, checkpoint)
+  check_destination(run, export_dir, model_name)
+  loaded = load_models(run.path, checkpoint)  # its files checked (manifest)
+  with new_version(run, export_dir, model_name, version, report) as (path, tmp):
+    _export(run, loaded, path, tmp, model_name, beam_size, nbest, decode_config)
+  return path
+
+
+def _export(run, loaded, path, tmp, model_name, beam_size, nbest, decode_config):
+  """Writes the SavedModel of export_captioner into the staging folder `tmp`."""
+  model, config, _, tokenizer, paths = loaded
   decode_config = serving_decode_config(decode_config or config.decode)
   beam_size, nbest = beam_and_nbest(beam_size, nbest, decode_config)
-  model_dir = os.path.join(export_dir or run.export_dir, model_name)
-  path, tmp = claim_version(model_dir, version, report)
   module = CaptionServingModule(Captioner(model, tokenizer, decode_config), beam_size,
                                 nbest)
   signatures = {name: fn.get_concrete_function() for name, fn in module.signatures().items()}
@@ -96,8 +104,5 @@ def export_captioner(run, checkpoint="best", export_dir=None, model_name="nmt_ca
               "version": int(os.path.basename(path)), "beam_size": beam_size, "nbest": nbest,
               "decode": dataclasses.asdict(decode_config), "model": config.model.to_dict(),
               "annotation_grid": list(module.grid), "task": "caption"}
-  os.makedirs(os.path.join(tmp, "assets.extra"), exist_ok=True)
-  with open(os.path.join(tmp, "assets.extra", METADATA_FILE), "w", encoding="utf-8") as f:
-    json.dump(metadata, f, indent=2, sort_keys=True)
-  os.replace(tmp, path)  # atomic: TF Serving only picks up complete versions
-  return path
+  write_path.make_folder(os.path.join(tmp, "assets.extra"))
+  write_path.write_json(os.path.join(tmp, "assets.extra", METADATA_FILE), metadata)

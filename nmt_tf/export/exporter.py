@@ -1,17 +1,19 @@
 """Writes a run's model as a TF Serving SavedModel: <export_dir>/<model_name>/<version>/.
 
 TF Serving loads every integer-named subdirectory of a model's base path as a version
-(the highest by default), so a version is first written to a hidden temporary directory and
-renamed when complete: the server never sees half a SavedModel.
+(the highest by default), so a version is first written to a hidden staging folder and
+renamed when complete: the server never sees half a SavedModel. Exports of one model hold
+its folder's lock (`new_version`), so two at once take two versions, one after the other.
 """
 
+import contextlib
 import dataclasses
-import json
 import os
 import shutil
 
 import tensorflow as tf
 
+from nmt_tf import write_path
 from nmt_tf.experiment import RunDir
 from nmt_tf.export.ops import check_forbidden_ops
 from nmt_tf.export.serving import ServingModule
@@ -37,12 +39,12 @@ def next_version(model_dir):
 
 
 def unfinished_versions(model_dir):
-  """The hidden staging directories (.tmp-<version>) of exports of model_dir that never
-  completed, or that are being written now."""
+  """The hidden staging folders of versions of model_dir whose export never completed
+  (write_path.staged_folder names them `.<version>.tmp-...`; older versions `.tmp-<version>`)."""
   if not os.path.isdir(model_dir):
     return []
   return sorted(os.path.join(model_dir, name) for name in os.listdir(model_dir)
-                if name.startswith(".tmp-"))
+                if name.startswith(".") and ".tmp-" in name)
 
 
 def check_name_and_length(model_name, max_source_length):
@@ -68,10 +70,10 @@ def beam_and_nbest(beam_size, nbest, decode_config):
 
 
 def claim_version(model_dir, version, report=print):
-  """(path, tmp): the directory of a new version of the model in model_dir (`version`, or the
-  next free one; never an existing one) and the hidden staging directory to write it in
-  first. A staging directory left by an interrupted export of the same version is removed,
-  others are named through `report`."""
+  """The directory of a new version of the model in model_dir: `version`, or the next free
+  one; never an existing one. Call it holding the model's lock (`new_version`): a staging
+  folder found then was left by an export that was interrupted, and is removed (said through
+  `report`)."""
   version = next_version(model_dir) if version is None else version
   if not (isinstance(version, int) and version > 0):
     raise ExportError(f"Received version={version!r}; expected a positive integer.")
@@ -79,16 +81,37 @@ def claim_version(model_dir, version, report=print):
   if os.path.exists(path):
     raise ExportError(f"{path} already exists; pass another version or leave it unset to "
                       "use the next free one.")
-  tmp = os.path.join(model_dir, f".tmp-{version}")
   for leftover in unfinished_versions(model_dir):
-    if leftover == tmp:
-      shutil.rmtree(tmp)
-      report(f"Removed {tmp}: left by an export of version {version} that was interrupted "
-             "(never a complete version).")
-    else:
-      report(f"{leftover} was left by an export that was interrupted or is still running "
-             "(TF Serving ignores it); delete it once no export of this model runs.")
-  return path, tmp
+    shutil.rmtree(leftover, ignore_errors=True)
+    report(f"Removed {leftover}: left by an export that was interrupted (never a complete "
+           "version).")
+  return path
+
+
+def check_destination(run, export_dir, model_name):
+  """WriteError, before any work, for an export destination that is a file or lies inside
+  the run's best/ or checkpoints/; returns the model's folder."""
+  base = export_dir or run.export_dir
+  write_path.check_folder(base, "--export_dir", owner="export")
+  model_dir = os.path.join(base, model_name)
+  write_path.check_folder(model_dir, "--export_model_name", owner="export")
+  return model_dir
+
+
+@contextlib.contextmanager
+def new_version(run, export_dir, model_name, version, report=print):
+  """Yields (path, staging folder) of a new version of `model_name`, holding the model
+  folder's lock for the block (a second export of the same model waits, then takes the next
+  version); the staging folder is renamed to `path` when the block ends without error and
+  removed otherwise (nmt_tf/write_path.py)."""
+  base = export_dir or run.export_dir
+  model_dir = check_destination(run, export_dir, model_name)
+  # The lock beside the model's folder: TF Serving reads the folder itself.
+  with write_path.exclusive(base, f"an export into {model_dir}", report,
+                            name=f".{model_name}.lock"):
+    path = claim_version(model_dir, version, report)
+    with write_path.staged_folder(path) as tmp:
+      yield path, tmp
 
 
 def saved_root(module, functions):
@@ -154,11 +177,20 @@ def export_run(run_dir, checkpoint="best", export_dir=None, model_name="nmt", ve
   """
   run = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
   check_name_and_length(model_name, max_source_length)
-  model, config, src_tok, tgt_tok, paths = load_models(run.path, checkpoint, checkpoints)
+  check_destination(run, export_dir, model_name)
+  loaded = load_models(run.path, checkpoint, checkpoints)  # its files checked (manifest)
+  with new_version(run, export_dir, model_name, version, report) as (path, tmp):
+    _export(run, loaded, path, tmp, model_name, beam_size, nbest, max_source_length,
+            decode_config, warmup)
+  return path
+
+
+def _export(run, loaded, path, tmp, model_name, beam_size, nbest, max_source_length,
+            decode_config, warmup):
+  """Writes the SavedModel of export_run into the staging folder `tmp` of version `path`."""
+  model, config, src_tok, tgt_tok, paths = loaded
   decode_config = serving_decode_config(decode_config or config.decode)
   beam_size, nbest = beam_and_nbest(beam_size, nbest, decode_config)
-  model_dir = os.path.join(export_dir or run.export_dir, model_name)
-  path, tmp = claim_version(model_dir, version, report)
   version = int(os.path.basename(path))
 
   # A beam whose search of one longest sentence cannot fit would fail every request.
@@ -176,10 +208,7 @@ def export_run(run_dir, checkpoint="best", export_dir=None, model_name="nmt", ve
       "max_source_length": max_source_length, "decode": dataclasses.asdict(decode_config),
       "model": config.model.to_dict(), "tokenizer": src_tok.kind,
   }
-  os.makedirs(os.path.join(tmp, "assets.extra"), exist_ok=True)
-  with open(os.path.join(tmp, "assets.extra", METADATA_FILE), "w", encoding="utf-8") as f:
-    json.dump(metadata, f, indent=2, sort_keys=True)
+  write_path.make_folder(os.path.join(tmp, "assets.extra"))
+  write_path.write_json(os.path.join(tmp, "assets.extra", METADATA_FILE), metadata)
   if warmup:
     write_warmup_file(tmp, model_name, src_tok)
-  os.replace(tmp, path)  # atomic: TF Serving only picks up complete versions
-  return path

@@ -10,7 +10,10 @@
   vocab/            the run's tokenizer files (SentencePiece models or word lists);
   nmt_litert.json   what a client needs: tokenizer files, limits, source reversal;
   nmt_litert.py     a client: text in, translations out, with `ai_edge_litert`, `numpy` and
-                    `sentencepiece` only (export/litert_client.py, copied).
+                    `sentencepiece` only (export/litert_client.py, copied);
+  nmt_manifest.py   the content check the client runs (nmt_tf/manifest.py, copied);
+  manifest.json     the checksums of model.tflite, nmt_litert.json and vocab/, and the
+                    vocabulary sizes the model was built with.
 
 Only LiteRT builtin ops: tokenization stays in the client (SentencePiece is no builtin). Two
 things make the search convertible: the variables are frozen into constants (read inside a
@@ -19,7 +22,6 @@ encoder's time loop runs without TensorArrays (`layers.recurrence.without_tensor
 """
 
 import dataclasses
-import json
 import os
 import shutil
 import tempfile
@@ -28,6 +30,8 @@ import tensorflow as tf
 # pylint: disable=g-direct-tensorflow-import
 from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
+from nmt_tf import manifest
+from nmt_tf import write_path
 from nmt_tf.export import exporter
 from nmt_tf.export import litert_client
 from nmt_tf.experiment import RunDir
@@ -38,6 +42,7 @@ from nmt_tf.layers.recurrence import without_tensor_lists
 MODEL_FILE = litert_client.MODEL_FILE
 METADATA_FILE = litert_client.METADATA_FILE
 CLIENT_FILE = "nmt_litert.py"
+MANIFEST_MODULE = litert_client.MANIFEST_MODULE
 QUANTIZATIONS = ("float32", "float16", "int8")
 _SOURCE_IDS = tf.TensorSpec([None, None], tf.int32, name="source_ids")
 
@@ -137,20 +142,31 @@ def export_litert(run_dir, checkpoint="best", export_dir=None, model_name="nmt_l
     raise LiteRTExportError(f"Received quantization={quantization!r}; expected one of "
                             f"{QUANTIZATIONS}.")
   exporter.check_name_and_length(model_name, max_source_length)
-  model, config, src_tok, tgt_tok, paths = load_models(run.path, checkpoint, checkpoints)
+  exporter.check_destination(run, export_dir, model_name)
+  loaded = load_models(run.path, checkpoint, checkpoints)  # its files checked (manifest)
+  with exporter.new_version(run, export_dir, model_name, version, report) as (path, tmp):
+    _export(run, loaded, tmp, beam_size, nbest, max_source_length, decode_config,
+            quantization)
+  return path
+
+
+def _export(run, loaded, tmp, beam_size, nbest, max_source_length, decode_config,
+            quantization):
+  """Writes the files of export_litert into the staging folder `tmp`, its manifest last."""
+  model, config, src_tok, tgt_tok, paths = loaded
   # float32 products: the quantizations make the file smaller, not bfloat16 (no LiteRT builtin).
   decode_config = dataclasses.replace(decode_config or config.decode, precision="float32")
   beam_size, nbest = exporter.beam_and_nbest(beam_size, nbest, decode_config)
-  model_dir = os.path.join(export_dir or run.export_dir, model_name)
-  path, tmp = exporter.claim_version(model_dir, version, report)
   translator = Translator(model, src_tok, tgt_tok, decode_config, max_source_length,
                           reverse_source=config.pipeline.reverse_source)
   flat = convert(search_functions(translator, beam_size, nbest), quantization)
-  os.makedirs(tmp)
-  with open(os.path.join(tmp, MODEL_FILE), "wb") as f:
-    f.write(flat)
-  shutil.copytree(run.vocab_dir, os.path.join(tmp, "vocab"))
-  shutil.copyfile(litert_client.__file__, os.path.join(tmp, CLIENT_FILE))
+  write_path.write_bytes(os.path.join(tmp, MODEL_FILE), flat)
+  try:
+    shutil.copytree(run.vocab_dir, os.path.join(tmp, "vocab"))
+    shutil.copyfile(litert_client.__file__, os.path.join(tmp, CLIENT_FILE))
+    shutil.copyfile(manifest.__file__, os.path.join(tmp, MANIFEST_MODULE))
+  except OSError as error:
+    raise write_path.os_error(error, tmp) from None
   metadata = {
       "format": "litert", "quantization": quantization,
       "vocab_dir": "vocab", "max_source_length": max_source_length,
@@ -159,7 +175,8 @@ def export_litert(run_dir, checkpoint="best", export_dir=None, model_name="nmt_l
       "decode": dataclasses.asdict(decode_config), "model": config.model.to_dict(),
       "run_dir": run.path, "checkpoints": paths,
   }
-  with open(os.path.join(tmp, METADATA_FILE), "w", encoding="utf-8") as f:
-    json.dump(metadata, f, indent=2, sort_keys=True)
-  os.replace(tmp, path)
-  return path
+  write_path.write_json(os.path.join(tmp, METADATA_FILE), metadata)
+  files = [MODEL_FILE, METADATA_FILE] + manifest.files_below(tmp, "vocab")
+  write_path.write_json(os.path.join(tmp, manifest.FILE), manifest.record(
+      tmp, files, {"source_vocab_size": src_tok.vocab_size,
+                   "target_vocab_size": tgt_tok.vocab_size}))

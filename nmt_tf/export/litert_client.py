@@ -10,6 +10,11 @@ export copies this file next to its model as nmt_litert.py:
 
   python nmt_litert.py runs/quickstart/export/nmt_litert/1 [--beam] < input.txt
 
+Before it loads anything, the client checks the export's files against its manifest.json
+(with nmt_manifest.py, the export's copy of nmt_tf/manifest.py): a model file or a vocabulary
+changed, cut or replaced is one `error:` line naming the file. An export made before
+manifests is checked by its vocabulary sizes.
+
 The text is prepared as the SavedModel prepares it: invalid UTF-8 replaced by U+FFFD,
 tokenized, cut to `max_source_length` tokens (flag `truncated`), reversed if the model was
 trained on reversed sources, EOS appended. A sentence without any token gets the empty
@@ -18,6 +23,7 @@ translation with log_prob 0 and never reaches the model.
 
 import argparse
 import dataclasses
+import importlib.util
 import json
 import os
 import re
@@ -28,6 +34,7 @@ import numpy as np
 
 MODEL_FILE = "model.tflite"
 METADATA_FILE = "nmt_litert.json"
+MANIFEST_MODULE = "nmt_manifest.py"
 DEFAULT_MAX_SOURCE_LENGTH = 200
 PAD_ID, UNK_ID, BOS_ID, EOS_ID = 0, 1, 2, 3
 NUM_SPECIAL = 4
@@ -39,7 +46,22 @@ _ATTACH = ((r'" ([^"]*?) "', r'"\1"'), (r" ([.,!?;:)\]])", r"\1"), (r"([(\[]) ",
 
 
 class ClientError(ValueError):
-  """A missing or damaged export directory."""
+  """A missing or damaged export directory, or a bad argument."""
+
+
+def _manifest_module():
+  """The export's copy of nmt_tf/manifest.py beside this file, else nmt_tf's own."""
+  beside = os.path.join(os.path.dirname(os.path.abspath(__file__)), MANIFEST_MODULE)
+  if os.path.isfile(beside):
+    spec = importlib.util.spec_from_file_location("nmt_manifest", beside)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+  from nmt_tf import manifest  # pylint: disable=import-outside-toplevel
+  return manifest
+
+
+AGAIN = "export the model again with `nmt-tf export --format=litert`"
 
 
 @dataclasses.dataclass
@@ -72,7 +94,12 @@ class _SentencePiece:
 
   def __init__(self, path):
     import sentencepiece  # pylint: disable=import-outside-toplevel
-    self._sp = sentencepiece.SentencePieceProcessor(model_file=path)
+    try:
+      self._sp = sentencepiece.SentencePieceProcessor(model_file=path)
+    except (OSError, RuntimeError) as error:
+      reason = " ".join(str(error).split())[:120]
+      raise ClientError(f"{path} is not a SentencePiece model ({reason}); {AGAIN}.") from None
+    self.size = self._sp.get_piece_size()
 
   def encode(self, text):
     return self._sp.encode(text, out_type=int)
@@ -87,8 +114,15 @@ class _SentencePiece:
 class _Words:
 
   def __init__(self, path, split_punctuation):
-    with open(path, encoding="utf-8") as f:
-      self._vocab = [line.rstrip("\n") for line in f]
+    try:
+      with open(path, encoding="utf-8") as f:
+        self._vocab = [line.rstrip("\n") for line in f]
+    except (OSError, UnicodeDecodeError) as error:
+      raise ClientError(f"{path} is not a readable word list ({error}); {AGAIN}.") from None
+    if len(self._vocab) <= NUM_SPECIAL:
+      raise ClientError(f"{path} holds {len(self._vocab)} words, not even the {NUM_SPECIAL} "
+                        f"reserved tokens; {AGAIN}.")
+    self.size = len(self._vocab)
     self._index = {w: i for i, w in enumerate(self._vocab)}
     self._split = split_punctuation
 
@@ -113,22 +147,34 @@ class _Words:
 def _read_json(path):
   try:
     with open(path, encoding="utf-8") as f:
-      return json.load(f)
+      value = json.load(f)
   except FileNotFoundError:
     raise ClientError(f"{path} not found; pass the version directory that "
                       "`nmt-tf export --format=litert` wrote.") from None
   except (OSError, ValueError) as error:
-    raise ClientError(f"{path} is not readable JSON ({error}); export the model again.") from None
+    raise ClientError(f"{path} is not readable JSON ({error}); {AGAIN}.") from None
+  if not isinstance(value, dict):
+    raise ClientError(f"{path} holds no JSON object; {AGAIN}.")
+  return value
+
+
+def _entry(values, key, kind, path):
+  """values[key], checked to be of type `kind`; ClientError naming the file otherwise."""
+  value = values.get(key)
+  if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+    raise ClientError(f"{path} lacks a valid {key!r} entry (received {value!r}); {AGAIN}.")
+  return value
 
 
 def _tokenizer(vocab_dir, prefix):
-  meta = _read_json(os.path.join(vocab_dir, f"{prefix}.json"))
+  path = os.path.join(vocab_dir, f"{prefix}.json")
+  meta = _read_json(path)
   if meta.get("kind") == "sentencepiece":
-    return _SentencePiece(os.path.join(vocab_dir, meta["model"]))
+    return _SentencePiece(os.path.join(vocab_dir, _entry(meta, "model", str, path)))
   if meta.get("kind") == "word":
-    return _Words(os.path.join(vocab_dir, meta["vocab"]), meta["split_punctuation"])
-  raise ClientError(f"{vocab_dir}/{prefix}.json: unknown tokenizer kind {meta.get('kind')!r}; "
-                    "export the model again.")
+    return _Words(os.path.join(vocab_dir, _entry(meta, "vocab", str, path)),
+                  _entry(meta, "split_punctuation", bool, path))
+  raise ClientError(f"{path}: unknown tokenizer kind {meta.get('kind')!r}; {AGAIN}.")
 
 
 def _strip(ids):
@@ -151,17 +197,47 @@ class LiteRTTranslator:
   """
 
   def __init__(self, model_dir, num_threads=None):
-    from ai_edge_litert.interpreter import Interpreter  # pylint: disable=import-outside-toplevel
-    self.metadata = _read_json(os.path.join(model_dir, METADATA_FILE))
+    if num_threads is not None and (not isinstance(num_threads, int) or num_threads < 1):
+      raise ClientError(f"Received num_threads={num_threads!r}; expected a positive integer "
+                        "(or None for LiteRT's default).")
+    if not os.path.isdir(model_dir):
+      raise ClientError(f"{model_dir} is not a folder; pass the version directory that "
+                        "`nmt-tf export --format=litert` wrote.")
+    checks = _manifest_module()
+    try:
+      record = checks.verify(model_dir, AGAIN)
+    except checks.ManifestError as error:
+      raise ClientError(str(error)) from None
+    meta_path = os.path.join(model_dir, METADATA_FILE)
+    self.metadata = _read_json(meta_path)
     model_path = os.path.join(model_dir, MODEL_FILE)
     if not os.path.isfile(model_path):
-      raise ClientError(f"{model_path} not found; export the model again.")
-    self._interpreter = Interpreter(model_path=model_path, num_threads=num_threads)
-    vocab_dir = os.path.join(model_dir, self.metadata["vocab_dir"])
-    prefixes = _read_json(os.path.join(vocab_dir, "tokenizers.json"))
-    self.source = _tokenizer(vocab_dir, prefixes["source"])
-    self.target = _tokenizer(vocab_dir, prefixes["target"])
-    self.max_source_length = self.metadata["max_source_length"]
+      raise ClientError(f"{model_path} not found; {AGAIN}.")
+    vocab_dir = os.path.join(model_dir, _entry(self.metadata, "vocab_dir", str, meta_path))
+    tokenizers = os.path.join(vocab_dir, "tokenizers.json")
+    prefixes = _read_json(tokenizers)
+    self.source = _tokenizer(vocab_dir, _entry(prefixes, "source", str, tokenizers))
+    self.target = _tokenizer(vocab_dir, _entry(prefixes, "target", str, tokenizers))
+    sizes = {"source_vocab_size": self.source.size, "target_vocab_size": self.target.size}
+    source = None
+    if record is None:  # an export made before manifests: its config's sizes
+      checks.note_once(model_dir)
+      model = self.metadata.get("model") or {}
+      record = {"sizes": {"source_vocab_size": model.get("src_vocab_size"),
+                          "target_vocab_size": model.get("tgt_vocab_size")}}
+      source = meta_path
+    try:
+      checks.check_sizes(model_dir, record, sizes, AGAIN, source)
+    except checks.ManifestError as error:
+      raise ClientError(str(error)) from None
+    self.max_source_length = _entry(self.metadata, "max_source_length", int, meta_path)
+    _entry(self.metadata, "reverse_source", bool, meta_path)
+    from ai_edge_litert.interpreter import Interpreter  # pylint: disable=import-outside-toplevel
+    try:
+      self._interpreter = Interpreter(model_path=model_path, num_threads=num_threads)
+    except (ValueError, RuntimeError) as error:
+      raise ClientError(f"{model_path} is not a LiteRT model that can be loaded "
+                        f"({' '.join(str(error).split())[:160]}); {AGAIN}.") from None
     self._runners = {}
 
   def source_ids(self, text):
@@ -176,6 +252,8 @@ class LiteRTTranslator:
   def translate(self, sentences, beam=False, batch_size=32):
     """Translates each sentence (str or bytes), in order: greedy, or the exported beam
     search with beam=True (its n-best list in `alternatives`)."""
+    if not isinstance(batch_size, int) or batch_size < 1:
+      raise ClientError(f"Received batch_size={batch_size!r}; expected a positive integer.")
     prepared = [self.source_ids(s) for s in sentences]
     results = [None] * len(prepared)
     todo = [i for i, (ids, _) in enumerate(prepared) if len(ids) > 1]
@@ -231,13 +309,21 @@ def main(argv=None):
   parser.add_argument("--batch_size", type=int, default=32)
   args = parser.parse_args(argv)
   try:
+    if args.batch_size < 1:
+      raise ClientError(f"Received --batch_size={args.batch_size}; expected a positive "
+                        "integer.")
+    if args.threads is not None and args.threads < 1:
+      raise ClientError(f"Received --threads={args.threads}; expected a positive integer.")
     translator = LiteRTTranslator(args.model_dir, args.threads)
+    lines = [line.rstrip(b"\r\n") for line in sys.stdin.buffer]
+    for t in translator.translate(lines, beam=args.beam, batch_size=args.batch_size):
+      sys.stdout.write(t.text + "\n")
   except ClientError as error:
     print(f"error: {error}", file=sys.stderr)
     return 2
-  lines = [line.rstrip(b"\r\n") for line in sys.stdin.buffer]
-  for t in translator.translate(lines, beam=args.beam, batch_size=args.batch_size):
-    sys.stdout.write(t.text + "\n")
+  except KeyboardInterrupt:
+    print("error: interrupted; rerun for the whole input.", file=sys.stderr)
+    return 130
   return 0
 
 

@@ -52,21 +52,36 @@ class CaptionModel:
     self._searches = {}
 
   def _pixels(self, image):
-    """float32 [size, size, 3] in [0, 1] of a path, encoded bytes or an array."""
+    """float32 [size, size, 3] in [0, 1] of a path, encoded bytes or an array (uint8 pixels,
+    or floats in [0, 1]); ValueError (a DataError for bytes) naming what is wrong."""
     size = self.captioner.image_size
     if isinstance(image, str):
       if not os.path.isfile(image):
         raise ValueError(f"The image {image} does not exist.")
       with open(image, "rb") as f:
-        image = f.read()
-    if isinstance(image, bytes):
-      return captions.decode_image(tf.constant(image), size).numpy()
-    array = np.asarray(image, np.float32)
-    if array.ndim != 3 or array.shape[-1] != 3:
-      raise ValueError(f"Received an image array of shape {array.shape}; expected [height, "
+        return captions.read_image(f.read(), size, image)
+    if isinstance(image, (bytes, bytearray, memoryview)):
+      return captions.read_image(bytes(image), size, "the image bytes")
+    given = np.asarray(image)
+    if given.ndim != 3 or given.shape[-1] != 3:
+      raise ValueError(f"Received an image array of shape {given.shape}; expected [height, "
                        "width, 3].")
-    if np.issubdtype(np.asarray(image).dtype, np.integer):
-      array = array / 255.0
+    if np.issubdtype(given.dtype, np.integer):
+      if given.size and (given.min() < 0 or given.max() > 255):
+        raise ValueError(f"Received an integer image array with values in [{given.min()}, "
+                         f"{given.max()}]; expected uint8 pixels in [0, 255].")
+      array = given.astype(np.float32) / 255.0
+    elif np.issubdtype(given.dtype, np.floating):
+      array = given.astype(np.float32)
+      if not np.isfinite(array).all() or (array.size and (array.min() < 0.0 or
+                                                          array.max() > 1.0)):
+        raise ValueError(
+            f"Received a float image array with values in [{np.nanmin(array):g}, "
+            f"{np.nanmax(array):g}]; expected floats in [0, 1] (divide pixels in 0-255 by "
+            "255, or pass them as uint8).")
+    else:
+      raise ValueError(f"Received an image array of dtype {given.dtype}; expected uint8 "
+                       "pixels or floats in [0, 1].")
     return tf.image.resize(array, [size, size], antialias=True).numpy().clip(0.0, 1.0)
 
   def caption(self, images: Union[Image, Sequence[Image]], beam_size: Optional[int] = None,
@@ -74,7 +89,7 @@ class CaptionModel:
     """The best caption of each image (a path, encoded bytes, or an array [height, width, 3]
     of uint8 pixels or floats in [0, 1]); one Caption for one image, else a list in order."""
     single = isinstance(images, (str, bytes)) or (isinstance(images, np.ndarray)
-                                                  and images.ndim == 3)
+                                                  and images.ndim != 4)
     items = [images] if single else list(images)
     beam_size = beam_size or self.config.decode.beam_size
     batch_size = batch_size or self.config.decode.batch_size

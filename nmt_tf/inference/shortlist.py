@@ -31,7 +31,7 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from nmt_tf import atomic_write
+from nmt_tf import write_path
 from nmt_tf import data
 from nmt_tf.experiment.config import SHORTLIST_CANDIDATES
 from nmt_tf.experiment.run_dir import RunDirError
@@ -150,7 +150,7 @@ def load_or_build(run_dir, decode, corpus, source_tokenizer, target_tokenizer):
                                        target_tokenizer)
     stream = io.BytesIO()
     np.savez(stream, table=table, frequent=frequent)
-    atomic_write.write_bytes(path, stream.getvalue())
+    write_path.write_bytes(path, stream.getvalue())
   try:
     with np.load(path) as stored:
       table, frequent = stored["table"], stored["frequent"]

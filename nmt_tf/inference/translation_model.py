@@ -151,8 +151,9 @@ class TranslationModel:
 
 def _sentences(value, name):
   """(list of python str, whether `value` was one str) of a translate/score argument."""
-  if isinstance(value, str):
-    return [value], True
+  single = isinstance(value, str)
+  if single:
+    value = [value]
   if isinstance(value, (bytes, bytearray)):
     raise TypeError(f"Received {name} as bytes; expected a str or a list of str (decode the "
                     "bytes first, e.g. value.decode('utf-8')).")
@@ -164,7 +165,16 @@ def _sentences(value, name):
     if not isinstance(line, str):
       raise TypeError(f"Received {name}[{i}]={line!r} ({type(line).__name__}); expected a "
                       "str (decode bytes first; give an empty string for no sentence).")
-  return lines, False
+  for i, line in enumerate(lines):
+    try:
+      line.encode("utf-8")
+    except UnicodeEncodeError as error:
+      where = f"{name}[{i}]" if not single else name
+      raise ValueError(
+          f"Received {where} with the lone surrogate {line[error.start]!r} at position "
+          f"{error.start}, which is no character; decode its bytes with errors='replace' "
+          "(or 'strict' to find the bad bytes).") from None
+  return lines, single
 
 
 def _positive_int(name, value):

@@ -25,7 +25,7 @@ import shutil
 from absl import logging
 import tensorflow as tf
 
-from nmt_tf.atomic_write import write_json
+from nmt_tf.write_path import write_json
 from nmt_tf.experiment import checkpoint_files
 from nmt_tf.experiment.run_dir import (CHECKPOINT_ERRORS, error_summary, RunDirError,
                                        verify_checkpoint)
@@ -54,10 +54,12 @@ class CheckpointKeeper:
     scratch_dir: where a non-chief worker saves (then deletes); None for the chief.
     optional: names in `objects` that older checkpoints may lack (state added later); a
       checkpoint without them restores the rest and leaves them at their initial values.
+    on_saved: called with the prefix of each checkpoint the chief saves (the run's
+      manifest records it).
   """
 
   def __init__(self, objects, model_checkpoint, checkpoint_dir, best_dir, keep=3,
-               scratch_dir=None, optional=()):
+               scratch_dir=None, optional=(), on_saved=None):
     self.objects = dict(objects)
     self.optional = tuple(optional)
     unknown = [name for name in self.optional if name not in self.objects]
@@ -69,6 +71,7 @@ class CheckpointKeeper:
     self.best_dir = best_dir
     self.scratch_dir = scratch_dir
     self.keep = keep
+    self.on_saved = on_saved or (lambda path: None)
     self._manager = self._best_manager = None
 
   @property
@@ -202,6 +205,7 @@ class CheckpointKeeper:
     if not self.chief:
       shutil.rmtree(os.path.join(self.scratch_dir, "checkpoints"), ignore_errors=True)
       return None
+    self.on_saved(path)
     return path
 
   def _save(self, manager, step, options=None):
@@ -259,6 +263,7 @@ class CheckpointKeeper:
       return None
     faults.point("best", step)
     self.record_best(bleu, path)
+    self.on_saved(path)
     return path
 
   @property

@@ -30,8 +30,8 @@ import numpy as np
 import tensorflow as tf
 
 from nmt_tf import cpu
-from nmt_tf.atomic_write import write_json, write_text
-from nmt_tf.experiment import corpus_fingerprint, ExperimentConfig, RunDir
+from nmt_tf.write_path import write_json, write_text
+from nmt_tf.experiment import corpus_fingerprint, ExperimentConfig, RunDir, run_manifest
 from nmt_tf.experiment.run_dir import restore_model
 from nmt_tf.experiment.run_lock import RunLock
 from nmt_tf.models import build_model
@@ -186,7 +186,9 @@ class Trainer:
     self.keeper = CheckpointKeeper(objects, tf.train.Checkpoint(model=self.model),
                                    self.run_dir.checkpoint_dir, self.run_dir.best_dir,
                                    train_cfg.keep_checkpoints, scratch_dir=scratch,
-                                   optional=[name for name in NEWER_STATE if name in objects])
+                                   optional=[name for name in NEWER_STATE if name in objects],
+                                   on_saved=lambda path: run_manifest.add_checkpoint(
+                                       self.run_dir, path))
     self.train_step = TrainStep(self.model, optimizer, self.strategy, train_cfg, self.baseline,
                                 self.baseline_steps,
                                 hard_attention=self.config.model.attention_mode == "hard",

@@ -1,0 +1,114 @@
+"""The manifest of a run directory (nmt_tf/manifest.py): what a run's models are loaded with.
+
+  RUN/manifest.json
+    files        every file of vocab/ (tokenizers.json, the SentencePiece models or word
+                 lists and their .json) with its SHA-256
+    sizes        source_vocab_size, target_vocab_size: the tokenizers' sizes at training
+    config       the SHA-256 of config.json's model, data and tokenizer sections, those that
+                 fix what the checkpoints mean (train, pipeline and decode may change)
+    checkpoints  {"checkpoints/ckpt-20": SHA-256 of its .index, "best/ckpt-20": ...}: the
+                 checkpoints saved by training and `average`, pruned as they are deleted
+
+Training writes it when it prepares the run (and so for a run made before manifests: its
+files are checked as before, then recorded), and adds each checkpoint it saves. Every loader
+(`RunDir.load_model`: the Python API, translate, evaluate, score, caption, export, average)
+verifies it before the model is built, so a vocabulary reshuffled, replaced or cut, a config
+whose model section was edited, or a checkpoint swapped for another is refused with one line.
+A checkpoint the manifest does not list (saved by a process killed before recording it, or
+copied in) is restored as before: its tensors' own checksums still guard it.
+"""
+
+import json
+import os
+
+from nmt_tf import manifest
+from nmt_tf import write_path
+
+FIXED_SECTIONS = ("model", "data", "tokenizer")
+LOCK = ".manifest.lock"  # held while the manifest is rewritten (training and `average`)
+
+
+def config_digest(config):
+  """SHA-256 of the sections of an ExperimentConfig that fix what its checkpoints mean."""
+  values = json.loads(config.to_json())
+  return manifest.digest_of({section: values[section] for section in FIXED_SECTIONS})
+
+
+def _fix(run):
+  return (f"restore {run.path} from a backup of the run, or train a new run with "
+          "`nmt-tf train --run_dir=NEW`")
+
+
+def _sizes(src_tok, tgt_tok):
+  return {"source_vocab_size": src_tok.vocab_size, "target_vocab_size": tgt_tok.vocab_size}
+
+
+def write(run, config, src_tok, tgt_tok):
+  """Writes RUN/manifest.json from the run's vocab/ files and config, keeping the checkpoint
+  entries whose checkpoints are still on disk."""
+  with write_path.exclusive(run.path, f"a manifest update of {run.path}",
+                             name=LOCK):
+    old = manifest.read(run.path) or {}
+    rec = manifest.record(run.path, manifest.files_below(run.path, "vocab"),
+                          _sizes(src_tok, tgt_tok), config=config_digest(config),
+                          checkpoints=_present(run, old.get("checkpoints", {})))
+    write_path.write_json(os.path.join(run.path, manifest.FILE), rec)
+
+
+def _present(run, entries):
+  return {name: digest for name, digest in sorted(entries.items())
+          if os.path.exists(os.path.join(run.path, name) + ".index")}
+
+
+def add_checkpoint(run, path):
+  """Records checkpoint `path` (a prefix inside the run) in the manifest; nothing for a run
+  without one, or a checkpoint outside the run."""
+  name = os.path.relpath(os.path.abspath(path), run.path)
+  if name.startswith(os.pardir):
+    return
+  with write_path.exclusive(run.path, f"a manifest update of {run.path}",
+                             name=LOCK):
+    rec = manifest.read(run.path)
+    if rec is None:
+      return
+    entries = dict(rec.get("checkpoints", {}))
+    entries[name] = manifest.sha256(path + ".index")
+    rec["checkpoints"] = _present(run, entries)
+    write_path.write_json(os.path.join(run.path, manifest.FILE), rec)
+
+
+def verify(run, config, src_tok, tgt_tok):
+  """Checks the run's vocab/ files, fixed config sections and tokenizer sizes against its
+  manifest.
+
+  Returns:
+    The manifest, or None for a run without one (said once; the caller checks the sizes).
+
+  Raises:
+    manifest.ManifestError: one line naming the file that differs and the fix.
+  """
+  rec = manifest.verify(run.path, _fix(run), only=("vocab" + os.sep,))
+  if rec is None:
+    manifest.note_once(run.path)
+    return None
+  if rec.get("config") not in (None, config_digest(config)):
+    raise manifest.ManifestError(
+        f"{run.config_path}: its model, data or tokenizer section differs from the one the "
+        f"run was trained with ({os.path.join(run.path, manifest.FILE)}); {_fix(run)}.")
+  manifest.check_sizes(run.path, rec, _sizes(src_tok, tgt_tok), _fix(run))
+  return rec
+
+
+def verify_checkpoint(run, path):
+  """ManifestError when checkpoint `path` of the run is listed with another .index."""
+  rec = manifest.read(run.path)
+  if rec is None:
+    return
+  name = os.path.relpath(os.path.abspath(path), run.path)
+  expected = rec.get("checkpoints", {}).get(name)
+  if expected is not None and os.path.exists(path + ".index") and \
+      manifest.sha256(path + ".index") != expected:
+    raise manifest.ManifestError(
+        f"{path}.index differs from the checkpoint the run saved there (its checksum in "
+        f"{os.path.join(run.path, manifest.FILE)}): it was replaced by another checkpoint; "
+        "restore it from a backup, or pass another --checkpoint.")
