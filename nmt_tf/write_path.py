@@ -7,9 +7,10 @@ Every command goes through these functions, so that each write holds the same pr
     whole new one, never half of it, however the writer stops.
   - Checked before the work (`check_output`, `check_folder`): an output equal to an input, a
     destination inside a run's model folders (best/, checkpoints/, export/: only the command
-    that owns a folder writes there), a model in the way, a destination that is a folder
-    where a file is expected (or the reverse), a missing or read-only parent folder: each is
-    a WriteError before anything is computed.
+    that owns a folder writes there) or over the run's own files (config.json, vocab/, ...),
+    inside an exported model, a model in the way, a destination that is a folder where a
+    file is expected (or the reverse), a missing or read-only parent folder: each is a
+    WriteError before anything is computed.
   - A write that fails anyway (a full disk) is one WriteError naming the path and the fix;
     the staged copy is removed, the target keeps its old content.
   - Line outputs (`LineOutput`) are written in order as they are produced; an interruption
@@ -28,12 +29,16 @@ import json
 import os
 import shutil
 import signal
+import sys
 import threading
 import time
 
 # The folders of a run directory that hold models, and the command that owns each.
 MODEL_FOLDERS = {"best": "train", "checkpoints": "train", "export": "export"}
 RUN_CONFIG = "config.json"  # what makes a folder a run directory
+# What else of a run directory its models are loaded or trained with: written by `train` only.
+RUN_FILES = ("config.json", "manifest.json", "corpus.json", "train.lock", "vocab")
+EXPORTED_MODEL_FILES = ("saved_model.pb", "model.tflite")  # what makes a folder an export
 PARTIAL_SUFFIX = ".partial"
 
 
@@ -70,7 +75,9 @@ def _disk_full(error):
 
 
 def write_bytes(path, data):
-  """Writes a binary file atomically (see the module docstring); WriteError on failure."""
+  """Writes a binary file atomically (see the module docstring); WriteError on failure. A
+  symbolic link is written through: its target is replaced."""
+  path = os.path.realpath(path) if os.path.islink(path) else path
   tmp = _staging_name(path)
   try:
     with open(tmp, "wb") as f:
@@ -143,14 +150,52 @@ def _same_file(a, b):
     return False
 
 
+def _run_file(path):
+  """(run directory, name) when `path` is or lies inside one of RUN_FILES of a run."""
+  path = os.path.realpath(path)
+  while True:
+    parent = os.path.dirname(path)
+    if parent == path:
+      return None
+    if os.path.basename(path) in RUN_FILES and os.path.isfile(os.path.join(parent, RUN_CONFIG)):
+      return parent, os.path.basename(path)
+    path = parent
+
+
+def _model_around(path):
+  """The folder of an exported model (a SavedModel, a LiteRT export) that contains `path`
+  (or is it), else None."""
+  path = os.path.realpath(path)
+  while True:
+    if any(os.path.isfile(os.path.join(path, name)) for name in EXPORTED_MODEL_FILES):
+      return path
+    parent = os.path.dirname(path)
+    if parent == path:
+      return None
+    path = parent
+
+
 def _check_model_folders(path, flag, owner, inside=False):
-  found = model_folder(os.path.join(path, "x") if inside else path)
+  """WriteError when `path` (a file, or with `inside` a folder to write in) belongs to a run's
+  models or files, or lies inside a SavedModel."""
+  probe = os.path.join(path, "x") if inside else path
+  found = model_folder(probe)
   if found is not None and MODEL_FOLDERS[found[1]] != owner:
     run, folder = found
     raise WriteError(
         f"{flag}={path} is inside {os.path.join(run, folder)}, which holds the run's models "
         f"(written by `nmt-tf {MODEL_FOLDERS[folder]}` only); choose a path outside best/, "
         "checkpoints/ and export/.")
+  found = _run_file(probe)
+  if found is not None and owner != "train":
+    run, name = found
+    raise WriteError(f"{flag}={path} would write over {os.path.join(run, name)}, which the "
+                     "run's models are loaded with (written by `nmt-tf train` only); choose a "
+                     "path outside the run's files.")
+  model = _model_around(probe)
+  if model is not None:
+    raise WriteError(f"{flag}={path} is inside {model}, an exported model, which no command "
+                     "changes; choose a path outside it.")
 
 
 def _check_parent(path, flag, create):
@@ -297,7 +342,15 @@ class LineOutput:
     self.lines = 0
     if path == "-":
       self.partial, self._file = None, stdout
+    elif os.path.exists(path) and not os.path.isfile(path) and not os.path.isdir(path):
+      # A device or a named pipe (/dev/stdout, a shell's <(...)): written as it goes.
+      self.partial = None
+      try:
+        self._file = open(path, "w", encoding="utf-8")
+      except OSError as error:
+        raise os_error(error, path) from None
     else:
+      self.path = path = os.path.realpath(path) if os.path.islink(path) else path
       self.partial = path + PARTIAL_SUFFIX
       try:
         self._file = open(self.partial, "w", encoding="utf-8")
@@ -321,14 +374,13 @@ class LineOutput:
     self.lines += 1
 
   def _out(self):
-    if self._file is None:
-      import sys  # pylint: disable=import-outside-toplevel
-      return sys.stdout
-    return self._file
+    return sys.stdout if self._file is None else self._file
 
   def commit(self):
     """Ends the output: the file is renamed into place."""
     if self.partial is None:
+      if self._file is not None and self._file is not sys.stdout:
+        self._file.close()
       return
     try:
       self._file.close()
@@ -338,7 +390,7 @@ class LineOutput:
     self.partial = None
 
   def close(self):
-    if self.partial is not None and not self._file.closed:
+    if self._file is not None and self._file is not sys.stdout and not self._file.closed:
       try:
         self._file.close()
       except OSError:  # what a full disk left in the buffer; the write already said so

@@ -9,6 +9,8 @@ import tempfile
 import pytest
 import tensorflow as tf
 
+from nmt_tf import console
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -149,6 +151,23 @@ class ConsoleTest(tf.test.TestCase):
     self.assertCountEqual(out.stderr.decode().splitlines(), [
         "Premature end of JPEG file", "F0000 00:00:1.0 1 a.cc:1] fatal",
         "error: a Python line"])
+
+  def test_train_and_translate_print_no_native_log_lines(self):
+    tmp = tempfile.mkdtemp()
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    run = os.path.join(tmp, "run")
+    for args, stdin in ((["train", f"--run_dir={run}", "--config.data.train_size=200",
+                          "--config.train.steps=2", "--config.train.eval_every=2",
+                          "--config.model.encoder_units=8", "--config.model.decoder_units=8",
+                          "--config.model.embedding_dim=8"], None),
+                        (["translate", f"--run_dir={run}"], "the boy helps the king\n")):
+      out = subprocess.run([sys.executable, os.path.join(ROOT, "run.py"), *args], input=stdin,
+                           capture_output=True, text=True, env=env, cwd=tmp, timeout=600,
+                           check=False)
+      self.assertEqual(out.returncode, 0, out.stderr[-2000:])
+      native = [line for line in out.stderr.splitlines()
+                if console.is_native_log(line.encode())]
+      self.assertEmpty(native, args[0])
 
 
 if __name__ == "__main__":

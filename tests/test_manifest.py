@@ -174,6 +174,24 @@ class TrainingRecordsTheManifestTest(tf.test.TestCase):
     self.assertIn("vocab/tokenizers.json", record["files"])
 
 
+class LiteRTClientFilesTest(tf.test.TestCase):
+  """The client's own reading of an export made before manifests: one ClientError each."""
+
+  def test_word_lists_and_metadata_entries(self):
+    from nmt_tf.export import litert_client  # pylint: disable=import-outside-toplevel
+    path = os.path.join(self.get_temp_dir(), "source.vocab")
+    for text, message in (("", "holds 0 words, not even the 4 reserved tokens"),
+                          ("<pad>\n<unk>\n", "holds 2 words")):
+      write_text(path, text)
+      with self.assertRaisesRegex(litert_client.ClientError, message):
+        litert_client._Words(path, True)  # pylint: disable=protected-access
+    with self.assertRaisesRegex(litert_client.ClientError, "lacks a valid 'vocab_dir' entry "
+                                "\\(received 3\\)"):
+      litert_client._entry({"vocab_dir": 3}, "vocab_dir", str, "x.json")  # pylint: disable=protected-access
+    with self.assertRaisesRegex(litert_client.ClientError, "num_threads=-5"):
+      litert_client.LiteRTTranslator(self.get_temp_dir(), num_threads=-5)
+
+
 def run_client(model_dir, *args, stdin="the boy helps the king\n"):
   """The export's own client, `python nmt_litert.py MODEL_DIR ARGS`: (exit code, stdout,
   stderr, whether it imported TensorFlow)."""

@@ -145,6 +145,16 @@ class DestinationCheckTest(tf.test.TestCase):
                             owner="export")
     with self.assertRaisesRegex(WriteError, "inside .*/best"):
       write_path.check_folder(self.rundir.best_dir, "--export_dir", owner="export")
+    for name in ("config.json", "manifest.json", "vocab/source.vocab", "vocab/new.txt"):
+      with self.assertRaisesRegex(WriteError, "which the run's models are loaded with \\(written "
+                                  "by `nmt-tf train` only\\)"):
+        write_path.check_output(os.path.join(self.rundir.path, name))
+    write_path.check_output(os.path.join(self.rundir.path, "out.txt"))
+    export = os.path.join(self.get_temp_dir(), "nmt", "1")
+    os.makedirs(export, exist_ok=True)
+    write_text(os.path.join(export, "saved_model.pb"), "")
+    with self.assertRaisesRegex(WriteError, f"inside {export}, an exported model"):
+      write_path.check_folder(os.path.join(export, "nmt"), "--export_dir", owner="export")
     best = checkpoint_files.best_checkpoint(self.rundir.best_dir)
     copy = os.path.join(self.get_temp_dir(), "copy")
     for name in glob.glob(best + ".*"):
@@ -186,6 +196,31 @@ class StagedWritesTest(tf.test.TestCase):
       out.commit()
     self.assertEqual(open(path, encoding="utf-8").read(), "new\n")
     self.assertIsNone(out.kept())
+
+  def test_a_link_is_written_through_and_a_pipe_as_it_goes(self):
+    target = os.path.join(self.get_temp_dir(), "target.txt")
+    link = os.path.join(self.get_temp_dir(), "link.txt")
+    write_text(target, "old\n")
+    os.symlink(target, link)
+    with write_path.LineOutput(link) as out:
+      out.write("new")
+      out.commit()
+    self.assertTrue(os.path.islink(link))
+    self.assertEqual(open(target, encoding="utf-8").read(), "new\n")
+    write_text(link, "newer\n")
+    self.assertTrue(os.path.islink(link))
+    self.assertEqual(open(target, encoding="utf-8").read(), "newer\n")
+    fifo = os.path.join(self.get_temp_dir(), "fifo")
+    os.mkfifo(fifo)
+    read = []
+    reader = threading.Thread(target=lambda: read.append(open(fifo, encoding="utf-8").read()))
+    reader.start()
+    with write_path.LineOutput(fifo) as out:
+      out.write("through the pipe")
+      out.commit()
+    reader.join(timeout=10)
+    self.assertEqual(read, ["through the pipe\n"])
+    self.assertFalse(os.path.exists(fifo + ".partial"))
 
   def test_exclusive_lets_one_writer_in_at_a_time(self):
     directory, inside, notes = self.get_temp_dir(), [], []
@@ -340,6 +375,21 @@ class InterruptedAndConcurrentCommandsTest(tf.test.TestCase):
           f"{partial} ({output} is unchanged); rerun the command for the whole output."])
       self.assertEqual(out, "")
       self.assertEqual(open(output, encoding="utf-8").read(), "an earlier translation\n")
+
+  def test_an_export_stopped_by_sigterm_leaves_no_version_and_no_staging(self):
+    export_dir = os.path.join(self.tmp, "stopped")
+    process = start("export", f"--run_dir={self.rundir.path}", f"--export_dir={export_dir}",
+                    "--export_warmup=false")
+    model_dir, deadline = os.path.join(export_dir, "nmt"), time.time() + 240
+    while time.time() < deadline and process.poll() is None and not (
+        os.path.isdir(model_dir) and any(".tmp-" in n for n in os.listdir(model_dir))):
+      time.sleep(0.02)
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=120)
+    self.assertEqual((process.returncode, out), (130, ""), err[-2000:])
+    self.assertEqual(err, "error: export interrupted; nothing half-written is left (outputs are "
+                     "staged and renamed when complete); rerun the command.\n")
+    self.assertEqual(os.listdir(model_dir), [])
 
   def test_two_exports_of_one_model_take_two_versions(self):
     processes = [start("export", f"--run_dir={self.rundir.path}", "--export_warmup=false")

@@ -26,6 +26,7 @@ from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
 
 from nmt_tf import cli  # pylint: disable=g-import-not-at-top
 from nmt_tf import console  # pylint: disable=g-import-not-at-top
+from nmt_tf import write_path  # pylint: disable=g-import-not-at-top
 from nmt_tf import configs  # pylint: disable=g-import-not-at-top
 from nmt_tf.cli import help as help_text  # pylint: disable=g-import-not-at-top
 
@@ -189,7 +190,15 @@ def main(argv):
   command = argv[1]
   if command not in COMMANDS:
     return _unknown_command(command)
-  return COMMANDS[command].run(argv[2:]) or 0
+  # SIGTERM stops a command as Ctrl-C does: its staged outputs are removed or kept
+  # (nmt_tf/write_path.py), never left half-written; a command says what it kept.
+  with write_path.termination_as_interrupt():
+    try:
+      return COMMANDS[command].run(argv[2:]) or 0
+    except KeyboardInterrupt:
+      print(f"error: {command} interrupted; nothing half-written is left (outputs are staged "
+            "and renamed when complete); rerun the command.", file=sys.stderr)
+      return 130
 
 
 def _recipe_names(argv):
