@@ -175,7 +175,7 @@ def _model_around(path):
     path = parent
 
 
-def _check_model_folders(path, flag, owner, inside=False):
+def _check_protected(path, flag, owner, inside=False):
   """WriteError when `path` (a file, or with `inside` a folder to write in) belongs to a run's
   models or files, or lies inside a SavedModel."""
   probe = os.path.join(path, "x") if inside else path
@@ -232,7 +232,7 @@ def check_output(path, flag="--output_file", inputs=(), owner=None, replace_mode
         _same_file(path, source):
       raise WriteError(f"{flag}={path} is also an input of the command ({source}); it would be "
                        "overwritten by its own results: write to another file.")
-  _check_model_folders(path, flag, owner)
+  _check_protected(path, flag, owner)
   if os.path.isdir(path):
     example = os.path.join(path, "out.txt")
     raise WriteError(f"{flag}={path} is a folder; name a file (such as {example}).")
@@ -249,7 +249,7 @@ def check_folder(path, flag, owner=None, inputs=()):
   for source in inputs:
     if source and os.path.exists(source) and os.path.exists(path) and _same_file(path, source):
       raise WriteError(f"{flag}={path} is also an input of the command; choose another folder.")
-  _check_model_folders(path, flag, owner, inside=True)
+  _check_protected(path, flag, owner, inside=True)
   if os.path.exists(path) and not os.path.isdir(path):
     raise WriteError(f"{flag}={path} is a file, not a folder; name a folder (it is created "
                      "if missing).")

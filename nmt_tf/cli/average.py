@@ -77,7 +77,7 @@ def average_checkpoints(run, paths, output_prefix):
 AVERAGE_RECORD = ".average.json"
 
 
-def check_output(run, output_prefix, inputs):
+def check_output(output_prefix, inputs):
   """WriteError unless `output_prefix` may receive an average (before any work)."""
   if any(os.path.abspath(output_prefix) == os.path.abspath(p) for p in inputs):
     raise write_path.WriteError(f"--average_output={output_prefix} is one of the checkpoints "
@@ -98,7 +98,7 @@ def run(argv):
              last_checkpoints(run_dir, FLAGS.average_last))
     output = FLAGS.average_output or os.path.join(run_dir.path, "averaged", "ckpt-avg")
     run_dir.load_config()  # RunDirError for a directory that is no run, before the checks
-    check_output(run_dir, output, paths)
+    check_output(output, paths)
     written = average_checkpoints(run_dir, paths, output)
   except (RunDirError, ValueError) + CHECKPOINT_ERRORS as error:
     print(f"error: {error}", file=sys.stderr)

@@ -56,21 +56,21 @@ def write_lines(path, lines, command):
   """Writes the lines that the iterable `lines` produces (each computed when it is reached)
   to `path` ('-' = stdout) in order, through write_path.LineOutput; returns the exit code.
 
-  Ctrl-C or SIGTERM stops it with one `error:` line saying where the lines written so far are
-  (`<path>.partial`; `path` keeps its old content) and exit code 130.
+  Ctrl-C, or SIGTERM (which the command line turns into it, cli/app.py), stops it with one
+  `error:` line saying where the lines written so far are (`<path>.partial`; `path` keeps its
+  old content) and exit code 130.
   """
-  with write_path.termination_as_interrupt():
-    with write_path.LineOutput(path) as out:
-      try:
-        for line in lines:
-          out.write(line)
-        out.commit()
-      except KeyboardInterrupt:
-        kept = out.kept()
-        where = f"in {kept} ({path} is unchanged)" if kept else "on stdout"
-        print(f"error: {command} interrupted; the {out.lines} lines written so far are "
-              f"{where}; rerun the command for the whole output.", file=sys.stderr)
-        return INTERRUPTED
+  with write_path.LineOutput(path) as out:
+    try:
+      for line in lines:
+        out.write(line)
+      out.commit()
+    except KeyboardInterrupt:
+      kept = out.kept()
+      where = f"in {kept} ({path} is unchanged)" if kept else "on stdout"
+      print(f"error: {command} interrupted; the {out.lines} lines written so far are "
+            f"{where}; rerun the command for the whole output.", file=sys.stderr)
+      return INTERRUPTED
   return 0
 
 

@@ -112,7 +112,7 @@ def decode_chunks(translator, decode, lines, log=None, chunk_lines=CHUNK_LINES):
   log = log or sys.stderr
   compiled = CompiledTranslator(translator, decode.beam_size, decode.nbest, FLAGS.xla)
   tokens = unknown = 0
-  for start in range(0, len(lines), max(chunk_lines, 1)):
+  for start in range(0, len(lines), chunk_lines):
     results = translate_lines(compiled, lines[start:start + chunk_lines], decode.batch_size)
     for r in results:
       r.index += start
@@ -132,7 +132,7 @@ def decode_chunks(translator, decode, lines, log=None, chunk_lines=CHUNK_LINES):
 
 def decode_lines(translator, decode, lines, log=None):
   """Translates lines (as `decode_chunks`, in one chunk). Returns SentenceResults."""
-  return [r for chunk in decode_chunks(translator, decode, lines, log, len(lines))
+  return [r for chunk in decode_chunks(translator, decode, lines, log, len(lines) or 1)
           for r in chunk]
 
 

@@ -39,25 +39,30 @@ def _fix(run):
           "`nmt-tf train --run_dir=NEW`")
 
 
-def _sizes(src_tok, tgt_tok):
+def vocab_sizes(src_tok, tgt_tok):
+  """The manifest's `sizes` of a pair of tokenizers (also a LiteRT export's)."""
   return {"source_vocab_size": src_tok.vocab_size, "target_vocab_size": tgt_tok.vocab_size}
+
+
+def _update(run, change):
+  """Rewrites RUN/manifest.json as change(the manifest or None) returns it (None: leave it),
+  holding the manifest's lock; checkpoint entries no longer on disk are dropped."""
+  with write_path.exclusive(run.path, f"a manifest update of {run.path}", name=LOCK):
+    rec = change(manifest.read(run.path))
+    if rec is None:
+      return
+    rec["checkpoints"] = {
+        name: digest for name, digest in sorted(rec.get("checkpoints", {}).items())
+        if os.path.exists(os.path.join(run.path, name) + ".index")}
+    write_path.write_json(os.path.join(run.path, manifest.FILE), rec)
 
 
 def write(run, config, src_tok, tgt_tok):
   """Writes RUN/manifest.json from the run's vocab/ files and config, keeping the checkpoint
   entries whose checkpoints are still on disk."""
-  with write_path.exclusive(run.path, f"a manifest update of {run.path}",
-                             name=LOCK):
-    old = manifest.read(run.path) or {}
-    rec = manifest.record(run.path, manifest.files_below(run.path, "vocab"),
-                          _sizes(src_tok, tgt_tok), config=config_digest(config),
-                          checkpoints=_present(run, old.get("checkpoints", {})))
-    write_path.write_json(os.path.join(run.path, manifest.FILE), rec)
-
-
-def _present(run, entries):
-  return {name: digest for name, digest in sorted(entries.items())
-          if os.path.exists(os.path.join(run.path, name) + ".index")}
+  _update(run, lambda old: manifest.record(
+      run.path, manifest.files_below(run.path, "vocab"), vocab_sizes(src_tok, tgt_tok),
+      config=config_digest(config), checkpoints=(old or {}).get("checkpoints", {})))
 
 
 def add_checkpoint(run, path):
@@ -66,15 +71,13 @@ def add_checkpoint(run, path):
   name = os.path.relpath(os.path.abspath(path), run.path)
   if name.startswith(os.pardir):
     return
-  with write_path.exclusive(run.path, f"a manifest update of {run.path}",
-                             name=LOCK):
-    rec = manifest.read(run.path)
-    if rec is None:
-      return
-    entries = dict(rec.get("checkpoints", {}))
-    entries[name] = manifest.sha256(path + ".index")
-    rec["checkpoints"] = _present(run, entries)
-    write_path.write_json(os.path.join(run.path, manifest.FILE), rec)
+
+  def add(rec):
+    if rec is not None:
+      rec.setdefault("checkpoints", {})[name] = manifest.sha256(path + ".index")
+    return rec
+
+  _update(run, add)
 
 
 def verify(run, config, src_tok, tgt_tok):
@@ -95,7 +98,7 @@ def verify(run, config, src_tok, tgt_tok):
     raise manifest.ManifestError(
         f"{run.config_path}: its model, data or tokenizer section differs from the one the "
         f"run was trained with ({os.path.join(run.path, manifest.FILE)}); {_fix(run)}.")
-  manifest.check_sizes(run.path, rec, _sizes(src_tok, tgt_tok), _fix(run))
+  manifest.check_sizes(run.path, rec, vocab_sizes(src_tok, tgt_tok), _fix(run))
   return rec
 
 

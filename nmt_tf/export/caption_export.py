@@ -81,9 +81,9 @@ def export_captioner(run, checkpoint="best", export_dir=None, model_name="nmt_ca
   if checkpoints:
     raise ExportError("Ensembles of captioning runs are not exported; export one run "
                       "(leave --checkpoints out).")
-  check_destination(run, export_dir, model_name)
+  model_dir = check_destination(run, export_dir, model_name)
   loaded = load_models(run.path, checkpoint)  # its files checked (manifest)
-  with new_version(run, export_dir, model_name, version, report) as (path, tmp):
+  with new_version(model_dir, version, report) as (path, tmp):
     _export(run, loaded, path, tmp, model_name, beam_size, nbest, decode_config)
   return path
 

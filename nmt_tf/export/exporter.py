@@ -99,13 +99,12 @@ def check_destination(run, export_dir, model_name):
 
 
 @contextlib.contextmanager
-def new_version(run, export_dir, model_name, version, report=print):
-  """Yields (path, staging folder) of a new version of `model_name`, holding the model
-  folder's lock for the block (a second export of the same model waits, then takes the next
-  version); the staging folder is renamed to `path` when the block ends without error and
-  removed otherwise (nmt_tf/write_path.py)."""
-  base = export_dir or run.export_dir
-  model_dir = check_destination(run, export_dir, model_name)
+def new_version(model_dir, version, report=print):
+  """Yields (path, staging folder) of a new version in `model_dir` (from check_destination),
+  holding the model folder's lock for the block (a second export of the same model waits,
+  then takes the next version); the staging folder is renamed to `path` when the block ends
+  without error and removed otherwise (nmt_tf/write_path.py)."""
+  base, model_name = os.path.split(model_dir)
   # The lock beside the model's folder: TF Serving reads the folder itself.
   with write_path.exclusive(base, f"an export into {model_dir}", report,
                             name=f".{model_name}.lock"):
@@ -177,9 +176,9 @@ def export_run(run_dir, checkpoint="best", export_dir=None, model_name="nmt", ve
   """
   run = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
   check_name_and_length(model_name, max_source_length)
-  check_destination(run, export_dir, model_name)
+  model_dir = check_destination(run, export_dir, model_name)
   loaded = load_models(run.path, checkpoint, checkpoints)  # its files checked (manifest)
-  with new_version(run, export_dir, model_name, version, report) as (path, tmp):
+  with new_version(model_dir, version, report) as (path, tmp):
     _export(run, loaded, path, tmp, model_name, beam_size, nbest, max_source_length,
             decode_config, warmup)
   return path

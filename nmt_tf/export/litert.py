@@ -34,7 +34,7 @@ from nmt_tf import manifest
 from nmt_tf import write_path
 from nmt_tf.export import exporter
 from nmt_tf.export import litert_client
-from nmt_tf.experiment import RunDir
+from nmt_tf.experiment import RunDir, run_manifest
 from nmt_tf.inference.loading import load_models
 from nmt_tf.inference.translator import Translator
 from nmt_tf.layers.recurrence import without_tensor_lists
@@ -142,9 +142,9 @@ def export_litert(run_dir, checkpoint="best", export_dir=None, model_name="nmt_l
     raise LiteRTExportError(f"Received quantization={quantization!r}; expected one of "
                             f"{QUANTIZATIONS}.")
   exporter.check_name_and_length(model_name, max_source_length)
-  exporter.check_destination(run, export_dir, model_name)
+  model_dir = exporter.check_destination(run, export_dir, model_name)
   loaded = load_models(run.path, checkpoint, checkpoints)  # its files checked (manifest)
-  with exporter.new_version(run, export_dir, model_name, version, report) as (path, tmp):
+  with exporter.new_version(model_dir, version, report) as (path, tmp):
     _export(run, loaded, tmp, beam_size, nbest, max_source_length, decode_config,
             quantization)
   return path
@@ -178,5 +178,4 @@ def _export(run, loaded, tmp, beam_size, nbest, max_source_length, decode_config
   write_path.write_json(os.path.join(tmp, METADATA_FILE), metadata)
   files = [MODEL_FILE, METADATA_FILE] + manifest.files_below(tmp, "vocab")
   write_path.write_json(os.path.join(tmp, manifest.FILE), manifest.record(
-      tmp, files, {"source_vocab_size": src_tok.vocab_size,
-                   "target_vocab_size": tgt_tok.vocab_size}))
+      tmp, files, run_manifest.vocab_sizes(src_tok, tgt_tok)))
