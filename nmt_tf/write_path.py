@@ -401,6 +401,25 @@ class LineOutput:
     stdout or a committed file."""
     return self.partial
 
+  def stop(self):
+    """Ends an output that an error or an interruption cut short: closes it and returns the
+    number of whole lines it holds. An interruption may land between a line's write and its
+    count, or inside a write, so a kept file is recounted and any torn last line dropped.
+    """
+    self.close()
+    if self.partial is None or not os.path.isfile(self.partial):
+      return self.lines
+    try:
+      with open(self.partial, "r+b") as f:
+        data = f.read()
+        whole = data.rfind(b"\n") + 1
+        if whole < len(data):
+          f.truncate(whole)
+    except OSError:
+      return self.lines
+    self.lines = data.count(b"\n", 0, whole)
+    return self.lines
+
 
 class Interrupted(KeyboardInterrupt):
   """SIGTERM, raised where the process was (see termination_as_interrupt)."""

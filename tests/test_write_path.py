@@ -197,6 +197,16 @@ class StagedWritesTest(tf.test.TestCase):
     self.assertEqual(open(path, encoding="utf-8").read(), "new\n")
     self.assertIsNone(out.kept())
 
+  def test_a_stopped_line_output_counts_the_whole_lines_it_kept(self):
+    # An interruption between a line's write and its count, or inside a write.
+    path = os.path.join(self.get_temp_dir(), "stopped.txt")
+    with write_path.LineOutput(path) as out:
+      out.write("one")
+      out._out().write("two\nthr")
+      self.assertEqual(out.stop(), 2)
+    self.assertEqual(open(out.kept(), encoding="utf-8").read(), "one\ntwo\n")
+    self.assertFalse(os.path.exists(path))
+
   def test_a_link_is_written_through_and_a_pipe_as_it_goes(self):
     target = os.path.join(self.get_temp_dir(), "target.txt")
     link = os.path.join(self.get_temp_dir(), "link.txt")

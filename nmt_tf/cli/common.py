@@ -66,9 +66,9 @@ def write_lines(path, lines, command):
         out.write(line)
       out.commit()
     except KeyboardInterrupt:
-      kept = out.kept()
+      done, kept = out.stop(), out.kept()
       where = f"in {kept} ({path} is unchanged)" if kept else "on stdout"
-      print(f"error: {command} interrupted; the {out.lines} lines written so far are "
+      print(f"error: {command} interrupted; the {done} lines written so far are "
             f"{where}; rerun the command for the whole output.", file=sys.stderr)
       return INTERRUPTED
   return 0
