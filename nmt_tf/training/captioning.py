@@ -119,7 +119,7 @@ class CaptionTrainer(Trainer):
   """The Trainer for model.encoder="image" (module docstring); same arguments, with
   `corpus` a {split: CaptionSplit} when given."""
 
-  def _prepare_data(self, config, corpus, accept_changed_corpus):
+  def prepare_data(self, config, corpus, accept_changed_corpus):
     splits = corpus if corpus is not None else load_splits(config, self.run_dir.path)
     text = caption_corpus(splits)
     self.config, _, self.src_tok, self.tgt_tok = self.run_dir.prepare(
@@ -129,16 +129,16 @@ class CaptionTrainer(Trainer):
       corpus_fingerprint.check(self.run_dir.path, text, accept_changed_corpus,
                                report=self._warn)
 
-  def _make_validator(self):
+  def make_validator(self):
     return CaptionValidator(self.model, self.tgt_tok, self.corpus["valid"], self.config)
 
-  def _batch_order(self):
+  def training_batches(self):
     pipeline = self.config.pipeline
     return CaptionOrder(self.corpus["train"], self.tgt_tok, self.config.model.image_size,
                         pipeline.batch_size, pipeline.seed, pipeline.max_target_len,
                         self.worker.num_workers, self.worker.index)
 
-  def _no_batch_message(self):
+  def no_batch_message(self):
     return (f"No training batch: every caption of the training split is longer than "
             f"pipeline.max_target_len={self.config.pipeline.max_target_len} tokens; raise it "
             "(--config.pipeline.max_target_len=...) or check the captions file.")

@@ -1,4 +1,4 @@
-"""The training loop: `Trainer(config, run_dir).train()` or `train(config, run_dir)`.
+"""The training loop of a translation model: `Trainer(config, run_dir).train()`.
 
 Each step runs `TrainStep` (one tf.function, distributed by the config's strategy); every
 `log_every` steps the scalars go to TensorBoard, every `eval_every` steps `Validator` computes
@@ -102,6 +102,11 @@ class Trainer:
     restart_from_scratch: train from step 0 when no checkpoint is usable although the run
       has trained before (the user's decision after a refusal; best/ is kept and guarded).
     accept_changed_corpus: go on although the corpus differs from the one the run began with.
+
+  What a kind of corpus changes is in four methods, which a subclass overrides (the captioning
+  trainer, training/captioning.py): `prepare_data` (the splits, tokenizers and the run's
+  vocabulary), `make_validator` (the validation pass), `training_batches` (the training
+  batches) and `no_batch_message` (the error when a pass gives no batch).
   """
 
   def __init__(self, config, run_dir, corpus=None, stream=None, restart_from_scratch=False,
@@ -129,7 +134,7 @@ class Trainer:
     train_cfg = config.train
     if not self.worker.is_chief:
       distribution.barrier(self.strategy)  # the chief prepares the run directory first
-    self._prepare_data(config, corpus, accept_changed_corpus)
+    self.prepare_data(config, corpus, accept_changed_corpus)
     if self.worker.is_chief and self.worker.num_workers > 1:
       distribution.barrier(self.strategy)
     keras.utils.set_random_seed(train_cfg.seed)
@@ -194,7 +199,7 @@ class Trainer:
                                 hard_attention=self.config.model.attention_mode == "hard",
                                 weight_average=self.weight_average)
 
-  def _prepare_data(self, config, corpus, accept_changed_corpus):
+  def prepare_data(self, config, corpus, accept_changed_corpus):
     """Sets config (with the vocabulary sizes), corpus, src_tok and tgt_tok for the run, and
     checks the corpus against the one the run began with."""
     self.config, self.corpus, self.src_tok, self.tgt_tok = self.run_dir.prepare(config, corpus)
@@ -202,11 +207,11 @@ class Trainer:
       corpus_fingerprint.check(self.run_dir.path, self.corpus, accept_changed_corpus,
                                report=self._warn)
 
-  def _make_validator(self):
+  def make_validator(self):
     """The Validator of the validation split."""
     return Validator(self.model, self.src_tok, self.tgt_tok, self.corpus["valid"], self.config)
 
-  def _batch_order(self):
+  def training_batches(self):
     """The training split's batch order (data_order.py): `epoch(epoch, skip, saved)` gives
     a dataset of batches, `position(consumed, strategy)` a streamed split's position."""
     return batch_order(self.corpus["train"], self.src_tok, self.tgt_tok, self.config.pipeline,
@@ -253,14 +258,14 @@ class Trainer:
     summaries.config(self.config, step)
     validator = None
     if "valid" in self.corpus:
-      validator = self._make_validator()
+      validator = self.make_validator()
     else:
       progress.message("No validation split: training without validation (no BLEU, no early "
                        "stopping, no best/); the last checkpoint is the model.")
     if validator is not None and self.keeper.unscored_best():
       self._score_best(validator, progress)
     divergence = DivergenceWatch(initial_loss=math.log(self.config.model.tgt_vocab_size))
-    order = self._batch_order()
+    order = self.training_batches()
     epoch, consumed = int(_read(self.state["epoch"])), int(_read(self.state["batch_in_epoch"]))
     saved_position = _read(self.state["data_position"]).decode("utf-8")
     reason, last_result, loss = "completed", None, None
@@ -323,7 +328,7 @@ class Trainer:
             break
         else:
           if seen == 0 and consumed == 0:
-            raise TrainingError(self._no_batch_message())
+            raise TrainingError(self.no_batch_message())
           epoch, consumed = epoch + 1, 0
     finally:
       progress.close()
@@ -336,7 +341,7 @@ class Trainer:
                        f"{cfg.max_minutes:g} is spent.")
     return self._summary(reason, step, start, last_result, loss)
 
-  def _no_batch_message(self):
+  def no_batch_message(self):
     """Why a pass over the training split gave no batch: a streamed split is filtered as it
     is read, so every pair it holds may be over the length limits (or, with several workers,
     this worker's part may be empty)."""
@@ -459,15 +464,3 @@ class Trainer:
       write_json(path, summary)
     return summary
 
-
-def train(config, run_dir, **kwargs):
-  """Trains `config` in `run_dir`; returns the summary dict (steps, best_bleu, wall_time,
-  checkpoint, best_checkpoint, stopped, last_validation). kwargs go to Trainer; a config
-  with model.encoder="image" trains a captioner (training/captioning.py)."""
-  if not isinstance(config, ExperimentConfig):
-    config = ExperimentConfig.from_dict(config)
-  if config.model.encoder == "image":
-    # Imported here: captioning.py subclasses Trainer.
-    from nmt_tf.training.captioning import CaptionTrainer  # pylint: disable=g-import-not-at-top
-    return CaptionTrainer(config, run_dir, **kwargs).train()
-  return Trainer(config, run_dir, **kwargs).train()
