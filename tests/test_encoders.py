@@ -207,7 +207,7 @@ class RNNEncoderTest(tf.test.TestCase, parameterized.TestCase):
         size=(BATCH, layer.output_dim)).astype(np.float32))
 
     def run(training, choice=kernels.DEFAULT_CHOICE):
-      layer.kernel_choice = choice
+      layer.loops = kernels.TrainingLoops(choice)
       with tf.GradientTape() as tape:
         tape.watch(x)
         memory, summary = layer(x, tf.constant(mask), training=training)

@@ -24,7 +24,7 @@ from nmt_tf.export import export_litert, export_run, LiteRTExportError
 from nmt_tf.export import litert_client
 from nmt_tf.export.litert import CLIENT_FILE, convert, MODEL_FILE, search_functions
 from nmt_tf.inference.translator import Translator
-from nmt_tf.layers.recurrence import scan_time, without_tensor_lists
+from nmt_tf.layers.kernels import scan_time, without_tensor_lists
 from nmt_tf.models import Seq2Seq
 from nmt_tf.training import Trainer
 from tests.model_fixtures import batch, tiny_config, VARIANTS

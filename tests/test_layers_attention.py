@@ -168,33 +168,35 @@ class FusedScoreTest(tf.test.TestCase, parameterized.TestCase):
     self.assertFalse(resolve(compute_dtype="bfloat16"))  # mixed_bfloat16: not measured
     self.assertFalse(resolve("off", matmul_dtype="bfloat16"))  # benchmarks choose the kernel
     self.assertEqual(resolve("xla"), "xla")  # float32 products too
-    choice = kernels.KernelOptions(fused_attention="xla").resolve("decoder")
-    self.assertEqual(choice.score_kernel(training=True), "xla")
-    self.assertFalse(choice.score_kernel(training=False))  # decoding and export: plain ops
     with self.assertRaisesRegex(ValueError, "fused_attention='cuda'"):
       kernels.KernelOptions(fused_attention="cuda")
 
-  def test_the_layer_takes_the_kernel_of_its_choice(self):
+  def test_the_layer_takes_the_kernel_of_its_forward_pass(self):
     layer, q_dim = layer_for("additive")
     query, memory, mask = data(2, q_dim)
 
-    def compiled(options):
-      layer.kernel_choice = options.resolve("decoder")
-      run = tf.function(lambda: attend(layer, query, memory, mask, training=True))
-      library = run.get_concrete_function().graph.as_graph_def().library.function
+    def compiled(options, training=True):
+      fused = options.resolve("decoder").fused_attention
+      def run():
+        with kernels.precision_scope(fused_scores=fused):  # as Seq2Seq.call enters it
+          return attend(layer, query, memory, mask, training=training)
+      library = tf.function(run).get_concrete_function().graph.as_graph_def().library.function
       return [f.signature.name for f in library if f.attr["_XlaMustCompile"].b]
 
+    xla = kernels.KernelOptions(fused_attention="xla")
     self.assertEmpty(compiled(kernels.DEFAULT_OPTIONS))  # float32 products: plain ops
-    self.assertNotEmpty(compiled(kernels.KernelOptions(fused_attention="xla")))
+    self.assertNotEmpty(compiled(xla))
+    self.assertEmpty(compiled(xla, training=False))  # decoding and export: plain ops
 
   @parameterized.parameters(("additive",), ("concat",))
   def test_training_equals_inference_with_bfloat16_products(self, score):
     layer, q_dim = layer_for(score)
     query, memory, mask = data(2, q_dim)
     # The choice of a model with bfloat16 products: the fused kernels while training.
-    layer.kernel_choice = kernels.DEFAULT_OPTIONS.resolve("decoder", matmul_dtype="bfloat16")
-    self.assertEqual(layer.kernel_choice.fused_attention, "xla")
-    with kernels.precision_scope("bfloat16"):  # training: the fused kernels; inference: plain ops
+    choice = kernels.DEFAULT_OPTIONS.resolve("decoder", matmul_dtype="bfloat16")
+    self.assertEqual(choice.fused_attention, "xla")
+    # training: the fused kernels; inference: plain ops
+    with kernels.precision_scope("bfloat16", fused_scores=choice.fused_attention):
       got = attend(layer, query, memory, mask, training=True)
       want = attend(layer, query, memory, mask, training=False)
     # Equal up to float rounding: XLA's tanh rounds differently from TensorFlow's.

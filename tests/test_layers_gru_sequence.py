@@ -1,4 +1,4 @@
-"""kernels.gru_sequences (layers/kernels/gru_sequence.py) and layers/gru.py cell_sequences: the
+"""kernels.gru_sequences (layers/kernels/gru_sequence.py) and TrainingLoops.gru_stack: the
 hand-written BPTT of GRUs (both reset placements) against the numpy
 reference of docs/EQUATIONS.md "GRU conventions" (forward) and TensorFlow's autodiff of the same
 recurrence through scan_time (every gradient), eager and in graph mode, with float32 and
@@ -9,7 +9,6 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from nmt_tf.layers import GRUCell, kernels, scan_time
-from nmt_tf.layers.gru import cell_sequences
 from tests import numpy_reference as ref
 
 BATCH, IN_DIM, UNITS, TIME = 3, 5, 4, 6
@@ -35,7 +34,7 @@ def data(seed, time=TIME):
 def run_manual(cells, xs, h0s):
   """States [batch, time, units] of every cell through gru_sequences."""
   projected = [cell.project_inputs(x) for cell, x in zip(cells, xs)]  # [batch, time, 3*units]
-  return kernels.gru_sequences(projected, h0s, [c.loop_weights(tf.float32) for c in cells])
+  return kernels.gru_sequences(projected, h0s, [kernels.gru_weights(c, tf.float32) for c in cells])
 
 
 def run_autodiff(cells, xs, h0s):
@@ -159,15 +158,18 @@ class GRUSequencesTest(tf.test.TestCase, parameterized.TestCase):
     self.assertGreater(float(tf.reduce_sum(tf.abs(d_x0))), 0.0)
     self.assertAllEqual(d_x1, tf.zeros_like(d_x1))
 
-  def test_cell_sequences_batch_major(self):
+  def test_training_loops_run_cells_batch_major(self):
     xs, h0s = [data(4)[0], data(5)[0]], [data(4)[1], data(5)[1]]
+    loops = kernels.DEFAULT_LOOPS
     for cells in (self.cells, self.cells_reset_before):
-      got = cell_sequences(cells, [c.project_inputs(x) for c, x in zip(cells, xs)],
-                                        h0s)
+      got = loops.gru_stack(cells, [c.project_inputs(x) for c, x in zip(cells, xs)], h0s)
       for out, want in zip(got, run_autodiff(cells, xs, h0s)):
         self.assertAllClose(out, want, atol=1e-5)
     with self.assertRaisesRegex(ValueError, "one reset placement"):
-      cell_sequences([self.cells[0], self.cells_reset_before[0]], xs, h0s)
+      loops.gru_stack([self.cells[0], self.cells_reset_before[0]], xs, h0s)
+    autodiff = kernels.TrainingLoops(kernels.KernelOptions(gru_backward="autodiff").resolve(
+        "encoder"))
+    self.assertIsNone(autodiff.gru_stack(self.cells, xs, h0s))  # the part runs `step`
 
   def test_mismatched_lists(self):
     x, h0, u = tf.zeros([2, 1, 3 * UNITS]), tf.zeros([2, UNITS]), tf.zeros([UNITS, 3 * UNITS])

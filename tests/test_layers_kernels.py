@@ -13,8 +13,8 @@ import tensorflow as tf
 
 from nmt_tf.experiment import TrainConfig
 from nmt_tf.layers import kernels
+from nmt_tf.layers.kernels import loops
 from nmt_tf.models import Seq2Seq, build_model
-from nmt_tf.models import encoders
 from nmt_tf.training.optimizers import FusedAdam
 from nmt_tf.training.train_step import TrainStep
 from tests.model_fixtures import batch, tiny_config
@@ -68,11 +68,11 @@ class OptionsReachTheLayersTest(tf.test.TestCase):
   def paths(self, kernel_options=None):
     """(hand-written encoder loop used, hand-written decoder loop used) in a training pass."""
     used = []
-    cell_sequences = encoders.cell_sequences
-    cgru_sequence = kernels.cgru_sequence
-    with (mock.patch.object(encoders, "cell_sequences",
-                            lambda *a: used.append("encoder") or cell_sequences(*a)),
-          mock.patch.object(kernels, "cgru_sequence",
+    gru_sequences = loops.gru_sequences
+    cgru_sequence = loops.cgru_sequence
+    with (mock.patch.object(loops, "gru_sequences",
+                            lambda *a: used.append("encoder") or gru_sequences(*a)),
+          mock.patch.object(loops, "cgru_sequence",
                             lambda *a, **k: used.append("decoder") or cgru_sequence(*a, **k))):
       if kernel_options is not None:
         self.model.kernel_options = kernel_options
@@ -86,21 +86,23 @@ class OptionsReachTheLayersTest(tf.test.TestCase):
       self.assertEqual(self.paths(kernels.KernelOptions(gru_backward=value)), expected, value)
 
   def test_resolved_once_where_the_model_is_built(self):
-    # The encoder, the decoder and its attention layers hold the resolved choice; changing
-    # the options or the precision resolves again.
+    # The encoder and the decoder hold the TrainingLoops of the resolved choice; changing the
+    # options or the precision resolves again.
     model = Seq2Seq(tiny_config(decoder="memory_rnn"), matmul_dtype="bfloat16")
     decoder = model.decoder
-    for layer in (decoder, decoder.cgru.attention, decoder.state_memory):
-      self.assertEqual(layer.kernel_choice.fused_attention, "xla")
-    self.assertTrue(model.encoder.kernel_choice.manual_backward)
-    self.assertFalse(decoder.kernel_choice.defer_gradients)  # float32 inputs
+    self.assertEqual(decoder.loops.choice.fused_attention, "xla")
+    self.assertTrue(model.encoder.loops.choice.manual_backward)
+    self.assertFalse(decoder.loops.choice.defer_gradients)  # float32 inputs
     model.matmul_dtype = None
-    self.assertFalse(decoder.state_memory.kernel_choice.fused_attention)
+    self.assertFalse(decoder.loops.choice.fused_attention)
     model.kernel_options = kernels.KernelOptions(gru_backward="autodiff_encoder",
                                                  defer_gradients=True)
-    self.assertFalse(model.encoder.kernel_choice.manual_backward)
-    self.assertTrue(decoder.kernel_choice.manual_backward)
-    self.assertTrue(decoder.cgru.attention.kernel_choice.defer_gradients)
+    self.assertFalse(model.encoder.loops.choice.manual_backward)
+    self.assertTrue(decoder.loops.choice.manual_backward)
+    self.assertTrue(decoder.loops.choice.defer_gradients)
+    # No layer holds a choice: the layers' equations do not name the kernels.
+    for layer in (decoder.cgru.attention, decoder.state_memory, decoder.cgru):
+      self.assertFalse(hasattr(layer, "kernel_choice"), layer.name)
 
   def test_model_options_and_config(self):
     config = self.model.get_config()

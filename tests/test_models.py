@@ -11,6 +11,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from nmt_tf.layers import kernels
+from nmt_tf.layers.kernels import loops
 from nmt_tf.models import ConfigError, ModelConfig, Seq2Seq
 from nmt_tf.training import losses
 from tests import numpy_reference as ref
@@ -263,7 +264,7 @@ class DeferredGradientTest(tf.test.TestCase, parameterized.TestCase):
 class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
   """While training, the encoder's GRUs and the encdec decoder's (kernels.gru_sequences) and
   the cgru (with or without the state memory of the memory RNN), rnnsearch and luong decoders'
-  loops (kernels.cgru_sequence, rnnsearch_sequence, luong_sequence) run with hand-written
+  loops (TrainingLoops: cgru_sequence, rnnsearch_sequence, luong_sequence) run with hand-written
   backward passes: the logits, attention and every gradient equal the autodiff path's
   (KernelOptions(gru_backward="autodiff"): scan_time), eager and in graph mode (against the
   eager autodiff outputs), in float32 and with bfloat16 products (plain and XLA score kernels). The
@@ -303,8 +304,8 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
       return [out["logits"], out["attention"]] + tape.gradient(loss, model.trainable_variables)
 
     calls = []
-    original = {"cgru": kernels.cgru_sequence, "rnnsearch": kernels.rnnsearch_sequence,
-                "luong": kernels.luong_sequence}
+    original = {"cgru": loops.cgru_sequence, "rnnsearch": loops.rnnsearch_sequence,
+                "luong": loops.luong_sequence}
     wrapped = {name: (lambda *args, name=name, **kwargs: calls.append(name)
                       or original[name](*args, **kwargs)) for name in original}
     expected_calls = {"cgru": ["cgru"], "cgru_rnn_reversed": ["cgru"],
@@ -321,9 +322,9 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
     for matmul_dtype, wrap, name in settings:
       model.matmul_dtype = matmul_dtype
       run = wrap(outputs_and_gradients) if wrap else outputs_and_gradients
-      with (mock.patch.object(kernels, "cgru_sequence", wrapped["cgru"]),
-            mock.patch.object(kernels, "rnnsearch_sequence", wrapped["rnnsearch"]),
-            mock.patch.object(kernels, "luong_sequence", wrapped["luong"])):
+      with (mock.patch.object(loops, "cgru_sequence", wrapped["cgru"]),
+            mock.patch.object(loops, "rnnsearch_sequence", wrapped["rnnsearch"]),
+            mock.patch.object(loops, "luong_sequence", wrapped["luong"])):
         manual = run()
       self.assertEqual(calls, expected_calls, name)
       calls.clear()
@@ -345,9 +346,9 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
     called = []
     for name in ("cgru_hard", "rnnsearch_general", "luong_concat", "luong_lstm_dot"):
       model = Seq2Seq(tiny_config(**VARIANTS[name]))
-      with (mock.patch.object(kernels, "cgru_sequence", side_effect=called.append),
-            mock.patch.object(kernels, "rnnsearch_sequence", side_effect=called.append),
-            mock.patch.object(kernels, "luong_sequence", side_effect=called.append)):
+      with (mock.patch.object(loops, "cgru_sequence", side_effect=called.append),
+            mock.patch.object(loops, "rnnsearch_sequence", side_effect=called.append),
+            mock.patch.object(loops, "luong_sequence", side_effect=called.append)):
         out = train_forward(model, batch())
       self.assertEqual(called, [], name)
       self.assertEqual(out["logits"].shape, (3, 4, TINY["tgt_vocab_size"]), name)
@@ -457,7 +458,7 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
     keras.utils.set_random_seed(8)
     model = Seq2Seq(tiny_config(decoder="cgru"))
     b = batch()
-    with mock.patch.object(kernels, "cgru_sequence",
+    with mock.patch.object(loops, "cgru_sequence",
                            side_effect=AssertionError("used outside training")):
       model(b)
       model(b, training=False)
@@ -482,8 +483,8 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
     context = model.encode(b["source"])
     emb = model.tgt_embedding(b["target_in"])
     state = model.decoder.initial_state(context, tf.shape(emb)[1])
-    self.assertIsNone(model.decoder.sequence(model.decoder.precompute(emb), state, context,
-                                             training=True))  # scan_time takes it
+    self.assertIsNone(model.decoder.sequence(model.decoder.precompute(emb), state,
+                                             context))  # scan_time takes it
 
 
 @pytest.mark.slow  # trains under each precision

@@ -18,7 +18,7 @@
 Only LiteRT builtin ops: tokenization stays in the client (SentencePiece is no builtin). Two
 things make the search convertible: the variables are frozen into constants (read inside a
 while loop, the converter would keep them as uninitialized resource variables), and the
-encoder's time loop runs without TensorArrays (`layers.recurrence.without_tensor_lists`).
+encoder's time loop runs without TensorArrays (`layers.kernels.without_tensor_lists`).
 """
 
 import dataclasses
@@ -37,7 +37,7 @@ from nmt_tf.export import litert_client
 from nmt_tf.experiment import RunDir, run_manifest
 from nmt_tf.inference.loading import load_models
 from nmt_tf.inference.translator import Translator
-from nmt_tf.layers.recurrence import without_tensor_lists
+from nmt_tf.layers import kernels
 
 MODEL_FILE = litert_client.MODEL_FILE
 METADATA_FILE = litert_client.METADATA_FILE
@@ -55,14 +55,14 @@ def search_functions(translator, beam_size, nbest):
   """{signature name: tf.function(source_ids) -> dict of outputs} (see module docstring)."""
 
   def greedy(source_ids):
-    with without_tensor_lists():
+    with kernels.without_tensor_lists():
       result = translator.translate_ids(source_ids, beam_size=1, nbest=1, compact=False)
     return {"ids": result.ids[:, 0], "length": result.lengths[:, 0],  # [batch, max_len], [b]
             "log_prob": result.log_probs[:, 0],  # [batch]
             "attention": result.attention[:, 0]}  # [batch, max_len, src_len]
 
   def beam_search(source_ids):
-    with without_tensor_lists():
+    with kernels.without_tensor_lists():
       result = translator.translate_ids(source_ids, beam_size=beam_size, nbest=nbest,
                                         compact=False)
     return {"ids": result.ids, "length": result.lengths,  # [b, nbest, max_len], [b, nbest]

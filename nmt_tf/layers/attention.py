@@ -16,7 +16,6 @@ called once per batch, and each step only projects the query.
 import keras
 import tensorflow as tf
 
-from nmt_tf.layers import kernels
 from nmt_tf.layers import ops
 
 MODES = ("soft", "hard")
@@ -29,12 +28,7 @@ class _Attention(keras.layers.Layer):
   Args:
     mode: "soft" or "hard".
     hard_inference: for mode="hard" outside training, "expectation" or "argmax".
-
-  Attribute `kernel_choice` (kernels.KernelChoice): the training kernel of tanh scores, set
-  by the decoder that owns the layer when the model is built.
   """
-
-  kernel_choice = kernels.DEFAULT_CHOICE
 
   def __init__(self, mode="soft", hard_inference="expectation", **kwargs):
     super().__init__(**kwargs)
@@ -54,9 +48,8 @@ class _Attention(keras.layers.Layer):
     """Step-independent key projections: memory [batch, src_len, mem_dim] -> keys."""
     raise NotImplementedError
 
-  def score(self, query, keys, fused=False):
-    """Scores e [batch, src_len] of query [batch, q_dim] against precomputed keys; `fused`:
-    tanh scores as one XLA kernel (KernelChoice.score_kernel)."""
+  def score(self, query, keys, training=False):
+    """Scores e [batch, src_len] of query [batch, q_dim] against precomputed keys."""
     raise NotImplementedError
 
   def call(self, query, memory, keys, mask, training=False, expect=None):
@@ -67,7 +60,7 @@ class _Attention(keras.layers.Layer):
       memory: [batch, src_len, mem_dim], the annotations h.
       keys: output of `precompute_keys(memory)`.
       mask: [batch, src_len] bool, True at real source positions.
-      training: in hard mode, sample positions when True; the training score kernel.
+      training: in hard mode, sample positions when True.
       expect: optional [batch] bool, hard mode while training: rows that take the expected
         context sum_i alpha_i h_i instead of a sample, with log_prob 0 (Xu et al. 2015,
         sec. 4.1: for half of the images).
@@ -76,9 +69,8 @@ class _Attention(keras.layers.Layer):
       context [batch, mem_dim], weights alpha [batch, src_len] float32, and log_prob [batch]
       float32: log alpha of the sampled position (hard mode while training), else zeros.
     """
-    fused = self.kernel_choice.score_kernel(training)
-    scores = self.score(query, keys, fused)  # e [batch, src_len]
-    weights = kernels.masked_softmax(scores, mask)  # alpha [batch, src_len]
+    scores = self.score(query, keys, training)  # e [batch, src_len]
+    weights = ops.masked_softmax(scores, mask)  # alpha [batch, src_len]
     log_prob = tf.zeros_like(weights[:, 0])  # [batch]
     if self.mode == "hard" and (training or self.hard_inference == "argmax"):
       if training:
@@ -98,7 +90,7 @@ class _Attention(keras.layers.Layer):
         log_prob = tf.where(expect, tf.zeros_like(log_prob), log_prob)  # [batch]
     else:
       select = weights
-    context = kernels.attend(tf.cast(select, memory.dtype), memory)  # c [batch, mem_dim]
+    context = ops.attend(tf.cast(select, memory.dtype), memory)  # c [batch, mem_dim]
     return context, weights, log_prob
 
   def get_config(self):
@@ -135,18 +127,9 @@ class BahdanauAttention(_Attention):
       self.build()
     return ops.dense(self.key_dense, memory)  # [batch, src_len, units]
 
-  def score(self, query, keys, fused=False):
+  def score(self, query, keys, training=False):
     query = ops.dense(self.query_dense, query)  # W_a q [batch, units]
-    return kernels.additive_score(keys, query, self.v, fused)  # [batch, src_len]
-
-  def loop_weights(self, query_dim, dtype):
-    """kernels.AdditiveWeights: W_a in the product dtype of `dtype` queries
-    (`kernels.weight`) and v, for the hand-written decoder loops (`kernels.cgru_sequence`,
-    `kernels.rnnsearch_sequence`)."""
-    if not self.query_dense.built:
-      self.query_dense.build((None, query_dim))
-    return kernels.AdditiveWeights(kernels.weight(self.query_dense.kernel, dtype),
-                                   tf.convert_to_tensor(self.v))
+    return ops.additive_score(keys, query, self.v, training)  # [batch, src_len]
 
   def get_config(self):
     return {**super().get_config(), "units": self.units}
@@ -195,15 +178,15 @@ class LuongAttention(_Attention):
     # general: W_a h_i [batch, src_len, q_dim]; concat: W_h h_i + b [batch, src_len, units]
     return ops.dense(self.key_dense, memory)
 
-  def score(self, query, keys, fused=False):
+  def score(self, query, keys, training=False):
     if self.score_type == "concat":
       query = ops.dense(self.query_dense, query)  # W_q q [batch, units]
-      return kernels.additive_score(keys, query, self.v, fused)  # [batch, src_len]
+      return ops.additive_score(keys, query, self.v, training)  # [batch, src_len]
     if query.shape[-1] != keys.shape[-1]:
       raise ValueError(
           f"Luong score={self.score_type!r} received a query of size {query.shape[-1]} and keys "
           f"of size {keys.shape[-1]}; they must match (use score='general' or 'concat').")
-    return kernels.score(keys, query)  # [batch, src_len]
+    return ops.score(keys, query)  # [batch, src_len]
 
   def get_config(self):
     return {**super().get_config(), "score": self.score_type, "units": self.units}

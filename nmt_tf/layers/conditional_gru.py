@@ -12,7 +12,6 @@ dec_base_recurrence_transition_depth) continues with GRUs that have no input:
 import keras
 import tensorflow as tf
 
-from nmt_tf.layers import kernels
 from nmt_tf.layers.attention import BahdanauAttention
 from nmt_tf.layers.gru import GRUCell
 
@@ -98,27 +97,9 @@ class ConditionalGRUCell(keras.layers.Layer):
 
   @property
   def has_sequence(self):
-    """Whether `kernels.cgru_sequence` applies: soft additive (Bahdanau) attention."""
+    """Whether the training loop of the cGRU (TrainingLoops.cgru) applies: soft additive
+    (Bahdanau) attention."""
     return isinstance(self.attention, BahdanauAttention) and self.attention.mode == "soft"
-
-  def loop_weights(self, memory_dim, dtype, state_memory=None):
-    """kernels.CGRUWeights for `kernels.cgru_sequence` over `dtype` states and annotations
-    of `memory_dim` dims, the kernels in the product dtype (`kernels.weight`); with a
-    StateMemory layer, its weights too (the memory RNN)."""
-    if not self.gru2.built:
-      self.gru2.build((None, memory_dim))
-    return kernels.CGRUWeights(
-        gru1=self.gru1.loop_weights(dtype),
-        attention=self.attention.loop_weights(self.units, dtype),
-        context_kernel=kernels.weight(self.gru2.kernel, dtype),
-        context_bias=tf.convert_to_tensor(self.gru2.bias),
-        gru2=self.gru2.loop_weights(dtype),
-        state_memory=None if state_memory is None else state_memory.loop_weights(self.units,
-                                                                                  dtype),
-        context_gain=tf.convert_to_tensor(self.gru2.input_gain) if self.layer_norm else None,
-        transitions=tuple(kernels.TransitionWeights(tf.convert_to_tensor(cell.bias),
-                                                    cell.loop_weights(dtype))
-                          for cell in self.deep_cells))
 
   def get_config(self):
     return {

@@ -5,22 +5,19 @@ docs/EQUATIONS.md, "GRU conventions":
   reset_after=False (Cho 2014, Bahdanau 2015): h~ = tanh(W x + U (r (.) h_prev))
   reset_after=True  (dl4mt, Nematus, cuDNN):    h~ = tanh(W x + r (.) (U h_prev))
   h = z (.) h_prev + (1 - z) (.) h~
-Gate order in the fused kernels is [z, r, h~], as in keras.layers.GRUCell.
+Gate order in the kernels W and U is [z, r, h~], as in keras.layers.GRUCell.
 layer_norm=True (reset-after only; Nematus' layer-normalized GRU, docs/EQUATIONS.md "Layer
 normalization"): the input and the state projections are each normalized in two segments,
-gates [z ; r] and proposal h~ (kernels.segment_norm), then scaled by a learnt gain:
+gates [z ; r] and proposal h~ (ops.segment_norm), then scaled by a learnt gain:
   W x + b  ->  g_x (.) LN(W x) + b,     U h_prev + b_U  ->  g_h (.) LN(U h_prev) + b_U.
 Recurrent dropout (variational, Gal and Ghahramani 2016; Nematus' dropout_hidden): with a mask
 m [batch, units] drawn once per sequence, the state's projection reads U (m (.) h_prev) at
 every step, while the update z (.) h_prev keeps the whole state (reset-after only).
-`cell_sequences` runs GRUCells over whole sequences with a hand-written backward pass
-(kernels.gru_sequences), the same values as `step` in a time loop.
 """
 
 import keras
 import tensorflow as tf
 
-from nmt_tf.layers import kernels
 from nmt_tf.layers import ops
 
 
@@ -84,7 +81,7 @@ class GRUCell(keras.layers.Layer):
 
   def normalize(self, a, gain, bias):
     """g (.) LN(a) + b over the gates and proposal segments of a [..., 3*units]."""
-    hat, _ = kernels.segment_norm(a, self.units)
+    hat, _ = ops.segment_norm(a, self.units)
     return hat * tf.cast(gain, a.dtype) + tf.cast(bias, a.dtype)
 
   def step(self, x_proj, h_prev, drop=None):
@@ -105,7 +102,7 @@ class GRUCell(keras.layers.Layer):
     x_z, x_r, x_h = tf.split(x_proj, 3, axis=-1)  # 3 x [batch, units]
     if self.reset_after:
       read = h_prev if drop is None else h_prev * tf.cast(drop, h_prev.dtype)
-      hu = kernels.matmul(read, self.recurrent_kernel)  # U h [batch, 3*units]
+      hu = ops.matmul(read, self.recurrent_kernel)  # U h [batch, 3*units]
       if self.layer_norm:
         hu = self.normalize(hu, self.recurrent_gain, self.recurrent_bias)
       else:
@@ -119,26 +116,18 @@ class GRUCell(keras.layers.Layer):
         raise ValueError("Recurrent dropout needs the reset-after GRU (reset_after=True).")
       # U = [U_zr, U_h]: each part cast and sliced once per forward pass, not at every step.
       # U_zr h [batch, 2*units]
-      hu = kernels.matmul(h_prev, self.recurrent_kernel, columns=(0, 2 * d))
+      hu = ops.matmul(h_prev, self.recurrent_kernel, columns=(0, 2 * d))
       h_z, h_r = tf.split(hu, 2, axis=-1)  # 2 x [batch, units]
       z = tf.sigmoid(x_z + h_z)
       r = tf.sigmoid(x_r + h_r)
       # U_h (r (.) h) [batch, units]
-      u_rh = kernels.matmul(r * h_prev, self.recurrent_kernel, columns=(2 * d, 3 * d))
+      u_rh = ops.matmul(r * h_prev, self.recurrent_kernel, columns=(2 * d, 3 * d))
       h_tilde = tf.tanh(x_h + u_rh)
     return z * h_prev + (1.0 - z) * h_tilde  # [batch, units]
 
   def transition(self, h_prev, drop=None):
     """One step of a GRU without input (built with input_dim 0): `step` from x = b."""
     return self.step(tf.cast(self.bias, h_prev.dtype)[None], h_prev, drop)  # [batch, units]
-
-  def loop_weights(self, dtype):
-    """kernels.GRUWeights: U in the product dtype of `dtype` states (`kernels.weight`), b_U
-    (None for reset-before) and g_h (None without layer norm), for the hand-written loops of
-    `kernels`."""
-    bias = tf.convert_to_tensor(self.recurrent_bias) if self.reset_after else None
-    gain = tf.convert_to_tensor(self.recurrent_gain) if self.layer_norm else None
-    return kernels.GRUWeights(kernels.weight(self.recurrent_kernel, dtype), bias, gain)
 
   def call(self, x, h_prev):
     """One step from raw inputs: x [batch, input_dim], h_prev [batch, units] -> [batch, units]."""
@@ -157,20 +146,3 @@ class GRUCell(keras.layers.Layer):
         "recurrent_initializer": keras.initializers.serialize(self.recurrent_initializer),
     }
 
-
-def cell_sequences(cells, inputs, initial_states, drops=None):
-  """GRUCells of one reset placement over whole sequences, in one loop with the hand-written
-  backward pass of kernels.gru_sequences (the states `step` gives, other gradient ops).
-
-  Args:
-    cells: built GRUCells, one per independent recurrence.
-    inputs: per cell [batch, time, 3*units], `cell.project_inputs` plus any other input terms.
-    initial_states: per cell h_0 [batch, units].
-    drops: optional per cell a recurrent dropout mask [batch, units] (see `step`).
-
-  Returns:
-    Per cell the states h_1 ... h_T [batch, time, units].
-  """
-  dtype = inputs[0].dtype
-  return kernels.gru_sequences(inputs, initial_states,
-                               [cell.loop_weights(dtype) for cell in cells], drops)

@@ -8,7 +8,6 @@ Gate order [i, f, c~, o] as in keras.layers.LSTMCell; the forget bias starts at 
 import keras
 import tensorflow as tf
 
-from nmt_tf.layers import kernels
 from nmt_tf.layers import ops
 
 
@@ -51,7 +50,7 @@ class LSTMCell(keras.layers.Layer):
     [i, f, g, o] = x_proj + U h_prev,  c = sigma(f) c_prev + sigma(i) tanh(g),
     h = sigma(o) tanh(c)."""
     h_prev, c_prev = state
-    gates = x_proj + kernels.matmul(h_prev, self.recurrent_kernel)  # [batch, 4*units]
+    gates = x_proj + ops.matmul(h_prev, self.recurrent_kernel)  # [batch, 4*units]
     i, f, g, o = tf.split(gates, 4, axis=-1)  # 4 x [batch, units]
     c = tf.sigmoid(f) * c_prev + tf.sigmoid(i) * tf.tanh(g)
     h = tf.sigmoid(o) * tf.tanh(c)

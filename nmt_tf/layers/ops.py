@@ -1,13 +1,37 @@
-"""Small tensor helpers shared by the layers: projections and the masked mean."""
+"""The vocabulary of the layers' equations: products, scores, softmax, projections.
+
+A layer writes its equations with these and plain TensorFlow ops; each product here is made
+by the speed kernels (layers/kernels: the precision of the forward pass, casts made once,
+gradients of loop-invariant operands deferred inside time loops), which no layer names:
+
+  matmul(x, w)            x W for a weight reused by every step       [..., in] -> [..., out]
+  attend(a, m)            c = sum_i a_i m_i                           [b, n], [b, n, d] -> [b, d]
+  score(m, q)             e_i = m_i . q                               [b, n, d], [b, d] -> [b, n]
+  additive_score(k, q, v, training)
+                          e_i = v^T tanh(k_i + q)                     [b, n, u], [b, u] -> [b, n]
+  masked_softmax(e, mask) alpha = softmax of e over real positions    [..., n] -> [..., n] f32
+  segment_norm(a, units)  a GRU projection normalized per segment     [..., 3u] -> ([..., 3u], _)
+  forward_pass(dtype)     the context of one forward pass of a model (its product dtype)
+  project, project_on_table, dense, masked_mean: the helpers below.
+"""
 
 import tensorflow as tf
 
 from nmt_tf.layers import kernels
 
+NEG_INF = kernels.NEG_INF
+matmul = kernels.matmul
+attend = kernels.attend
+score = kernels.score
+additive_score = kernels.additive_score
+masked_softmax = kernels.masked_softmax
+segment_norm = kernels.segment_norm
+forward_pass = kernels.precision_scope
+
 
 def project(x, kernel, bias=None, take=None):
-  """x W (+ b) over the last axis for any leading dims, as one 2-D matmul (`kernels.matmul`:
-  in the precision of the forward pass, W's gradient deferred inside a deferring time loop).
+  """x W (+ b) over the last axis for any leading dims, as one 2-D matmul (`matmul`: in the
+  precision of the forward pass, W's gradient deferred inside a deferring time loop).
 
   Args:
     x: [..., in_dim].
@@ -19,7 +43,7 @@ def project(x, kernel, bias=None, take=None):
     [..., out_dim] (or [..., n]) in x's dtype.
   """
   x = tf.convert_to_tensor(x)
-  y = kernels.matmul(x, kernel, take=take)  # [..., out_dim]
+  y = matmul(x, kernel, take=take)  # [..., out_dim]
   if bias is not None:
     y = y + tf.cast(bias if take is None else tf.gather(bias, take), x.dtype)
   return y
@@ -27,7 +51,7 @@ def project(x, kernel, bias=None, take=None):
 
 def project_on_table(x, table, bias=None, take=None):
   """x T^T (+ b) over the last axis, for an embedding table T [V, in] used as the output
-  projection (tied embeddings; `kernels.matmul_transposed`).
+  projection (tied embeddings), the table cast once per pass and never copied transposed.
 
   Args:
     x: [..., in].

@@ -14,8 +14,7 @@ StateMemory (A.3.2, memory RNN): over previous decoder states s_0 .. s_{t-1},
 read by the recurrence instead of s_{t-1}. The paper prints s_t in the score, which is circular
 here (s~_t makes s_t), so the query is s_{t-1}, and s_0 is the only memory at t = 1. W_m s_i is
 computed once when s_i is written to the buffer, not at every later step. While training, the
-cGRU decoder's hand-written loop (`kernels.cgru_sequence`) runs the same arithmetic with
-`loop_weights`.
+cGRU decoder's training loop (TrainingLoops.cgru) runs the same arithmetic.
 
 StateAttention (A.3.3, self-attentive RNN): over the previous outputs of the recurrence
 s_1 .. s_{t-1}, queried with the current state s_t (known when the output layer needs s~_t,
@@ -28,7 +27,6 @@ loop; while decoding, `step` attends over a buffer of the states written so far.
 import keras
 import tensorflow as tf
 
-from nmt_tf.layers import kernels
 from nmt_tf.layers import ops
 
 SUMMARIES = ("avg", "cavg")
@@ -78,14 +76,14 @@ class SelfAttentiveResidual(keras.layers.Layer):
     # [tgt_len, tgt_len]: row t reads rows 1..t (y_1..y_t; BOS at row 0 never)
     mask = (position[None, :] <= position[:, None]) & (position[None, :] >= 1)
     scores = (self.scores(emb) if scores is None else scores)[:, None, :]  # [batch, 1, tgt_len]
-    weights = kernels.masked_softmax(scores, mask[None])  # [batch, tgt_len, tgt_len]
+    weights = ops.masked_softmax(scores, mask[None])  # [batch, tgt_len, tgt_len]
     weights *= tf.cast(mask, weights.dtype)[None]  # row 0 reads nothing: d_1 = 0
     return tf.matmul(tf.cast(weights, emb.dtype), emb)  # [batch, tgt_len, e]
 
   def initial_state(self, batch_size, dim, dtype=tf.float32):
     """Online-softmax state before any embedding: max, numerator, denominator."""
     return {
-        "max": tf.fill([batch_size, 1], tf.constant(kernels.NEG_INF, tf.float32)),
+        "max": tf.fill([batch_size, 1], tf.constant(ops.NEG_INF, tf.float32)),
         "num": tf.zeros([batch_size, dim], tf.float32),
         "den": tf.zeros([batch_size, 1], tf.float32),
     }
@@ -98,7 +96,7 @@ class SelfAttentiveResidual(keras.layers.Layer):
     """
     score = (self.scores(emb_t) if score is None else score)[:, None]  # [batch, 1]
     include = time > 0
-    score = tf.where(include, score, kernels.NEG_INF)  # BOS leaves the running max alone
+    score = tf.where(include, score, ops.NEG_INF)  # BOS leaves the running max alone
     new_max = tf.maximum(state["max"], score)
     decay = tf.exp(state["max"] - new_max)  # [batch, 1]
     weight = tf.exp(score - new_max) * tf.cast(include, tf.float32)  # [batch, 1]
@@ -118,12 +116,7 @@ class PastStates(keras.layers.Layer):
 
   Args:
     units: hidden size of the score MLP.
-
-  Attribute `kernel_choice` (kernels.KernelChoice): the training kernel of the tanh scores,
-  set by the decoder that owns the layer when the model is built.
   """
-
-  kernel_choice = kernels.DEFAULT_CHOICE
 
   def __init__(self, units, **kwargs):
     super().__init__(**kwargs)
@@ -175,28 +168,13 @@ class StateMemory(PastStates):
     """Buffers holding s_0 at index 0: s0 [batch, d] -> dict of [batch, max_len + 1, ...]."""
     return self.write(self.empty_buffers(s0, max_len + 1), s0, 0)
 
-  def loop_weights(self, units, dtype):
-    """kernels.StateMemoryWeights: W_m, b_m, W_s (in the product dtype of `dtype` states,
-    `kernels.weight`) and v, for the hand-written loop of `kernels.cgru_sequence`."""
-    for dense in (self.key_dense, self.query_dense):
-      if not dense.built:
-        dense.build((None, units))
-    if not self.built:
-      self.build()
-    return kernels.StateMemoryWeights(
-        kernels.weight(self.key_dense.kernel, dtype), tf.convert_to_tensor(self.key_dense.bias),
-        kernels.AdditiveWeights(kernels.weight(self.query_dense.kernel, dtype),
-                                tf.convert_to_tensor(self.v)))
-
   def call(self, s_prev, memory, time, training=False):
-    """s~_t over entries 0..time: s_prev [batch, d] -> (s~ [batch, d], weights [batch, L]).
-    While training, the tanh scores take the kernel of `kernel_choice`."""
+    """s~_t over entries 0..time: s_prev [batch, d] -> (s~ [batch, d], weights [batch, L])."""
     query = ops.dense(self.query_dense, s_prev)  # W_s s_{t-1} [batch, units]
     keys = memory["keys"]  # [batch, L, units]
-    fused = self.kernel_choice.score_kernel(training)
-    scores = kernels.additive_score(keys, query, self.v, fused)  # [batch, L]
+    scores = ops.additive_score(keys, query, self.v, training)  # [batch, L]
     valid = tf.range(tf.shape(scores)[1]) <= time  # [L]
-    weights = kernels.masked_softmax(scores, valid[None, :])  # [batch, L]
+    weights = ops.masked_softmax(scores, valid[None, :])  # [batch, L]
     summary = tf.matmul(tf.cast(weights, s_prev.dtype)[:, None, :], memory["states"])[:, 0]
     return summary, weights
 
@@ -215,11 +193,10 @@ class StateAttention(PastStates):
 
   def _scores(self, keys, query):
     """v^T tanh(keys + query): keys [batch, ..., n, units], query [batch, ..., units] ->
-    [batch, ..., n] (the plain ops of kernels.additive_score: decoding, or all steps at once
-    without a time loop)."""
+    [batch, ..., n] (plain ops: decoding, or all steps at once without a time loop)."""
     if not self.built:
       self.build()
-    return kernels.additive_score(keys, query, self.v)  # [batch, ..., n]
+    return ops.additive_score(keys, query, self.v)  # [batch, ..., n]
 
   def call(self, states):
     """Teacher-forced: states [batch, tgt_len, d] (s_1..s_n) -> s~ [batch, tgt_len, d], row t
@@ -229,7 +206,7 @@ class StateAttention(PastStates):
     scores = self._scores(keys[:, None, :, :], query)  # [batch, tgt_len (t), tgt_len (i)]
     n = tf.shape(states)[1]
     earlier = tf.linalg.band_part(tf.ones([n, n], tf.bool), -1, 0) & ~tf.eye(n, dtype=tf.bool)
-    weights = kernels.masked_softmax(scores, earlier[None])  # [batch, tgt_len, tgt_len]
+    weights = ops.masked_softmax(scores, earlier[None])  # [batch, tgt_len, tgt_len]
     weights *= tf.cast(earlier, weights.dtype)[None]  # row 0 attends to nothing: s~_1 = 0
     return tf.matmul(tf.cast(weights, states.dtype), states)  # [batch, tgt_len, d]
 
@@ -243,7 +220,7 @@ class StateAttention(PastStates):
     query = ops.dense(self.query_dense, s)  # [batch, units]
     scores = self._scores(memory["keys"], tf.cast(query, memory["keys"].dtype))  # [batch, L]
     earlier = tf.range(tf.shape(scores)[1]) < time  # [L]
-    weights = kernels.masked_softmax(scores, earlier[None, :])
+    weights = ops.masked_softmax(scores, earlier[None, :])
     weights *= tf.cast(earlier, weights.dtype)[None, :]  # [batch, L]; zeros at time 0
     summary = tf.matmul(tf.cast(weights, s.dtype)[:, None, :], memory["states"])[:, 0]
     return summary, self.write(memory, s, time)

@@ -13,7 +13,7 @@ import keras
 import tensorflow as tf
 
 from nmt_tf import special_tokens
-from nmt_tf.layers import kernels
+from nmt_tf.layers import ops
 from nmt_tf.models.seq2seq import Seq2Seq
 
 
@@ -30,7 +30,7 @@ class ImageCaptioner(Seq2Seq):
 
   def encode(self, source, training=False):
     """images [batch, size, size, 3] -> decoding context (dict of batch-leading tensors)."""
-    with kernels.precision_scope(self.matmul_dtype):
+    with ops.forward_pass(self.matmul_dtype):
       # [batch, L, D], [batch, L], [batch, D]
       memory, mask, summary = self.encoder(source, training=training)
       return self.decoder.make_context(memory, summary, mask)

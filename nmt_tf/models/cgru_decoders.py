@@ -15,7 +15,6 @@ s_0 = tanh(W_init mean(h)) over real source positions.
 import keras
 import tensorflow as tf
 
-from nmt_tf.layers import kernels
 from nmt_tf.layers.conditional_gru import ConditionalGRUCell
 from nmt_tf.layers.deep_output import Bridge, DeepOutput
 from nmt_tf.layers.self_attention import SelfAttentiveResidual, StateAttention, StateMemory
@@ -119,9 +118,6 @@ class CGRUDecoder(Decoder):
       x["score"] = self.target_summary.scores(emb)  # [...] float32
     return x
 
-  def scoring_layers(self):
-    return [self.cgru.attention] + ([self.state_memory] if self.uses_memory else [])
-
   def transition(self, x_t, state, context, t, training):
     s_prev = state["s"]
     new_state = {}
@@ -143,21 +139,19 @@ class CGRUDecoder(Decoder):
           x_t["emb"], state["summary"], t, score=x_t["score"])
     return outputs, new_state
 
-  def sequence(self, x, state, context, training):
-    """With soft additive attention (every variant): the cGRU loop, with the state memory of
-    the memory RNN, and its hand-written backward pass (`kernels.cgru_sequence`); the
-    target summary d_t, which does not depend on the states, and the self-attentive RNN's s~_t,
-    which the recurrence does not read, are computed for all steps at once with causal masks
-    (no loop)."""
+  def sequence(self, x, state, context):
+    """With soft additive attention (every variant): the cGRU's training loop, with the state
+    memory of the memory RNN; the target summary d_t, which does not depend on the states,
+    and the self-attentive RNN's s~_t, which the recurrence does not read, are computed for
+    all steps at once with causal masks (no loop)."""
     if not self.cgru.has_sequence:
       return None
-    memory = context["memory"]
-    weights = self.cgru.loop_weights(memory.shape[-1], x["gru"].dtype,
-                                     self.state_memory if self.uses_memory else None)
-    s, c, alpha = kernels.cgru_sequence(
-        x["gru"], state["s"], memory, context["keys"], context["mask"], weights,
-        self.kernel_choice.score_kernel(training),
-        context.get("drops"))[:3]  # [batch, tgt_len, ...] each
+    run = self.loops.cgru(self.cgru, x["gru"], state["s"], context["memory"], context["keys"],
+                          context["mask"], self.state_memory if self.uses_memory else None,
+                          context.get("drops"))
+    if run is None:
+      return None
+    s, c, alpha = run  # [batch, tgt_len, ...] each
     outputs = {"s": s, "context": c, "attention": alpha, "log_prob": tf.zeros_like(alpha[..., 0])}
     if self.uses_state_attention:
       outputs["s_tilde"] = self.state_attention(s)  # [batch, tgt_len, units]

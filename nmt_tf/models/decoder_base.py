@@ -4,13 +4,12 @@ A decoder defines
   precompute(emb)                       step-independent input projections, any leading dims;
   transition(x_t, state, context, t, training) -> (outputs_t, new_state), one target step;
   output_inputs(outputs, emb)           the named inputs of its output layer;
-  sequence(x, state, context, training) optionally, all steps at once through one kernel of
-                                        `kernels` with a hand-written backward pass (None:
-                                        use `transition`).
+  sequence(x, state, context)           optionally, all training steps at once through one
+                                        of its TrainingLoops' loops (None: use `transition`).
 `call` precomputes for all target positions, runs `transition` in one graph-mode loop
-(layers/recurrence.scan_time) and applies the output layer once to all steps; `step` does the
-same for one position. Hence step-by-step decoding reproduces the teacher-forced logits.
-The model hands the decoder its training kernels once, where it is built (`use_kernels`).
+(`loops.scan`) and applies the output layer once to all steps; `step` does the same for one
+position. Hence step-by-step decoding reproduces the teacher-forced logits. The model hands
+the decoder its TrainingLoops once, where it is built (`loops`).
 """
 
 import keras
@@ -18,7 +17,6 @@ import tensorflow as tf
 
 from nmt_tf.layers import kernels
 from nmt_tf.layers.attention import make_attention
-from nmt_tf.layers.recurrence import scan_time
 
 
 class Decoder(keras.layers.Layer):
@@ -27,10 +25,11 @@ class Decoder(keras.layers.Layer):
   Subclasses create `self.output_layer` (called with the dict from `output_inputs`) and
   implement `make_context`, `initial_state`, `precompute`, `transition`, `output_inputs`.
 
-  Attribute `kernel_choice` (kernels.KernelChoice): the training kernels, set by `use_kernels`.
+  Attribute `loops` (kernels.TrainingLoops): how the steps run over a sequence, set by the
+  model where it is built.
   """
 
-  kernel_choice = kernels.DEFAULT_CHOICE
+  loops = kernels.DEFAULT_LOOPS
 
   def build(self, *args, **kwargs):
     # Sub-layers build lazily on first use (step 0 is run outside the time loop).
@@ -45,17 +44,6 @@ class Decoder(keras.layers.Layer):
                              "attention_mode": attention_mode, "hard_inference": hard_inference}
     return make_attention(attention, attention_units or units, units, memory_dim, attention_mode,
                           hard_inference)
-
-  def use_kernels(self, choice):
-    """Trains with `choice` (kernels.KernelChoice, resolved by the model): kept here and handed
-    to the layers that score with tanh (`scoring_layers`)."""
-    self.kernel_choice = choice
-    for layer in self.scoring_layers():
-      layer.kernel_choice = choice
-
-  def scoring_layers(self):
-    """The layers whose call takes the training kernel of tanh scores: the attention."""
-    return [self.attention] if hasattr(self, "attention") else []
 
   def make_context(self, memory, summary, mask):
     """Constant decoding context from the encoder: memory [batch, src_len, mem_dim],
@@ -80,11 +68,10 @@ class Decoder(keras.layers.Layer):
     (recurrent dropout), or `context` itself for a decoder without."""
     return context
 
-  def sequence(self, x, state, context, training):
-    """Optionally, all of `call`'s steps at once with a hand-written backward pass, asked for
-    while training only (unless the kernel choice takes autodiff for the decoder): the
-    outputs `transition` would give, stacked [batch, tgt_len, ...]; None = run it in
-    scan_time."""
+  def sequence(self, x, state, context):
+    """Optionally, all of a training pass's steps at once through one of `loops`' training
+    loops: the outputs `transition` would give, stacked [batch, tgt_len, ...]; None = run
+    `transition` in `loops.scan`."""
     return None
 
   def call(self, emb, context, training=False):
@@ -93,7 +80,7 @@ class Decoder(keras.layers.Layer):
     Args:
       emb: [batch, tgt_len, e], embeddings of BOS y_1 .. y_{n-1} (target_in).
       context: from `make_context`.
-      training: dropout, sampled hard attention, and the training kernels.
+      training: dropout, sampled hard attention, and the training loops.
 
     Returns:
       logits [batch, tgt_len, vocab], attention [batch, tgt_len, src_len] float32,
@@ -103,13 +90,10 @@ class Decoder(keras.layers.Layer):
     if training:
       context = self.with_dropout_masks(context)
     x = self.precompute(emb)
-    outputs = None
-    if training and self.kernel_choice.manual_backward:
-      outputs = self.sequence(x, state, context, training)
+    outputs = self.sequence(x, state, context) if training else None
     if outputs is None:
       step = lambda x_t, s, t: self.transition(x_t, s, context, t, training)
-      # each [batch, tgt_len, ...]
-      outputs, _ = scan_time(step, x, state, defer=self.kernel_choice.defer_gradients)
+      outputs, _ = self.loops.scan(step, x, state)  # each [batch, tgt_len, ...]
     logits = self.output_layer(self.output_inputs(outputs, emb), training=training)
     return logits, outputs["attention"], outputs["log_prob"]
 

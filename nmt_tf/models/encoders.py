@@ -4,8 +4,8 @@ embedding-only ("concatenation") and convolutional (no pooling), docs/EQUATIONS.
 Each maps embedded source x [batch, src_len, e] and mask [batch, src_len] to
   memory  [batch, src_len, out_dim]: annotations h_i (zero at padded positions);
   summary [batch, out_dim]: the fixed context c of the encdec model;
-the RNN encoder's `kernel_choice` (kernels.KernelChoice, set by the model where it is built)
-picks the recurrences' training path.
+the RNN encoder's `loops` (kernels.TrainingLoops, set by the model where it is built) run its
+recurrences.
 Sources are left-aligned (real tokens first), so a forward recurrence never sees padding
 before a real token; the backward direction reverses each sentence by its own length
 (tf.reverse_sequence), so it starts at the sentence's last real token.
@@ -16,8 +16,7 @@ import tensorflow as tf
 
 from nmt_tf.layers import kernels
 from nmt_tf.layers import ops
-from nmt_tf.layers.gru import GRUCell, cell_sequences
-from nmt_tf.layers.recurrence import scan_time
+from nmt_tf.layers.gru import GRUCell
 
 
 def _lengths(mask):
@@ -44,23 +43,22 @@ def _check_positive(**values):
       raise ValueError(f"Received {key}={value!r}; expected a positive integer.")
 
 
-def _run_cells(cells, projected, initial, training, choice, drops=None):
-  """The cells' states over time, [batch, src_len, units] each, from their input projections.
-
-  While training, the GRUs run in one loop with a hand-written backward pass (layers/gru.py
-  `cell_sequences`) unless the kernel choice takes autodiff for the encoder; otherwise
-  (decoding, export) in scan_time with autodiff. drops: per cell a recurrent dropout mask
-  [batch, units] (layers/gru.py), or None.
+def _run_cells(cells, projected, initial, training, loops, drops=None):
+  """The cells' states over time, [batch, src_len, units] each, from their input projections:
+  while training in the GRUs' training loop (`loops.gru_stack`), else (or with autodiff)
+  their `step` in `loops.scan`. drops: per cell a recurrent dropout mask [batch, units]
+  (layers/gru.py), or None.
   """
-  if training and choice.manual_backward:
-    return cell_sequences(cells, projected, initial, drops)
+  outputs = loops.gru_stack(cells, projected, initial, drops) if training else None
+  if outputs is not None:
+    return outputs
   drops = drops or [None] * len(cells)
 
   def step(x_t, states, t):
     new = [cell.step(xp, h, m) for cell, xp, h, m in zip(cells, x_t, states, drops)]
     return new, new
 
-  outputs, _ = scan_time(step, projected, initial, defer=choice.defer_gradients)
+  outputs, _ = loops.scan(step, projected, initial)
   return outputs
 
 
@@ -85,11 +83,11 @@ class RNNEncoder(keras.layers.Layer):
     hidden_dropout: recurrent dropout rate while training: one mask per sentence and GRU on
       the state its recurrent kernel reads (layers/gru.py; reset_after only).
 
-  Attribute `kernel_choice` (kernels.KernelChoice): the training path of the recurrences, set
+  Attribute `loops` (kernels.TrainingLoops): how the recurrences run over the sentence, set
   by the model where it is built.
   """
 
-  kernel_choice = kernels.DEFAULT_CHOICE
+  loops = kernels.DEFAULT_LOOPS
 
   def __init__(self, units, num_layers=1, bidirectional=True, reverse_source=False,
                reset_after=True, layer_norm=False, hidden_dropout=0.0, **kwargs):
@@ -144,7 +142,7 @@ class RNNEncoder(keras.layers.Layer):
       if training and self.hidden_dropout:  # one mask per sentence and GRU
         drops = [self.state_dropout(tf.ones_like(h), training=True) for h in initial]
       # list of [batch, src_len, units]
-      outputs = _run_cells(cells, projected, initial, training, self.kernel_choice, drops)
+      outputs = _run_cells(cells, projected, initial, training, self.loops, drops)
       if self.bidirectional:
         outputs[1] = _reverse(outputs[1], lengths)  # back to source order
       x = _zero_padding(tf.concat(outputs, axis=-1), mask)  # [batch, src_len, output_dim]

@@ -2,7 +2,7 @@
 call `build_model`.
 
 precision (train.precision): float32; float32_bf16_matmul, a float32 model whose matrix
-products take bfloat16 operands (`kernels.precision_scope`); mixed_bfloat16 and mixed_float16,
+products take bfloat16 operands (`ops.forward_pass`); mixed_bfloat16 and mixed_float16,
 Keras dtype policies, set while the layers are created; auto, one of the first two for this
 machine (`nmt_tf.cpu.resolve_precision`).
 """

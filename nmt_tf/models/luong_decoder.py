@@ -11,7 +11,6 @@ input-feeding term W_f h~_{t-1} is projected per step.
 import keras
 import tensorflow as tf
 
-from nmt_tf.layers import kernels
 from nmt_tf.layers import ops
 from nmt_tf.layers.attention import LuongAttention
 from nmt_tf.layers.deep_output import Bridge, OutputProjection
@@ -69,28 +68,18 @@ class LuongDecoder(Decoder):
   def precompute(self, emb):
     return {"rnn": self.rnn.project_inputs(emb)}  # [..., gates*units]
 
-  def sequence(self, x, state, context, training):
-    """With a GRU and a soft dot or general score: the whole loop with the hand-written
-    backward pass (`kernels.luong_sequence`)."""
+  def sequence(self, x, state, context):
+    """With a GRU and a soft dot or general score: all steps in the Luong training loop."""
     attention = self.attention
     if not (self.rnn_cell == "gru" and isinstance(attention, LuongAttention)
             and attention.score_type in ("dot", "general") and attention.mode == "soft"):
       return None
-    memory = context["memory"]
-    h_tilde, alpha = kernels.luong_sequence(
-        x["rnn"], state["s"], memory, context["keys"], context["mask"],
-        self.loop_weights(memory.shape[-1], x["rnn"].dtype))  # [batch, tgt_len, ...] each
+    run = self.loops.luong(self.feed_proj, self.rnn, self.combine, x["rnn"], state["s"],
+                           context["memory"], context["keys"], context["mask"])
+    if run is None:
+      return None
+    h_tilde, alpha = run  # [batch, tgt_len, ...] each
     return {"h_tilde": h_tilde, "attention": alpha, "log_prob": tf.zeros_like(alpha[..., 0])}
-
-  def loop_weights(self, memory_dim, dtype):
-    """kernels.LuongWeights over `dtype` states, the kernels in the product dtype."""
-    if not self.feed_proj.built:
-      self.feed_proj.build((None, self.units))
-    if not self.combine.built:
-      self.combine.build((None, memory_dim + self.units))
-    return kernels.LuongWeights(kernels.weight(self.feed_proj.kernel, dtype),
-                                self.rnn.loop_weights(dtype),
-                                kernels.weight(self.combine.kernel, dtype))
 
   def transition(self, x_t, state, context, t, training):
     x_proj = x_t["rnn"] + ops.dense(self.feed_proj, state["h_tilde"])

@@ -14,11 +14,10 @@ encdec, per step for rnnsearch (c_t changes).
 import keras
 import tensorflow as tf
 
-from nmt_tf.layers import kernels
 from nmt_tf.layers import ops
 from nmt_tf.layers.attention import BahdanauAttention
 from nmt_tf.layers.deep_output import Bridge, DeepOutput
-from nmt_tf.layers.gru import GRUCell, cell_sequences
+from nmt_tf.layers.gru import GRUCell
 from nmt_tf.models.decoder_base import Decoder
 
 DEEP_INPUTS = ("state", "prev_embedding", "context")
@@ -73,11 +72,14 @@ class EncDecDecoder(Decoder):
         "log_prob": tf.zeros(tf.shape(mask)[:1], tf.float32),
     }, {"s": s}
 
-  def sequence(self, x, state, context, training):
-    """The GRU over all steps with the hand-written backward pass (layers/gru.py
-    `cell_sequences`); its inputs W_y E y_t + C c do not depend on the states."""
+  def sequence(self, x, state, context):
+    """The GRU over all steps in one training loop; its inputs W_y E y_t + C c do not depend
+    on the states."""
     inputs = x["gru"] + context["summary_proj"][:, None, :]  # [batch, tgt_len, 3*units]
-    s = cell_sequences([self.gru], [inputs], [state["s"]])[0]  # [batch, tgt_len, units]
+    run = self.loops.gru_stack([self.gru], [inputs], [state["s"]])
+    if run is None:
+      return None
+    s = run[0]  # [batch, tgt_len, units]
     steps = tf.shape(inputs)[1]
     mask = context["mask"]
     return {
@@ -139,25 +141,16 @@ class RNNSearchDecoder(Decoder):
   def precompute(self, emb):
     return {"gru": self.gru.project_inputs(emb)}  # [..., 3*units]
 
-  def sequence(self, x, state, context, training):
-    """With soft additive attention: the whole loop with the hand-written backward pass
-    (`kernels.rnnsearch_sequence`)."""
+  def sequence(self, x, state, context):
+    """With soft additive attention: all steps in the RNNsearch training loop."""
     if not (isinstance(self.attention, BahdanauAttention) and self.attention.mode == "soft"):
       return None
-    memory = context["memory"]
-    s, c, alpha = kernels.rnnsearch_sequence(
-        x["gru"], state["s"], memory, context["keys"], context["mask"],
-        self.loop_weights(memory.shape[-1], x["gru"].dtype),
-        self.kernel_choice.score_kernel(training))  # [batch, tgt_len, ...] each
+    run = self.loops.rnnsearch(self.attention, self.context_proj, self.gru, x["gru"],
+                               state["s"], context["memory"], context["keys"], context["mask"])
+    if run is None:
+      return None
+    s, c, alpha = run  # [batch, tgt_len, ...] each
     return {"s": s, "context": c, "attention": alpha, "log_prob": tf.zeros_like(alpha[..., 0])}
-
-  def loop_weights(self, memory_dim, dtype):
-    """kernels.RNNSearchWeights over `dtype` states, the kernels in the product dtype."""
-    if not self.context_proj.built:
-      self.context_proj.build((None, memory_dim))
-    return kernels.RNNSearchWeights(self.attention.loop_weights(self.units, dtype),
-                                    kernels.weight(self.context_proj.kernel, dtype),
-                                    self.gru.loop_weights(dtype))
 
   def transition(self, x_t, state, context, t, training):
     s_prev = state["s"]

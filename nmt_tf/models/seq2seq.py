@@ -9,6 +9,7 @@ import tensorflow as tf
 
 from nmt_tf import special_tokens
 from nmt_tf.layers import kernels
+from nmt_tf.layers import ops
 from nmt_tf.layers.embedding import ScaledEmbedding
 from nmt_tf.layers.lexical import LexicalModel
 from nmt_tf.models.cgru_decoders import CGRUDecoder
@@ -70,11 +71,11 @@ class Seq2Seq(keras.Model):
   Args:
     config: a ModelConfig or a dict of its fields.
     kernel_options: kernels.KernelOptions, the speed paths of training (default: the fastest
-      measured); attribute `kernel_options`. Resolved with the precision into one
-      kernels.KernelChoice for the encoder and one for the decoder here, and again when the
-      attribute is set, never at call time.
+      measured); attribute `kernel_options`. Resolved with the precision into the
+      TrainingLoops of the encoder and of the decoder here, and again when the attribute is
+      set, never at call time.
     matmul_dtype: None, or "bfloat16" for the float32_bf16_matmul precision: the operand
-      dtype of the matrix products of every forward pass (`kernels.precision_scope`).
+      dtype of the matrix products of every forward pass (`ops.forward_pass`).
 
   Neither option is part of get_config: they change how the model computes, not the model.
   """
@@ -134,7 +135,7 @@ class Seq2Seq(keras.Model):
 
   @property
   def kernel_options(self):
-    """kernels.KernelOptions of training; setting it resolves the kernels of both parts."""
+    """kernels.KernelOptions of training; setting it resolves the loops of both parts."""
     return self._kernel_options
 
   @kernel_options.setter
@@ -145,7 +146,7 @@ class Seq2Seq(keras.Model):
   @property
   def matmul_dtype(self):
     """The operand dtype of the matrix products (None: the compute dtype); setting it
-    resolves the kernels of both parts again."""
+    resolves the loops of both parts again."""
     return self._matmul_dtype
 
   @matmul_dtype.setter
@@ -154,19 +155,20 @@ class Seq2Seq(keras.Model):
     self._resolve_kernels()
 
   def _resolve_kernels(self):
-    """Hands the encoder and the decoder the kernels that the options resolve to with this
-    precision (kernels.KernelOptions.resolve), once: no layer decides at call time."""
+    """Hands the encoder and the decoder the TrainingLoops that the options resolve to with
+    this precision (kernels.KernelOptions.resolve), once: no layer decides at call time."""
     resolve = lambda part: self._kernel_options.resolve(part, self._matmul_dtype,
                                                         self.compute_dtype)
-    self.encoder.kernel_choice = resolve("encoder")
-    self.decoder.use_kernels(resolve("decoder"))
+    self.encoder.loops = kernels.TrainingLoops(resolve("encoder"))
+    self.decoder.loops = kernels.TrainingLoops(resolve("decoder"))
+    self._fused_scores = self.decoder.loops.choice.fused_attention
 
   def call(self, inputs, training=False, samples=1):
     """Teacher-forced forward pass.
 
     Args:
       inputs: dict with `source` and `target_in`.
-      training: dropout, sampled hard attention, and the training kernels.
+      training: dropout, sampled hard attention, and the training loops.
       samples: N, a Python int: the batch holds N consecutive copies of each sentence, which
         take the expected context together (`hard_expectation_rate`).
 
@@ -174,7 +176,7 @@ class Seq2Seq(keras.Model):
       dict: logits [batch, tgt_len, tgt_vocab], attention [batch, tgt_len, src_len] (float32),
       attention_log_prob [batch, tgt_len] (hard attention's sampled log alpha, else zeros).
     """
-    with kernels.precision_scope(self.matmul_dtype):
+    with ops.forward_pass(self.matmul_dtype, fused_scores=self._fused_scores):
       context = self.encode(inputs["source"], training=training)
       sampler = getattr(self, "expectation_sampler", None)
       if training and sampler is not None:  # [batch] bool, one draw per sentence
@@ -198,7 +200,7 @@ class Seq2Seq(keras.Model):
   def encode(self, source, training=False):
     """source [batch, src_len] ids -> decoding context (dict of batch-leading tensors)."""
     mask = tf.not_equal(source, special_tokens.PAD_ID)  # [batch, src_len]
-    with kernels.precision_scope(self.matmul_dtype):
+    with ops.forward_pass(self.matmul_dtype):
       x = self.embed(source, "source", training)  # [batch, src_len, e]
       # [batch, src_len, mem_dim], [batch, mem_dim]
       memory, summary = self.encoder(x, mask, training=training)
@@ -222,14 +224,14 @@ class Seq2Seq(keras.Model):
 
   def initial_state(self, context, max_length):
     """Decoder state before the first step, for up to `max_length` steps."""
-    with kernels.precision_scope(self.matmul_dtype):
+    with ops.forward_pass(self.matmul_dtype):
       return self.decoder.initial_state(context, max_length)
 
   def step(self, prev_ids, state, context, time, vocab=None):
     """One incremental decoding step: prev_ids [batch] -> (logits [batch, vocab],
     attention [batch, src_len], new state). With `vocab` (int32 [n], a shortlist of target
     ids) the logits are those of the shortlist's words only, [batch, n]."""
-    with kernels.precision_scope(self.matmul_dtype):
+    with ops.forward_pass(self.matmul_dtype):
       logits, attention, state = self.decoder.step(self.tgt_embedding(prev_ids), state,
                                                     context, time, vocab)
       return self._with_lexical(logits, attention, context, vocab), attention, state

@@ -16,19 +16,18 @@ probes turns them into the invariant operand's gradient with one product:
 
 The gradients with respect to the per-step operands (x_t, a_t, q_t) are unchanged. Outside a
 deferring loop these functions are the plain products. Which loops defer: see
-layers/recurrence.scan_time (bfloat16 loops by default; KernelOptions.defer_gradients sets it).
-The loop being traced is trace-time state of this package, per thread as precision.py's scope.
+scan.py `scan_time` (bfloat16 loops by default; KernelOptions.defer_gradients sets it).
+The loop being traced is trace-time state of this package (trace_state.py "deferring").
 """
 
 import contextlib
-import threading
 
 import tensorflow as tf
 
 from nmt_tf.layers.kernels import precision
+from nmt_tf.layers.kernels import trace_state
 
 KINDS = ("matmul", "attend", "score")
-_local = threading.local()  # per thread: tf.distribute runs one replica per thread
 
 
 def _product(kind, x, invariant):
@@ -96,25 +95,19 @@ class _Looping:
 
 
 def _apply(kind, x, invariant):
-  active = getattr(_local, "active", None)
+  active = trace_state.get("deferring")
   if active is None:
     return _product(kind, x, invariant)
   return active.apply(kind, x, invariant)
 
 
-@contextlib.contextmanager
 def _activate(scope):
   """Routes the products traced inside the block through `scope`, then restores the outer."""
-  outer = getattr(_local, "active", None)
-  _local.active = scope
-  try:
-    yield scope
-  finally:
-    _local.active = outer
+  return trace_state.setting("deferring", scope)
 
 
 class LoopProducts:
-  """The deferring protocol for one time loop (used by layers/recurrence.scan_time).
+  """The deferring protocol for one time loop (used by scan.py `scan_time`).
 
     products = LoopProducts()
     with products.first_step(): out0, state = step(x0, ...)   # outside the loop

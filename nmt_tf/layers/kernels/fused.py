@@ -72,7 +72,7 @@ def additive_score(keys, query, v, fused=False):
     query: [batch, units] (or [batch, ..., units]), the projected query.
     v: [units] variable or tensor.
     fused: "xla" (or True) = the XLA kernels above; False = plain TensorFlow ops
-      (KernelChoice.score_kernel). The same values up to float rounding.
+      (the resolved KernelChoice.fused_attention). The same values up to float rounding.
 
   Returns:
     [batch, src_len] (or [batch, ..., src_len]) in keys' dtype.

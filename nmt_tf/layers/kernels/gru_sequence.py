@@ -14,7 +14,7 @@ plus the next step's dh_{t-1}), going back in time:
 and after the loop, as one product each over all steps:
   dU = sum_t h_{t-1}^T du_t,   db_U = sum_t du_t.
 
-Autodiff of the tf.while_loop (layers/recurrence.scan_time) makes the same arithmetic with many
+Autodiff of the tf.while_loop (scan.py `scan_time`) makes the same arithmetic with many
 more ops per step: it pushes every intermediate of the forward step onto accumulator lists, takes
 the gradients of the gate split and of the bias broadcasts, and sums U's gradient step by step
 (a thin [units, batch] x [batch, 3 units] product and an AddN per step). Here the forward loop
@@ -26,7 +26,7 @@ The reset-before GRU (Cho 2014, reset_after=False) has its own pair of steps
 (`gru_backward_reset_before` states its equations). `gru_forward` and `gru_backward` are one
 reset-after step each way, shared with the decoder loops (attention_sequence.py,
 luong_sequence.py). Used while training by the GRU encoders and the encdec decoder (through
-layers/gru.py `cell_sequences`); decoding and export keep the autodiff path, and
+loops.py `TrainingLoops.gru_stack`); decoding and export keep the autodiff path, and
 KernelOptions(gru_backward="autodiff") makes training take it too (A/Bs, tests).
 """
 

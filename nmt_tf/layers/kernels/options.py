@@ -4,8 +4,9 @@ No option changes what is computed, only how (the values agree up to float round
 defaults are the fastest paths measured on CPU (docs/PERFORMANCE.md). Benchmarks and tests set
 the others to compare the paths. Seq2Seq holds one KernelOptions (`kernel_options`) and,
 where it is built (or when they are set), resolves them with its precision into one
-KernelChoice per part (`KernelOptions.resolve`), which the encoder and the decoder keep and
-hand to their attention layers: no layer decides anything at call time.
+KernelChoice per part (`KernelOptions.resolve`), which the part's TrainingLoops keep
+(loops.py); the forward pass's scope carries the score kernel (precision.py): no layer
+decides anything.
 """
 
 import dataclasses
@@ -67,7 +68,7 @@ class KernelOptions:
     `compute_dtype`.
 
     defer_gradients None -> whether the loops' inputs are bfloat16 (measured: +8% there, -5%
-    with float32 inputs, layers/recurrence.py); fused_attention "auto" -> the XLA kernels with
+    with float32 inputs, scan.py); fused_attention "auto" -> the XLA kernels with
     bfloat16 products of float32 keys (the float32_bf16_matmul precision), plain ops
     otherwise (measured: +5-6% there, -5-11% in float32, fused.py).
     """
@@ -98,10 +99,6 @@ class KernelChoice:
   manual_backward: bool = True
   defer_gradients: bool = False
   fused_attention: str | bool = False
-
-  def score_kernel(self, training):
-    """The `fused` argument of kernels.additive_score: plain ops outside training."""
-    return self.fused_attention if training else False
 
 
 DEFAULT_OPTIONS = KernelOptions()

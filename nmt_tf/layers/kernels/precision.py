@@ -15,45 +15,51 @@ products lose precision, as with TF32 on GPUs, and the elementwise ops keep floa
 """
 
 import contextlib
-import threading
 
 import tensorflow as tf
 
-_local = threading.local()  # per thread: tf.distribute runs one replica per thread
+from nmt_tf.layers.kernels import trace_state
 
 
 class _Scope:
 
-  def __init__(self, matmul_dtype):
+  def __init__(self, matmul_dtype, fused_scores):
     self.matmul_dtype = None if matmul_dtype is None else tf.as_dtype(matmul_dtype)
+    self.fused_scores = fused_scores
     self.casts = {}  # id(variable), dtype -> (variable, cast tensor)
 
 
 @contextlib.contextmanager
-def scope(matmul_dtype=None, prefetch=()):
+def scope(matmul_dtype=None, prefetch=(), fused_scores=False):
   """One forward pass: products in `matmul_dtype` (None = the inputs' dtype), cached casts.
 
   A nested scope with the same dtype, or with None, reuses the enclosing one (encode inside
   call; a model's forward pass inside a search that chose the dtype).
   `prefetch`: variables whose casts are made on entry, e.g. before a decoding loop whose
   steps would otherwise make them inside the loop (with a matmul_dtype only).
+  `fused_scores`: the tanh scores of a training pass take the XLA kernels (`fused_scores`,
+  fused.py), as the model's KernelOptions resolved.
   """
-  outer = getattr(_local, "scope", None)
+  outer = trace_state.get("pass_scope")
   if matmul_dtype == "float32":
     matmul_dtype = None
   if outer is not None and (matmul_dtype is None
                             or outer.matmul_dtype == tf.as_dtype(matmul_dtype)):
     yield outer
     return
-  _local.scope = _Scope(matmul_dtype)
-  try:
-    if _local.scope.matmul_dtype is not None:
+  with trace_state.setting("pass_scope", _Scope(matmul_dtype, fused_scores)) as active:
+    if active.matmul_dtype is not None:
       for w in prefetch:
         if w.dtype == tf.float32 and len(w.shape) == 2:  # kernels (embeddings are gathered)
           weight(w, tf.float32)
-    yield _local.scope
-  finally:
-    _local.scope = outer
+    yield active
+
+
+def fused_scores_kernel():
+  """The kernel of the tanh scores of a training pass in this scope: "xla" (fused.py) or
+  False (plain ops)."""
+  active = trace_state.get("pass_scope")
+  return False if active is None else active.fused_scores
 
 
 def matmul_dtype_for(precision):
@@ -64,7 +70,7 @@ def matmul_dtype_for(precision):
 
 def product_dtype(dtype):
   """The dtype products of `dtype` inputs are computed in."""
-  active = getattr(_local, "scope", None)
+  active = trace_state.get("pass_scope")
   if active is None or active.matmul_dtype is None:
     return tf.as_dtype(dtype)
   return active.matmul_dtype
@@ -80,7 +86,7 @@ def weight(w, dtype, columns=None, take=None, axis=1):
   once per scope too (the output layer restricted to a vocabulary shortlist).
   """
   target = product_dtype(dtype)
-  active = getattr(_local, "scope", None)
+  active = trace_state.get("pass_scope")
   if active is None or isinstance(w, tf.Tensor):
     w = tf.cast(w, target)
     if take is not None:

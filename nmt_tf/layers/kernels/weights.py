@@ -1,8 +1,8 @@
 """The weights the hand-written sequence loops take, one typed structure per cell and score.
 
-Each structure is built by the layer that owns the weights (`GRUCell.loop_weights`,
-`BahdanauAttention.loop_weights`, `StateMemory.loop_weights`, and the decoders for their whole
-loop), with the kernels already in the product dtype (precision.py `weight`), so a loop never
+Each structure is read from the layers that own the weights by the functions at the end
+(`gru_weights`, `cgru_weights`, ...; they read the layers' variables by name and import no
+layer), with the kernels already in the product dtype (precision.py `weight`), so a loop never
 casts inside its steps. They are NamedTuples: a missing or misspelt field is an error where
 the structure is built, and tf.nest flattens them for tf.custom_gradient, which returns the
 gradients in the same structure. A field that a configuration does not use is None.
@@ -11,6 +11,8 @@ gradients in the same structure. A field that a configuration does not use is No
 from typing import NamedTuple, Optional
 
 import tensorflow as tf
+
+from nmt_tf.layers.kernels.precision import weight
 
 
 class GRUWeights(NamedTuple):
@@ -121,3 +123,72 @@ def unflatten(weights, tensors):
   tensors = iter(tensors)
   return tf.nest.pack_sequence_as(
       weights, [None if t is None else next(tensors) for t in tf.nest.flatten(weights)])
+
+
+def _built(dense, input_dim):
+  """A keras Dense layer, built for `input_dim` inputs if it was not yet."""
+  if not dense.built:
+    dense.build((None, input_dim))
+  return dense
+
+
+def gru_weights(cell, dtype):
+  """GRUWeights of a GRUCell (layers/gru.py) over `dtype` states: U in the product dtype, b_U
+  (None for reset-before) and g_h (None without layer norm)."""
+  bias = tf.convert_to_tensor(cell.recurrent_bias) if cell.reset_after else None
+  gain = tf.convert_to_tensor(cell.recurrent_gain) if cell.layer_norm else None
+  return GRUWeights(weight(cell.recurrent_kernel, dtype), bias, gain)
+
+
+def additive_weights(score_layer, query_dim, dtype):
+  """AdditiveWeights of a layer scoring v^T tanh(k_i + W q) with its Dense `query_dense` (W)
+  and `v`: BahdanauAttention, StateMemory."""
+  if not score_layer.built:
+    score_layer.build()
+  query_dense = _built(score_layer.query_dense, query_dim)
+  return AdditiveWeights(weight(query_dense.kernel, dtype), tf.convert_to_tensor(score_layer.v))
+
+
+def state_memory_weights(state_memory, units, dtype):
+  """StateMemoryWeights of a StateMemory layer (layers/self_attention.py) over `dtype`
+  states of `units` dims."""
+  key_dense = _built(state_memory.key_dense, units)
+  return StateMemoryWeights(weight(key_dense.kernel, dtype),
+                            tf.convert_to_tensor(key_dense.bias),
+                            additive_weights(state_memory, units, dtype))
+
+
+def cgru_weights(cell, memory_dim, dtype, state_memory=None):
+  """CGRUWeights of a ConditionalGRUCell (layers/conditional_gru.py) over `dtype` states and
+  annotations of `memory_dim` dims; with a StateMemory layer, its weights too."""
+  gru2 = cell.gru2
+  if not gru2.built:
+    gru2.build((None, memory_dim))
+  return CGRUWeights(
+      gru1=gru_weights(cell.gru1, dtype),
+      attention=additive_weights(cell.attention, cell.units, dtype),
+      context_kernel=weight(gru2.kernel, dtype),
+      context_bias=tf.convert_to_tensor(gru2.bias),
+      gru2=gru_weights(gru2, dtype),
+      state_memory=(None if state_memory is None
+                    else state_memory_weights(state_memory, cell.units, dtype)),
+      context_gain=tf.convert_to_tensor(gru2.input_gain) if cell.layer_norm else None,
+      transitions=tuple(TransitionWeights(tf.convert_to_tensor(deep.bias),
+                                          gru_weights(deep, dtype))
+                        for deep in cell.deep_cells))
+
+
+def rnnsearch_weights(attention, context_proj, gru, memory_dim, dtype):
+  """RNNSearchWeights of the RNNsearch decoder's layers: its BahdanauAttention, the Dense C
+  of the context and its GRUCell."""
+  return RNNSearchWeights(additive_weights(attention, gru.units, dtype),
+                          weight(_built(context_proj, memory_dim).kernel, dtype),
+                          gru_weights(gru, dtype))
+
+
+def luong_weights(feed_proj, gru, combine, memory_dim, dtype):
+  """LuongWeights of the input-feeding decoder's layers: the Dense W_f, its GRUCell and the
+  Dense W_c."""
+  units = gru.units
+  return LuongWeights(weight(_built(feed_proj, units).kernel, dtype), gru_weights(gru, dtype),
+                      weight(_built(combine, memory_dim + units).kernel, dtype))

@@ -5,7 +5,7 @@ inputs with a `tf.while_loop` and TensorArrays: no Python loop over time steps e
 graph, and the state may hold buffers (e.g. the memory RNN's previous states) without being
 stacked once per step as `tf.scan` would. With `defer=True` the gradients of loop-invariant
 operands of the steps' products (recurrent kernels, attended annotations) are taken after the
-loop in one product each instead of step by step (`kernels.LoopProducts`).
+loop in one product each instead of step by step (deferred.py `LoopProducts`).
 
 Inside `without_tensor_lists()` the loop reads its inputs with a gather and writes its outputs
 into preallocated [time, batch, ...] buffers instead of TensorArrays: the same values, in ops
@@ -14,24 +14,16 @@ a dynamic batch size).
 """
 
 import contextlib
-import threading
 
 import tensorflow as tf
 
-from nmt_tf.layers import kernels
+from nmt_tf.layers.kernels import trace_state
+from nmt_tf.layers.kernels.deferred import LoopProducts
 
-_MODE = threading.local()
 
-
-@contextlib.contextmanager
 def without_tensor_lists():
   """Within this context, `scan_time` builds its loops without TensorArrays (see above)."""
-  previous = getattr(_MODE, "buffers", False)
-  _MODE.buffers = True
-  try:
-    yield
-  finally:
-    _MODE.buffers = previous
+  return trace_state.setting("without_lists", True)
 
 
 def _write_row(buffer, t, value):
@@ -51,7 +43,7 @@ def scan_time(step, inputs, initial_state, length=None, defer=None):
     inputs: nested structure of tensors [batch, time, ...] (all with the same time length).
     initial_state: nested structure of tensors, the state before step 0.
     length: optional scalar number of steps; defaults to the time length of `inputs`.
-    defer: route the steps' products made through `kernels.matmul`, `attend` and `score` so
+    defer: route the steps' products made through `matmul`, `attend` and `score` so
       that the gradients of their loop-invariant operands are computed after the loop (same
       values); KernelOptions.defer_gradients. None = when the inputs are bfloat16: there it
       gave +8% training speed (bfloat16 gradient sums inside the loop are slow on CPU); with
@@ -67,7 +59,7 @@ def scan_time(step, inputs, initial_state, length=None, defer=None):
     length = tf.shape(time_major[0])[0]
   else:
     time_major = [x[:length] for x in time_major]  # [length, batch, ...]
-  if getattr(_MODE, "buffers", False):
+  if trace_state.get("without_lists"):
     return _scan_buffers(step, inputs, time_major, initial_state, length)
   input_tas = [
       tf.TensorArray(x.dtype, size=length, element_shape=x.shape[1:]).unstack(x)
@@ -78,7 +70,7 @@ def scan_time(step, inputs, initial_state, length=None, defer=None):
   x0 = tf.nest.pack_sequence_as(inputs, [x[0] for x in time_major])
   if defer is None:
     defer = any(x.dtype == tf.bfloat16 for x in flat_inputs)
-  products = kernels.LoopProducts()
+  products = LoopProducts()
   with products.first_step() if defer else contextlib.nullcontext():
     out0, state = step(x0, initial_state, tf.constant(0, tf.int32))
   num_outputs = len(tf.nest.flatten(out0))
