@@ -114,7 +114,7 @@ class Seq2Seq(keras.Model):
     """An embedding table of `vocab_size` x e, initialised as `embedding_init_std` says;
     with `scale_embeddings`, stored at 1 / sqrt(e) of that scale (layers/embedding.py)."""
     cfg = self.model_config
-    if not cfg.scale_embeddings:  # Keras' own layer, as in the runs made before the option
+    if not cfg.scale_embeddings:  # Keras' own layer
       init = ("uniform" if cfg.embedding_init_std is None else
               keras.initializers.RandomNormal(stddev=float(cfg.embedding_init_std)))
       return keras.layers.Embedding(vocab_size, cfg.embedding_dim,

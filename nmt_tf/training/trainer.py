@@ -62,8 +62,8 @@ def bf16_warning(precision, cpu_info=None, gpus=None):
   if precision not in BF16_PRECISIONS or native is not False or gpus:
     return None
   return (f"train.precision={precision!r} takes bfloat16 matrix products, but this CPU has no "
-          "AVX512_BF16 or AMX-BF16 instructions, so they run slower than float32 (8-11% for "
-          "cgru on AMD EPYC family-25 VMs, docs/PERFORMANCE.md); set "
+          "AVX512_BF16 or AMX-BF16 instructions, so they run slower than float32 "
+          "(docs/PERFORMANCE.md); set "
           "--config.train.precision=float32 on this machine, unless the run is to be compared "
           "with runs trained in bfloat16 products.")
 
