@@ -365,7 +365,10 @@ class LineOutput:
     return False
 
   def write(self, line):
-    """Writes one line (the newline is added) and flushes it."""
+    """Writes one line (the newline is added) and flushes it; a stop asked for before it
+    (`stop_requested`) raises Interrupted instead."""
+    if stop_requested():
+      raise Interrupted()
     try:
       self._out().write(line + "\n")
       self._out().flush()
@@ -425,22 +428,40 @@ class Interrupted(KeyboardInterrupt):
   """SIGTERM, raised where the process was (see termination_as_interrupt)."""
 
 
+# Whether Ctrl-C or SIGTERM has asked this process to stop (signals are per process). The
+# KeyboardInterrupt a handler raises can land inside TensorFlow, which may swallow it or turn
+# it into another error; the request itself is not lost.
+_stop = {"requested": False}
+
+
+def stop_requested():
+  """Whether Ctrl-C or SIGTERM has asked this process to stop (see termination_as_interrupt)."""
+  return _stop["requested"]
+
+
 @contextlib.contextmanager
 def termination_as_interrupt():
   """Within the block, SIGTERM raises Interrupted (a KeyboardInterrupt) as Ctrl-C does, so
-  that the same cleanup runs: a LineOutput keeps what was written."""
+  that the same cleanup runs: a LineOutput keeps what was written. Both are also recorded
+  (`stop_requested`), so that a LineOutput stops at its next line even where TensorFlow
+  swallowed the exception. A Ctrl-C that the parent made this process ignore stays ignored."""
   if threading.current_thread() is not threading.main_thread():
     yield
     return
 
   def handler(signum, frame):  # pylint: disable=unused-argument
-    raise Interrupted()
+    _stop["requested"] = True
+    raise KeyboardInterrupt() if signum == signal.SIGINT else Interrupted()
 
-  previous = signal.signal(signal.SIGTERM, handler)
+  previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, handler)}
+  if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    previous[signal.SIGINT] = signal.signal(signal.SIGINT, handler)
   try:
     yield
   finally:
-    signal.signal(signal.SIGTERM, previous)
+    for signum, before in previous.items():
+      signal.signal(signum, before)
+    _stop["requested"] = False  # the request was this block's
 
 
 LOCK_FILE = ".lock"

@@ -207,6 +207,31 @@ class StagedWritesTest(tf.test.TestCase):
     self.assertEqual(open(out.kept(), encoding="utf-8").read(), "one\ntwo\n")
     self.assertFalse(os.path.exists(path))
 
+  def test_a_stop_that_tensorflow_swallowed_still_stops_the_output(self):
+    # In a process of its own: the signal goes to that process's main thread.
+    path = os.path.join(self.get_temp_dir(), "swallowed.txt")
+    script = f"""
+import os, signal, time
+from nmt_tf import write_path
+with write_path.termination_as_interrupt(), write_path.LineOutput({path!r}) as out:
+  out.write("one")
+  try:
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(5)
+  except KeyboardInterrupt:
+    pass  # as an op that drops the exception or turns it into its own error
+  print(write_path.stop_requested())
+  try:
+    out.write("two")
+  except KeyboardInterrupt:
+    print("stopped")
+print(write_path.stop_requested())
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, check=False)
+    self.assertEqual(done.stdout.split(), ["True", "stopped", "False"], done.stderr)
+    self.assertEqual(open(path + ".partial", encoding="utf-8").read(), "one\n")
+
   def test_a_link_is_written_through_and_a_pipe_as_it_goes(self):
     target = os.path.join(self.get_temp_dir(), "target.txt")
     link = os.path.join(self.get_temp_dir(), "link.txt")
@@ -347,8 +372,11 @@ class CommandsWriteSafelyTest(tf.test.TestCase):
 def start(*args, **kwargs):
   """`python -m nmt_tf ARGS` as a process, its output in pipes."""
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+  # Ctrl-C reaches the command as at a terminal, whatever the test runner's workers ignore.
+  reset = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)
   return subprocess.Popen([sys.executable, "-m", "nmt_tf", *args], cwd=ROOT, env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          preexec_fn=reset, **kwargs)
 
 
 @pytest.mark.slow  # processes

@@ -195,7 +195,10 @@ def main(argv):
   with write_path.termination_as_interrupt():
     try:
       return COMMANDS[command].run(argv[2:]) or 0
-    except KeyboardInterrupt:
+    except BaseException as error:  # pylint: disable=broad-exception-caught
+      # TensorFlow may turn the KeyboardInterrupt of a stop into another error.
+      if not (isinstance(error, KeyboardInterrupt) or write_path.stop_requested()):
+        raise
       print(f"error: {command} interrupted; nothing half-written is left (outputs are staged "
             "and renamed when complete); rerun the command.", file=sys.stderr)
       return 130

@@ -65,7 +65,9 @@ def write_lines(path, lines, command):
       for line in lines:
         out.write(line)
       out.commit()
-    except KeyboardInterrupt:
+    except BaseException as error:  # pylint: disable=broad-exception-caught
+      if not (isinstance(error, KeyboardInterrupt) or write_path.stop_requested()):
+        raise
       done, kept = out.stop(), out.kept()
       where = f"in {kept} ({path} is unchanged)" if kept else "on stdout"
       print(f"error: {command} interrupted; the {done} lines written so far are "

@@ -161,7 +161,6 @@ class Seq2Seq(keras.Model):
                                                         self.compute_dtype)
     self.encoder.loops = kernels.TrainingLoops(resolve("encoder"))
     self.decoder.loops = kernels.TrainingLoops(resolve("decoder"))
-    self._fused_scores = self.decoder.loops.choice.fused_attention
 
   def call(self, inputs, training=False, samples=1):
     """Teacher-forced forward pass.
@@ -176,7 +175,9 @@ class Seq2Seq(keras.Model):
       dict: logits [batch, tgt_len, tgt_vocab], attention [batch, tgt_len, src_len] (float32),
       attention_log_prob [batch, tgt_len] (hard attention's sampled log alpha, else zeros).
     """
-    with ops.forward_pass(self.matmul_dtype, fused_scores=self._fused_scores):
+    # The score kernel of a training pass is the decoder's choice (the scoring layers).
+    with ops.forward_pass(self.matmul_dtype,
+                          fused_scores=self.decoder.loops.choice.fused_attention):
       context = self.encode(inputs["source"], training=training)
       sampler = getattr(self, "expectation_sampler", None)
       if training and sampler is not None:  # [batch] bool, one draw per sentence

@@ -125,11 +125,11 @@ def unflatten(weights, tensors):
       weights, [None if t is None else next(tensors) for t in tf.nest.flatten(weights)])
 
 
-def _built(dense, input_dim):
-  """A keras Dense layer, built for `input_dim` inputs if it was not yet."""
-  if not dense.built:
-    dense.build((None, input_dim))
-  return dense
+def _built(layer, input_dim):
+  """A Dense layer or GRUCell, built for `input_dim` inputs if it was not yet."""
+  if not layer.built:
+    layer.build((None, input_dim))
+  return layer
 
 
 def gru_weights(cell, dtype):
@@ -161,9 +161,7 @@ def state_memory_weights(state_memory, units, dtype):
 def cgru_weights(cell, memory_dim, dtype, state_memory=None):
   """CGRUWeights of a ConditionalGRUCell (layers/conditional_gru.py) over `dtype` states and
   annotations of `memory_dim` dims; with a StateMemory layer, its weights too."""
-  gru2 = cell.gru2
-  if not gru2.built:
-    gru2.build((None, memory_dim))
+  gru2 = _built(cell.gru2, memory_dim)
   return CGRUWeights(
       gru1=gru_weights(cell.gru1, dtype),
       attention=additive_weights(cell.attention, cell.units, dtype),
