@@ -428,15 +428,29 @@ class Interrupted(KeyboardInterrupt):
   """SIGTERM, raised where the process was (see termination_as_interrupt)."""
 
 
-# Whether Ctrl-C or SIGTERM has asked this process to stop (signals are per process). The
-# KeyboardInterrupt a handler raises can land inside TensorFlow, which may swallow it or turn
-# it into another error; the request itself is not lost.
-_stop = {"requested": False}
+# Whether Ctrl-C or SIGTERM has asked this process to stop (signals are per process), and the
+# console's stderr of before. The KeyboardInterrupt a handler raises can land inside
+# TensorFlow, which may swallow it, turn it into another error or print its own traceback;
+# the request is not lost, and what is printed while the command unwinds goes nowhere: the
+# command's one line (`report_stop`) is what the console shows.
+_stop = {"requested": False, "stderr": None}
 
 
 def stop_requested():
   """Whether Ctrl-C or SIGTERM has asked this process to stop (see termination_as_interrupt)."""
   return _stop["requested"]
+
+
+def report_stop(text):
+  """Prints the one line of a stopped command on the console's stderr."""
+  print(text, file=_stop["stderr"] or sys.stderr)
+
+
+def _silence_stderr():
+  """From the first stop on, sys.stderr goes nowhere until termination_as_interrupt ends."""
+  if _stop["stderr"] is None:
+    _stop["stderr"] = sys.stderr
+    sys.stderr = open(os.devnull, "w", encoding="utf-8")  # pylint: disable=consider-using-with
 
 
 @contextlib.contextmanager
@@ -451,6 +465,7 @@ def termination_as_interrupt():
 
   def handler(signum, frame):  # pylint: disable=unused-argument
     _stop["requested"] = True
+    _silence_stderr()
     raise KeyboardInterrupt() if signum == signal.SIGINT else Interrupted()
 
   previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, handler)}
@@ -462,6 +477,9 @@ def termination_as_interrupt():
     for signum, before in previous.items():
       signal.signal(signum, before)
     _stop["requested"] = False  # the request was this block's
+    if _stop["stderr"] is not None:
+      sys.stderr.close()
+      sys.stderr, _stop["stderr"] = _stop["stderr"], None
 
 
 LOCK_FILE = ".lock"

@@ -199,8 +199,9 @@ def main(argv):
       # TensorFlow may turn the KeyboardInterrupt of a stop into another error.
       if not (isinstance(error, KeyboardInterrupt) or write_path.stop_requested()):
         raise
-      print(f"error: {command} interrupted; nothing half-written is left (outputs are staged "
-            "and renamed when complete); rerun the command.", file=sys.stderr)
+      write_path.report_stop(f"error: {command} interrupted; nothing half-written is left "
+                             "(outputs are staged and renamed when complete); rerun the "
+                             "command.")
       return 130
 
 

@@ -2,7 +2,6 @@
 
 import dataclasses
 import os
-import sys
 
 from absl import flags
 from ml_collections import config_flags
@@ -70,8 +69,8 @@ def write_lines(path, lines, command):
         raise
       done, kept = out.stop(), out.kept()
       where = f"in {kept} ({path} is unchanged)" if kept else "on stdout"
-      print(f"error: {command} interrupted; the {done} lines written so far are "
-            f"{where}; rerun the command for the whole output.", file=sys.stderr)
+      write_path.report_stop(f"error: {command} interrupted; the {done} lines written so far "
+                             f"are {where}; rerun the command for the whole output.")
       return INTERRUPTED
   return 0
 
