@@ -34,6 +34,7 @@ import tensorflow as tf
 
 from nmt_tf.layers.kernels import precision
 from nmt_tf.layers.kernels.layer_norm import segment_norm, segment_norm_backward
+from nmt_tf.layers.kernels.weights import GRUWeights, flatten, unflatten
 
 
 def gru_forward(x, h_prev, kernel, bias, gain=None, drop=None):
@@ -87,14 +88,24 @@ def kernel_gradient(inputs, d_outputs, kernel):
 
 
 def stacked(like, length):
-  """A TensorArray of `length` tensors shaped and typed like `like`."""
+  """A TensorArray of `length` tensors shaped and typed like `like` (a tensor or TensorSpec)."""
   return tf.TensorArray(like.dtype, size=length, element_shape=like.shape)
 
 
-def norm_stats(state, length):
-  """A TensorArray of `length` [batch, 2] tensors: the 1 / sigma of the two layer-norm
-  segments of a state like `state` [batch, units]."""
-  return tf.TensorArray(state.dtype, size=length, element_shape=state.shape[:1] + [2])
+def arrays_like(templates, length):
+  """A structure (dicts, tuples, lists) of TensorArrays, one per template, for a loop's
+  saved values by name."""
+  return tf.nest.map_structure(lambda like: stacked(like, length), templates)
+
+
+def write_step(arrays, t, values):
+  """The arrays with step t's values (the same structure) written."""
+  return tf.nest.map_structure(lambda a, value: a.write(t, value), arrays, values)
+
+
+def stack_steps(arrays):
+  """The arrays' values stacked [time, batch, ...], in the same structure."""
+  return tf.nest.map_structure(lambda a: a.stack(), arrays)
 
 
 def gru_forward_reset_before(x, h_prev, kernel_zr, kernel_h):
@@ -138,6 +149,65 @@ def gru_sequences(inputs, initial_states, weights, drops=None):
   Returns:
     List of the states h_1 ... h_T, each [batch, time, units].
   """
+  _check_sequences(inputs, initial_states, weights, drops)
+  k = len(inputs)
+  drops = list(drops or ())
+  inputs = [tf.transpose(x, [1, 0, 2]) for x in inputs]  # [time, batch, 3*units] each
+
+  @tf.custom_gradient
+  def run(*flat):
+    xs, h0s = list(flat[:k]), list(flat[k:2 * k])
+    ws = unflatten(weights, flat[2 * k:len(flat) - len(drops)])
+    ms = flat[len(flat) - len(drops):] if drops else [None] * k
+    steps = [GRUStep(w, x.dtype, m) for w, x, m in zip(ws, xs, ms)]
+    length = tf.shape(xs[0])[0]
+
+    def body(t, hs, arrays):
+      new_hs, saved = [], []
+      for step, x, h in zip(steps, xs, hs):
+        h, kept = step.forward(x[t], h)
+        new_hs.append(h)
+        saved.append({"h": h, "kept": kept})
+      return t + 1, new_hs, write_step(arrays, t, saved)
+
+    like = [{"h": h0, "kept": step.kept_like(x[0], h0)} for step, x, h0 in zip(steps, xs, h0s)]
+    _, _, arrays = tf.while_loop(lambda t, *_: t < length, body,
+                                 (0, h0s, arrays_like(like, length)),
+                                 maximum_iterations=length)
+    saved = stack_steps(arrays)  # [time, batch, ...] each
+    outputs = [chain["h"] for chain in saved]
+
+    def grad(*d_outputs):
+      # h_{t-1} for every step: [time, batch, units].
+      h_prevs = [tf.concat([h0[None], o[:-1]], axis=0) for h0, o in zip(h0s, outputs)]
+
+      def back(t, dhs, arrays):
+        new_dhs, grads = [], []
+        for step, dh, d_out, h_prev, chain in zip(steps, dhs, d_outputs, h_prevs, saved):
+          if d_out is not None:
+            dh = dh + d_out[t]
+          dx, dh_prev, step_grads = step.backward(dh, h_prev[t], [v[t] for v in chain["kept"]])
+          new_dhs.append(dh_prev)
+          grads.append({"dx": dx, **step_grads})
+        return t - 1, new_dhs, write_step(arrays, t, grads)
+
+      like = [{"dx": x[0], **step.grads_like(x[0])} for step, x in zip(steps, xs)]
+      _, dh0s, arrays = tf.while_loop(
+          lambda t, *_: t >= 0, back,
+          (length - 1, [tf.zeros_like(h) for h in h0s], arrays_like(like, length)),
+          maximum_iterations=length)
+      grads = stack_steps(arrays)  # [time, batch, 3*units] each
+      d_weights = [step.weight_gradients(h_prev, chain["kept"], g["dx"], g)
+                   for step, h_prev, chain, g in zip(steps, h_prevs, saved, grads)]
+      return [g["dx"] for g in grads] + dh0s + flatten(d_weights) + [None] * len(drops)
+
+    return outputs, grad
+
+  outputs = run(*inputs, *initial_states, *flatten(weights), *drops)
+  return [tf.transpose(o, [1, 0, 2]) for o in outputs]  # [batch, time, units] each
+
+
+def _check_sequences(inputs, initial_states, weights, drops):
   k = len(inputs)
   reset_after = weights[0].bias is not None
   normalized = weights[0].gain is not None
@@ -149,97 +219,77 @@ def gru_sequences(inputs, initial_states, weights, drops=None):
                                                                      reset_after):
     raise ValueError("gru_sequences needs all GRUs layer-normalized or none, and layer "
                      "normalization needs reset-after GRUs.")
-  dropped = drops is not None
-  if dropped and (len(drops) != k or not reset_after):
+  if drops is not None and (len(drops) != k or not reset_after):
     raise ValueError("gru_sequences needs one dropout mask per GRU, and reset-after GRUs "
                      "with dropout masks.")
-  kernels = [w.kernel for w in weights]
-  biases = [w.bias for w in weights] if reset_after else []
-  gains = [w.gain for w in weights] if normalized else []
-  inputs = [tf.transpose(x, [1, 0, 2]) for x in inputs]  # [time, batch, 3*units] each
 
-  @tf.custom_gradient
-  def run(*flat):
-    xs, h0s, us = (list(flat[i * k:(i + 1) * k]) for i in range(3))
-    length = tf.shape(xs[0])[0]
-    gs = [None] * k
-    ms = [tf.cast(m, x.dtype) for m, x in zip(flat[-k:], xs)] if dropped else [None] * k
-    if reset_after:
-      bs = [tf.cast(b, x.dtype) for b, x in zip(flat[3 * k:4 * k], xs)]
-      if normalized:
-        gs = [tf.cast(g, x.dtype) for g, x in zip(flat[4 * k:5 * k], xs)]
-      step = [lambda x, h, i=i: gru_forward(x, h, us[i], bs[i], gs[i], ms[i])
-              for i in range(k)]
-    else:
-      units = [h0.shape[-1] for h0 in h0s]
-      splits = [(u[:, :2 * d], u[:, 2 * d:]) for u, d in zip(us, units)]  # U_zr, U_h
-      step = [lambda x, h, i=i: gru_forward_reset_before(x, h, *splits[i]) for i in range(k)]
 
-    def body(t, hs, arrays):
-      new_hs, new_arrays = [], []
-      for i in range(k):
-        h, kept = step[i](xs[i][t], hs[i])
-        new_hs.append(h)
-        new_arrays.append([a.write(t, v) for a, v in zip(arrays[i], (h,) + kept)])
-      return t + 1, new_hs, new_arrays
+class GRUStep:
+  """One GRU of a hand-written loop, both ways: `forward` and `backward` are its step
+  (`gru_forward`/`gru_backward`, or the reset-before pair), `weight_gradients` the products
+  after the loop (dU = sum_t (m (.) h_{t-1})^T da_t, db_U = sum_t du_t, dg = sum_t du_t (.) a^;
+  reset-before: [sum h_{t-1}^T [dz^, dr^], sum (r (.) h_{t-1})^T dn^]).
 
-    num_kept = 4 if reset_after else 3
-    # h and the kept values: h, z, r, n (, u_h (, a^ [batch, 3*units], 1 / sigma [batch, 2])).
-    arrays = [[stacked(h0, length) for _ in range(1 + num_kept)]
-              + ([stacked(x[0], length), norm_stats(h0, length)] if normalized else [])
-              for h0, x in zip(h0s, xs)]
-    _, _, arrays = tf.while_loop(lambda t, *_: t < length, body, (0, h0s, arrays),
-                                 maximum_iterations=length)
-    kept = [[a.stack() for a in chain] for chain in arrays]  # [time, batch, ...] each
-    outputs = [chain[0] for chain in kept]
+  Args:
+    weights: GRUWeights, the kernel in the product dtype; bias None for reset-before.
+    dtype: the states' dtype (the bias and gain are cast to it once).
+    drop: optional recurrent dropout mask [batch, units] (reset-after only).
+  """
 
-    def grad(*d_outputs):
-      # h_{t-1} for every step: [time, batch, units].
-      h_prevs = [tf.concat([h0[None], o[:-1]], axis=0) for h0, o in zip(h0s, outputs)]
+  def __init__(self, weights, dtype, drop=None):
+    self.weights = weights
+    self.kernel = weights.kernel
+    self.reset_after = weights.bias is not None
+    self.normalized = weights.gain is not None
+    cast = lambda t: None if t is None else tf.cast(t, dtype)
+    self.bias, self.gain, self.drop = cast(weights.bias), cast(weights.gain), cast(drop)
+    if not self.reset_after:
+      units = self.kernel.shape[0]
+      self.split = (self.kernel[:, :2 * units], self.kernel[:, 2 * units:])  # U_zr, U_h
 
-      def back(t, dhs, d_xs, d_us, d_as):
-        new_dhs, new_d_xs, new_d_us, new_d_as = [], [], [], []
-        for i in range(k):
-          dh = dhs[i] if d_outputs[i] is None else dhs[i] + d_outputs[i][t]
-          h_prev = h_prevs[i][t]
-          kept_t = [v[t] for v in kept[i][1:]]
-          if reset_after:
-            dx, du, da, dh_prev = gru_backward(dh, h_prev, kept_t, us[i], gs[i], ms[i])
-            new_d_us.append(d_us[i].write(t, du))
-            if normalized:
-              new_d_as.append(d_as[i].write(t, da))
-          else:
-            dx, dh_prev = gru_backward_reset_before(dh, h_prev, kept_t, *splits[i])
-          new_dhs.append(dh_prev)
-          new_d_xs.append(d_xs[i].write(t, dx))
-        return t - 1, new_dhs, new_d_xs, new_d_us, new_d_as
+  def kept_like(self, x, h):
+    """Templates (dtype, shape) of the kept values of a step from x [batch, 3*units] and
+    h [batch, units]."""
+    if not self.reset_after:
+      return (h, h, h)  # z, r, n
+    norm = (x, tf.TensorSpec(h.shape[:1] + [2], h.dtype)) if self.normalized else ()
+    return (h, h, h, h) + norm  # z, r, n, u_h (, a^, 1 / sigma)
 
-      _, dh0s, d_xs, d_us, d_as = tf.while_loop(
-          lambda t, *_: t >= 0, back,
-          (length - 1, [tf.zeros_like(h) for h in h0s], [stacked(x[0], length) for x in xs],
-           [stacked(x[0], length) for x in xs] if reset_after else [],
-           [stacked(x[0], length) for x in xs] if normalized else []),
-          maximum_iterations=length)
-      d_xs = [a.stack() for a in d_xs]  # [time, batch, 3*units]
-      if not reset_after:
-        d_kernels = []
-        for h_prev, d_x, u, chain, d in zip(h_prevs, d_xs, us, kept, units):
-          r = chain[2]  # [time, batch, units]
-          d_kernels.append(tf.concat([kernel_gradient(h_prev, d_x[..., :2 * d], u),
-                                      kernel_gradient(r * h_prev, d_x[..., 2 * d:], u)], 1))
-        return d_xs + dh0s + d_kernels
-      d_us = [a.stack() for a in d_us]  # [time, batch, 3*units]
-      d_as = [a.stack() for a in d_as] if normalized else d_us  # U h's gradient
-      # dU = sum_t (m (.) h_{t-1})^T da_t
-      reads = h_prevs if not dropped else [h * m[None] for h, m in zip(h_prevs, ms)]
-      d_kernels = [kernel_gradient(h, d, u) for h, d, u in zip(reads, d_as, us)]
-      d_biases = [tf.cast(tf.reduce_sum(d, axis=[0, 1]), b.dtype)
-                  for d, b in zip(d_us, flat[3 * k:4 * k])]
-      d_gains = [tf.cast(tf.reduce_sum(d * chain[5], axis=[0, 1]), g.dtype)  # sum du (.) a^
-                 for d, chain, g in zip(d_us, kept, gains)]
-      return d_xs + dh0s + d_kernels + d_biases + d_gains + [None] * len(drops or ())
+  def grads_like(self, x):
+    """Templates of the per-step gradients `backward` returns besides dx and dh_prev."""
+    if not self.reset_after:
+      return {}
+    return {"du": x, "da": x} if self.normalized else {"du": x}
 
-    return outputs, grad
+  def forward(self, x, h_prev):
+    """h [batch, units] and the kept values."""
+    if self.reset_after:
+      return gru_forward(x, h_prev, self.kernel, self.bias, self.gain, self.drop)
+    return gru_forward_reset_before(x, h_prev, *self.split)
 
-  outputs = run(*inputs, *initial_states, *kernels, *biases, *gains, *(drops or ()))
-  return [tf.transpose(o, [1, 0, 2]) for o in outputs]  # [batch, time, units] each
+  def backward(self, dh, h_prev, kept):
+    """(dx [batch, 3*units], dh_prev [batch, units], {"du", "da"}: the state projection's
+    gradients, to be summed after the loop)."""
+    if not self.reset_after:
+      dx, dh_prev = gru_backward_reset_before(dh, h_prev, kept, *self.split)
+      return dx, dh_prev, {}
+    dx, du, da, dh_prev = gru_backward(dh, h_prev, kept, self.kernel, self.gain, self.drop)
+    return dx, dh_prev, ({"du": du, "da": da} if self.normalized else {"du": du})
+
+  def weight_gradients(self, h_prevs, kept, dxs, grads):
+    """GRUWeights of the gradients, from the states read h_{t-1}, the kept values, dx and the
+    `backward` gradients, all stacked [time, batch, ...]."""
+    w = self.weights
+    if not self.reset_after:
+      units = self.kernel.shape[0]
+      r = kept[1]  # the reset gates [time, batch, units]
+      return GRUWeights(tf.concat(
+          [kernel_gradient(h_prevs, dxs[..., :2 * units], self.kernel),
+           kernel_gradient(r * h_prevs, dxs[..., 2 * units:], self.kernel)], axis=1))
+    du = grads["du"]
+    reads = h_prevs if self.drop is None else h_prevs * self.drop[None]  # m (.) h_{t-1}
+    gain = None
+    if self.normalized:
+      gain = tf.cast(tf.reduce_sum(du * kept[4], axis=[0, 1]), w.gain.dtype)  # sum du (.) a^
+    return GRUWeights(kernel_gradient(reads, grads.get("da", du), self.kernel),
+                      tf.cast(tf.reduce_sum(du, axis=[0, 1]), w.bias.dtype), gain)
