@@ -59,7 +59,7 @@ def run_command(module, stdin=None, **flag_values):
 
 class DecodeFlagsTest(tf.test.TestCase):
 
-  def test_precision_and_its_old_spelling(self):
+  def test_precision(self):
     if not FLAGS.is_parsed():
       FLAGS.mark_as_parsed()
     config = tiny_experiment()
@@ -67,8 +67,6 @@ class DecodeFlagsTest(tf.test.TestCase):
     for precision in ("float32_bf16_matmul", "auto"):
       with flagsaver.flagsaver(precision=precision):
         self.assertEqual(common.decode_config(config).precision, precision)
-    with flagsaver.flagsaver(matmul_dtype="bfloat16"):
-      self.assertEqual(common.decode_config(config).precision, "float32_bf16_matmul")
 
 
 @pytest.mark.slow  # ~3 min on 2 busy cores: every command loads the run and traces anew
@@ -221,14 +219,15 @@ class DecodeCommandsTest(tf.test.TestCase):
     shutil.copytree(self.run_path, flipped)
     with open(os.path.join(flipped, "config.json"), encoding="utf-8") as f:
       config = json.load(f)
-    config["pipeline"]["reverse_source"] = True
+    config["pipeline"]["reverse_source"] = True  # a setting that no longer exists
     with open(os.path.join(flipped, "config.json"), "w", encoding="utf-8") as f:
       json.dump(config, f)
     code, _, err = run_command(export_cli, run_dir=self.run_path,
                                checkpoints=[self.run_path, flipped])
     self.assertEqual(code, 2)
     self.assertLen(err.strip().splitlines(), 1)
-    self.assertIn("trained with pipeline.reverse_source=True", err)
+    self.assertIn("pipeline.reverse_source=True is no longer a setting: delete it (from the "
+                  "run's config.json too) and set model.reverse_source=True", err)
     code, _, err = run_command(export_cli, run_dir=self.run_path,
                                checkpoints=[self.run_path, flipped], shortlist=5)
     self.assertEqual(code, 2)

@@ -48,13 +48,6 @@ class PipelineTest(tf.test.TestCase):
     self.assertAllEqual(self.tgt_tok.detokenize(batch["target_out"])[0],
                         self.text.targets[0].encode())
 
-  def test_source_reversal_keeps_eos_last(self):
-    config = data.PipelineConfig(reverse_source=True, eval_batch_size=2)
-    batch = next(iter(data.make_eval_dataset(self.text, self.src_tok, self.tgt_tok, config)))
-    ids = self.src_tok.encode(self.text.sources[0])
-    self.assertEqual(batch["source"][0].numpy().tolist()[:len(ids) + 1],
-                     ids[::-1] + [EOS])
-
   def test_bucketing_keeps_batches_under_token_budget(self):
     pairs = 0
     for batch in self._train(batch_tokens=200):
@@ -128,8 +121,8 @@ class PipelineTest(tf.test.TestCase):
       data.PipelineConfig.from_dict({"maxlen": 3})
 
   def test_export_helpers_match_pipeline(self):
-    ids = data.encode_source(self.src_tok, tf.constant(["the dog sees a cat"]), reverse=True)
-    expected = self.src_tok.encode("the dog sees a cat")[::-1] + [EOS]
+    ids = data.encode_source(self.src_tok, tf.constant(["the dog sees a cat"]))
+    expected = self.src_tok.encode("the dog sees a cat") + [EOS]
     self.assertEqual(ids.to_list(), [expected])
     target_in, target_out = data.encode_target(self.tgt_tok, tf.constant(["la feli"]))
     np.testing.assert_array_equal(target_in.to_list()[0][1:], target_out.to_list()[0][:-1])

@@ -95,12 +95,6 @@ class SubwordSamplingTest(tf.test.TestCase):
         changed += source[:-1] != self.src_tok.encode(text)
     self.assertEqual(sources, set(self.text.sources))
     self.assertGreater(changed, len(self.text) // 2)
-    # The deprecated pipeline reversal reverses the drawn ids, EOS last.
-    reversed_batches = _batches(data.make_train_dataset(
-        self.text, self.src_tok, self.tgt_tok, self._config(reverse_source=True)))
-    for batch, reverse in zip(batches, reversed_batches):
-      for f, r in zip(batch["source"], reverse["source"]):
-        self.assertEqual(_real(r), _real(f)[:-1][::-1] + [EOS])
 
   def test_seed_fixes_the_draw(self):
     first = _batches(data.make_train_dataset(self.text, self.src_tok, self.tgt_tok,

@@ -8,7 +8,6 @@ import tempfile
 
 import tensorflow as tf
 
-from nmt_tf.experiment import config as config_module
 from nmt_tf.experiment import DecodeConfig, ExperimentConfig, RunDir, RunDirError
 from nmt_tf.manifest import ManifestError
 from nmt_tf.models import ConfigError
@@ -89,18 +88,21 @@ if __name__ == "__main__":
 
 class ExperimentConfigTest(tf.test.TestCase):
 
-  def test_both_source_reversals_are_refused(self):
-    config = _with_model(tiny_experiment(), encoder="rnn", reverse_source=True)
-    with self.assertRaisesRegex(ConfigError, "together they cancel out: set only one"):
-      config.replace(pipeline=dataclasses.replace(config.pipeline, reverse_source=True))
-
-  def test_pipeline_reversal_is_deprecated(self):
-    config_module._WARNED.clear()  # pylint: disable=protected-access
-    config = tiny_experiment()
-    with self.assertLogs(level="WARNING") as logs:
-      config.replace(pipeline=dataclasses.replace(config.pipeline, reverse_source=True))
-    self.assertIn("pipeline.reverse_source=True is deprecated and will be removed; write "
-                  "model.reverse_source=True (model.encoder='rnn')", logs.output[0])
+  def test_removed_keys_of_an_earlier_config_json(self):
+    """A key no section has any more is dropped when its value means what the current config
+    does (every earlier config.json holds decode.matmul_dtype and pipeline.reverse_source),
+    and refused, naming the setting to use, otherwise."""
+    values = tiny_experiment().to_dict()
+    values["decode"]["matmul_dtype"], values["pipeline"]["reverse_source"] = None, False
+    self.assertEqual(ExperimentConfig.from_dict(values), tiny_experiment())
+    values["decode"]["matmul_dtype"] = "float32"
+    self.assertEqual(ExperimentConfig.from_dict(values), tiny_experiment())
+    values["pipeline"]["reverse_source"] = True
+    with self.assertRaisesRegex(ConfigError, r"^pipeline\.reverse_source=True is no longer a "
+                                r"setting: delete it \(from the run's config\.json too\) and "
+                                r"set model\.reverse_source=True \(model\.encoder='rnn'\), "
+                                r"and retrain\.$"):
+      ExperimentConfig.from_dict(values)
 
   def test_one_embedding_table_needs_one_vocabulary(self):
     values = tiny_experiment().to_dict()
@@ -111,16 +113,12 @@ class ExperimentConfigTest(tf.test.TestCase):
     shared = dict(values, tokenizer=dict(values["tokenizer"], shared=True))
     self.assertTrue(ExperimentConfig.from_dict(shared).tokenizer.shared)
 
-  def test_decode_matmul_dtype_is_the_old_spelling_of_decode_precision(self):
-    config_module._WARNED.clear()  # pylint: disable=protected-access
-    with self.assertLogs(level="WARNING") as logs:
-      decode = DecodeConfig(matmul_dtype="bfloat16")
-    self.assertEqual((decode.precision, decode.matmul_dtype), ("float32_bf16_matmul", None))
-    self.assertIn("decode.matmul_dtype=bfloat16 is deprecated and will be removed; write "
-                  "decode.precision=float32_bf16_matmul.", logs.output[0])
-    with self.assertNoLogs(level="WARNING"):  # the old default, in every older config.json
-      self.assertEqual(DecodeConfig(matmul_dtype="float32"), DecodeConfig())
-      DecodeConfig(matmul_dtype="bfloat16")  # warned once per process
+  def test_decode_precision(self):
+    values = tiny_experiment().to_dict()
+    values["decode"]["matmul_dtype"] = "bfloat16"
+    with self.assertRaisesRegex(ConfigError, r"^decode\.matmul_dtype='bfloat16' is no longer a "
+                                r"setting: .* and set decode\.precision=float32_bf16_matmul\.$"):
+      ExperimentConfig.from_dict(values)
     with self.assertRaisesRegex(ConfigError, "Received decode.precision='bfloat16'; expected "
                                 "one of \\('auto', 'float32', 'float32_bf16_matmul'\\)"):
       DecodeConfig(precision="bfloat16")

@@ -31,7 +31,7 @@ class LazyAttributesTest(tf.test.TestCase):
                "from nmt_tf.experiment import presets\n"
                "from nmt_tf.models import ConfigError, ModelConfig\n"
                "from nmt_tf import configs\n"
-               "configs.listing(), configs.old_names(), ModelConfig()\n"
+               "configs.listing(), configs.resolve('multi30k'), ModelConfig()\n"
                "print('tensorflow' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
                          cwd=ROOT, timeout=300, check=True)

@@ -249,15 +249,13 @@ class PackageTest(tf.test.TestCase):
     with open(os.path.join(run_dir, "config.json"), encoding="utf-8") as f:
       config = nmt_tf.ExperimentConfig.from_json(f.read())
     self.assertEqual(config.model.decoder, "luong")
-    # An old name becomes the same RECIPE:MODEL argument, with a one-line note.
+    # RECIPE:MODEL becomes the recipe file's path and the model, silently.
     stderr = io.StringIO()
     with contextlib.redirect_stderr(stderr):
-      argv = app._recipe_names(["train", "--config=sar_cavg_generated", "--run_dir=r"])
+      argv = app._recipe_names(["train", "--config=generated:sar_cavg", "--run_dir=r"])
     self.assertEqual(argv[1], "--config=" + os.path.join(
         os.path.dirname(nmt_tf.__file__), "configs", "generated.py") + ":sar_cavg")
-    self.assertStartsWith(stderr.getvalue(), "note: --config=sar_cavg_generated is the recipe "
-                          "--config=generated:sar_cavg;")
-    self.assertLen(stderr.getvalue().splitlines(), 1)
+    self.assertEqual(stderr.getvalue(), "")
 
 
 if __name__ == "__main__":

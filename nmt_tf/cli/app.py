@@ -206,19 +206,15 @@ def main(argv):
 
 
 def _recipe_names(argv):
-  """argv with `--config=RECIPE[:MODEL]` (or an old recipe name) replaced by that recipe's
-  path and model; an old name also gets a one-line note of its new spelling."""
+  """argv with `--config=RECIPE[:MODEL]` replaced by that recipe's path and model."""
   out = []
   for arg in argv:
     if arg.startswith("--config="):
       value = arg.split("=", 1)[1]
       found = configs.resolve(value)
       if found:
-        path, model, old = found
+        path, model = found
         arg = f"--config={path}" + (f":{model}" if model else "")
-        if old:
-          print(f"note: --config={value} is the recipe --config={old}; the old name keeps "
-                "working, the new one is what `nmt-tf recipes` lists.", file=sys.stderr)
     out.append(arg)
   return out
 

@@ -10,7 +10,6 @@ from nmt_tf import configs
 from nmt_tf import write_path
 from nmt_tf.data.errors import DataError
 from nmt_tf.experiment import ExperimentConfig, RunDirError
-from nmt_tf.experiment.config import deprecated, MATMUL_DTYPES
 from nmt_tf.models.config import ConfigError
 
 flags.DEFINE_string("run_dir", os.path.join("runs", "quickstart"),
@@ -35,8 +34,6 @@ flags.DEFINE_enum("precision", None, ["auto", "float32", "float32_bf16_matmul"],
                   "of the search's matrix products (float32_bf16_matmul: bfloat16 operands, "
                   "faster on AMX/AVX512-BF16 CPUs; auto: those where the CPU has them); "
                   "default: the config's decode.precision.")
-flags.DEFINE_enum("matmul_dtype", None, ["float32", "bfloat16"], "Deprecated: --precision "
-                  "(bfloat16 = float32_bf16_matmul).")
 flags.DEFINE_integer("shortlist", None, "Vocabulary shortlist (translate, evaluate): score only "
                      "the N best translations of each source word and the "
                      "--shortlist_frequent most frequent target words; 0 = the whole "
@@ -88,9 +85,6 @@ def decode_config(config):
       ("precision", "precision"), ("shortlist", "shortlist"),
       ("shortlist_frequent", "shortlist_frequent"))
       if getattr(FLAGS, flag) is not None}
-  if FLAGS.matmul_dtype is not None and FLAGS.precision is None:
-    overrides["precision"] = MATMUL_DTYPES[FLAGS.matmul_dtype]
-    deprecated(f"--matmul_dtype={FLAGS.matmul_dtype}", f"--precision={overrides['precision']}")
   if "beam_size" in overrides and "nbest" not in overrides:
     overrides["nbest"] = min(config.decode.nbest, overrides["beam_size"])
   return dataclasses.replace(config.decode, **overrides)

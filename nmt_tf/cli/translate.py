@@ -63,7 +63,7 @@ def build_translator():
   shortlist = shortlist_lib.load_or_build(FLAGS.run_dir, decode, config.data, src_tok,
                                          tgt_tok)
   translator = Translator(model, src_tok, tgt_tok, decode, FLAGS.max_input_tokens,
-                          reverse_source=config.pipeline.reverse_source, shortlist=shortlist)
+                          shortlist=shortlist)
   if translator.precision_reason:
     print(f"precision: {translator.precision} ({translator.precision_reason})", file=sys.stderr)
   return translator, config, decode, paths

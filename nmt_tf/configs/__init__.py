@@ -8,10 +8,6 @@ passes what follows the colon).
   multi30k       Multi30k task 1, SentencePiece vocabularies (docs/RESULTS.md)
   multi30k_word  Multi30k task 1, word vocabularies (Bahdanau et al. 2015's setting)
   wmt14          WMT14 English->German from TFDS
-
-The names of the files that once held one model on one dataset each (cgru_multi30k,
-luong_generated, default, ...) give the same configs: `resolve` maps them to
-`multi30k:cgru`, `generated:luong`, `generated`.
 """
 
 import ast
@@ -24,8 +20,6 @@ from nmt_tf.experiment import presets
 # it silences TensorFlow's start-up lines, and `nmt-tf recipes` answers without it. A recipe's
 # own module, run by `load`, imports it.
 DEFAULT = "generated"
-# The datasets of the one-file-per-model recipe names (<model>_<dataset>).
-_NAMED_DATASETS = ("generated", "multi30k", "multi30k_word")
 
 
 def recipe_dir():
@@ -45,36 +39,19 @@ def recipe_path(name):
   return path if name and os.path.isfile(path) else None
 
 
-def old_names():
-  """{one-file-per-model recipe name: its spelling as recipe:model}."""
-  table = {f"{model}_{dataset}": f"{dataset}:{model}"
-           for model in presets.MODELS for dataset in _NAMED_DATASETS}
-  table["default"] = DEFAULT
-  return table
-
-
 def resolve(value):
-  """(path, model, old) for a --config value that names a recipe: "multi30k",
-  "multi30k:luong", an old name ("luong_multi30k") or the path of an old recipe file that no
-  longer exists ("configs/luong_multi30k.py"); old is the new spelling when the value was an
-  old name, else None. None when the value names no recipe (a config file of the user's)."""
+  """(path, model) for a --config value that names a recipe ("multi30k", "multi30k:luong");
+  None when the value names no recipe (a config file of the user's)."""
   name, _, model = value.partition(":")
-  old = None
-  if name.endswith(".py") and not os.path.exists(name):
-    if os.path.basename(os.path.dirname(os.path.abspath(name))) == "configs":
-      name = os.path.basename(name)[:-3]
-  if name in old_names():
-    old = old_names()[name]
-    name, _, model = old.partition(":")
   path = recipe_path(name) if os.sep not in name and not name.endswith(".py") else None
   if path is None:
     return None
-  return path, model or None, old
+  return path, model or None
 
 
 def load(value):
   """The ml_collections ConfigDict that `--config=VALUE` gives: a recipe ("multi30k:luong",
-  "generated", an old name) or a config file of the user's, FILE[:ARG] (its get_config(ARG),
+  "generated") or a config file of the user's, FILE[:ARG] (its get_config(ARG),
   as ml_collections' config_flags calls it); ValueError naming the recipes if VALUE is
   neither."""
   found = resolve(value)
@@ -84,8 +61,8 @@ def load(value):
       raise ValueError(f"No recipe or config file {value!r}; expected RECIPE[:MODEL] with "
                        f"RECIPE one of {', '.join(names())} and MODEL one of "
                        f"{', '.join(presets.MODELS)}, or the path of a config file.")
-    found = path, argument or None, None
-  path, argument, _ = found
+    found = path, argument or None
+  path, argument = found
   module = _module(path)
   return module.get_config(argument) if argument else module.get_config()
 

@@ -24,8 +24,7 @@ def get_config(model="cgru"):
   # The embedding tables stored at e^-1/2 of their scale, lookups times e^1/2 (Vaswani et al.
   # 2017), and the output projection tied to the target table (Press and Wolf 2017) where the
   # output layer reads vectors of the embedding size (every preset but luong, whose output
-  # reads its 512-unit attentional state): +3.03 BLEU for cgru at 2,500 steps, de->en
-  # (docs/RESULTS.md).
+  # reads its 512-unit attentional state); docs/RESULTS.md compares them.
   config.model.update(scale_embeddings=True)
   fields = config.model
   if output_input_size(fields.decoder, fields.decoder_units, fields.output_units,
@@ -42,7 +41,7 @@ def get_config(model="cgru"):
       patience=10,  # validations without a BLEU gain before stopping
       log_every=100,
       # bfloat16 operands for the matrix products where the CPU has AVX512_BF16 or AMX
-      # (1.3x faster with AMX, docs/PERFORMANCE.md), float32 where it would emulate them;
+      # (docs/PERFORMANCE.md), float32 where it would emulate them;
       # the trainer prints its choice at start.
       precision="auto",
   )

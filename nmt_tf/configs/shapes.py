@@ -27,9 +27,8 @@ def get_config(model="cgru"):
   config.model.update(encoder="image", image_size=48, encoder_layers=3, encoder_units=64,
                       embedding_dim=32, decoder_units=128)
   config.pipeline.update(batch_size=32, max_target_len=20, eval_batch_size=100)
-  # The learning rate halves every 500 steps: on the validation images, 83.0 BLEU at step
-  # 1,500 where a constant 2e-3 gave 70.8 (the relations "left of", "above"... are the last
-  # to be learnt).
+  # The learning rate halves every 500 steps (docs/MODELS.md compares it with a constant
+  # rate): the relations "left of", "above"... are the last to be learnt.
   config.train.update(steps=1500, learning_rate=0.002, schedule="exponential", decay_rate=0.5,
                       decay_steps=500, eval_every=250, checkpoint_every=250)
   config.decode.update(max_length=20, batch_size=100)

@@ -35,8 +35,6 @@ class PipelineConfig:
     max_source_len: training pairs with more source tokens (EOS not counted) are
       skipped; 0 keeps all.
     max_target_len: the same for the target side.
-    reverse_source: reverse the real source tokens, EOS stays last (Sutskever et al., 2014);
-      deprecated: model.reverse_source reverses inside the rnn encoder instead.
     batch_tokens: budget of padded tokens per training batch: batch_size * max(length)
       stays <= batch_tokens, length counting EOS/BOS.
     batch_size: when > 0, training batches of this many pairs instead (still bucketed).
@@ -61,7 +59,6 @@ class PipelineConfig:
   """
   max_source_len: int = 50
   max_target_len: int = 50
-  reverse_source: bool = False
   batch_tokens: int = 4096
   batch_size: int = 0
   bucket_width: int = 2
@@ -110,12 +107,9 @@ class FilterStats:
   longest_target: int
 
 
-def encode_source(tokenizer: Tokenizer, strings: tf.Tensor,
-                  reverse: bool = False) -> tf.RaggedTensor:
-  """tf.string [batch] -> int32 ragged [batch, (len + 1)]: ids (reversed if asked), EOS."""
+def encode_source(tokenizer: Tokenizer, strings: tf.Tensor) -> tf.RaggedTensor:
+  """tf.string [batch] -> int32 ragged [batch, (len + 1)]: ids, EOS."""
   ids = tokenizer.tokenize(strings)  # [batch, (len)]
-  if reverse:
-    ids = tf.reverse(ids, axis=[1])
   eos = tf.fill([ids.nrows(), 1], tf.constant(special_tokens.EOS_ID, tf.int32))
   return tf.concat([ids, eos], axis=1)  # [batch, (len + 1)]
 
@@ -156,7 +150,7 @@ def encode_batches(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
   """String pairs -> batches (of ``tokenize_batch``) of ragged model inputs."""
   def encode(sources, targets):
     target_in, target_out = encode_target(target_tokenizer, targets)
-    features = {"source": encode_source(source_tokenizer, sources, config.reverse_source),
+    features = {"source": encode_source(source_tokenizer, sources),
                 "target_in": target_in, "target_out": target_out}
     if include_text:
       features.update(source_text=sources, target_text=targets)

@@ -62,7 +62,7 @@ def sampled_rows(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
   Args:
     pairs: ``(source, target)`` strings, all drawn in one call.
     source_tokenizer, target_tokenizer: SentencePiece tokenizers.
-    config: ``PipelineConfig``: ``subword_alpha``, ``subword_nbest``, ``reverse_source``.
+    config: ``PipelineConfig``: ``subword_alpha``, ``subword_nbest``.
     seed: a Python int or an int64 scalar tensor.
   """
   return model_inputs(sampled_pairs(pairs, source_tokenizer, target_tokenizer,
@@ -71,15 +71,12 @@ def sampled_rows(pairs: tf.data.Dataset, source_tokenizer: Tokenizer,
 
 def model_inputs(ids: tf.data.Dataset, config) -> tf.data.Dataset:
   """``(source ids, target ids)`` of single pairs -> the model's inputs as
-  ``batching.encode_batches`` makes them: ``source``: ids, reversed if
-  ``config.reverse_source``, EOS; ``target_in``: BOS ids; ``target_out``: ids EOS; int32
+  ``batching.encode_batches`` makes them: ``source``: ids, EOS; ``target_in``: BOS ids; ``target_out``: ids EOS; int32
   [len + 1] each."""
   eos = tf.constant([special_tokens.EOS_ID], tf.int32)
   bos = tf.constant([special_tokens.BOS_ID], tf.int32)
 
   def inputs(source_ids, target_ids):  # [len] each -> [len + 1] each
-    if config.reverse_source:
-      source_ids = tf.reverse(source_ids, axis=[0])
     return {"source": tf.concat([source_ids, eos], 0),
             "target_in": tf.concat([bos, target_ids], 0),
             "target_out": tf.concat([target_ids, eos], 0)}

@@ -15,6 +15,8 @@ is greedy search), when no alive beam can still beat its nbest-th finished one (
 maximum length, where EOS is forced.
 """
 
+import functools
+
 import tensorflow as tf
 
 from nmt_tf.decoding import constraints
@@ -76,120 +78,44 @@ def beam_search(step_fn, state, context, batch_size, beam_size, max_length, *,
   # the batch's longest cap instead of max_length.
   length = tf.reduce_max(max_lengths) if compact else max_length
 
-  # The loop's "active" entries cover the sentences still in the steps' batch (every sentence
-  # unless `compact`): per sentence ([n, ...]) or per beam row ([n * beam, ...]), with
-  # "sentences" mapping them to the sentences of the batch.
-  def advance(time, logits, attention, new_state, loop):
-    """Extends the alive beams by one token (see the module docstring)."""
-    active = loop["active"]
-    alive_ids, alive_attn, alive_log_probs = active["alive"]
-    fin, done = active["finished"], active["done"]
-    sentences = tf.shape(done)[0] if compact else batch_size  # fewer once compacted
-    row_offsets = (tf.range(sentences) * k)[:, tf.newaxis]  # [n, 1]
-    log_probs = constraints.step_log_probs(logits, time, min_length,
-                                           active["row_max_lengths"])
-    vocab = log_probs.shape[-1] if log_probs.shape[-1] is not None else tf.shape(log_probs)[-1]
-    totals = alive_log_probs[:, tf.newaxis] + log_probs  # [n*beam, vocab]
-    totals = tf.reshape(totals, [sentences, -1])  # [n, beam*vocab]
-    cand_scores, cand_index = utils.top_k(totals, k=2 * k)  # [n, 2*beam]
-    cand_parents = row_offsets + cand_index // vocab  # [n, 2*beam] rows of n*beam
-    cand_tokens = cand_index % vocab  # [n, 2*beam]
-    cand_is_eos = tf.equal(cand_tokens, EOS_ID)
-    attention = tf.cast(attention, tf.float32)  # [n*beam, src_len]
-
-    def extend(parents, tokens):
-      """Prefix buffers of `parents` [n, m] extended with `tokens` [n, m]."""
-      rows = tf.reshape(parents, [-1])  # [n*m]
-      ids = utils.write_at(tf.gather(alive_ids, rows), time, tf.reshape(tokens, [-1]))
-      attn = utils.write_at(tf.gather(alive_attn, rows), time, tf.gather(attention, rows))
-      return ids, attn  # [n*m, length], [n*m, length, src_len]
-
-    # Finished: EOS continuations among the beam_size best candidates.
-    new_ids, new_attn = extend(cand_parents[:, :k], cand_tokens[:, :k])
-    new_ids = tf.reshape(new_ids, [sentences, k, length])  # [n, beam, length]
-    new_attn = tf.reshape(new_attn, [sentences, k, length, -1])  # [n, beam, T, src]
-    new_log_probs = cand_scores[:, :k]  # [n, beam]
-    new_lengths = tf.fill(tf.shape(new_log_probs), time + 1)  # [n, beam]
-    src_mask = utils.source_mask(active.get("src_length"), tf.shape(attention)[-1])  # [n, src]
-    new_scores = penalties.hypothesis_scores(
-        new_log_probs, new_lengths, tf.reduce_sum(new_attn, axis=2), length_penalty,
-        coverage_penalty, None if src_mask is None else src_mask[:, tf.newaxis])  # [n, beam]
-    valid = tf.logical_and(cand_is_eos[:, :k], new_log_probs > _NEG_INF)
-    valid = tf.logical_and(valid, tf.logical_not(done)[:, tf.newaxis])  # [n, beam]
-    new_scores = tf.where(valid, new_scores, _NEG_INF)
-    merged = [tf.concat([old, new], axis=1) for old, new in zip(
-        fin, (new_ids, new_attn, new_log_probs, new_lengths, new_scores))]  # [n, 2*beam, ..]
-    _, keep = tf.math.top_k(merged[-1], k=k)  # [n, beam]
-    fin = tuple(tf.gather(x, keep, batch_dims=1) for x in merged)
-
-    # Alive: the beam_size best candidates that do not end with EOS.
-    alive_scores = tf.where(cand_is_eos, _NEG_INF, cand_scores)  # [n, 2*beam]
-    alive_log_probs, keep = tf.math.top_k(alive_scores, k=k)  # [n, beam]
-    parents = tf.gather(cand_parents, keep, batch_dims=1)  # [n, beam]
-    tokens = tf.gather(cand_tokens, keep, batch_dims=1)  # [n, beam]
-    alive_ids, alive_attn = extend(parents, tokens)
-    new_state = utils.gather_rows(new_state, tf.reshape(parents, [-1]))
-
-    fin_scores = fin[-1]  # [n, beam], sorted
-    num_finished = tf.reduce_sum(tf.cast(fin_scores > _NEG_INF, tf.int32), axis=1)  # [n]
-    best_possible = alive_log_probs[:, 0] / active["upper_lp"]  # [n]
-    done = tf.reduce_any(tf.stack([
-        done, num_finished >= k, time >= active["max_lengths"] - 1,
-        best_possible <= fin_scores[:, nbest - 1]]), axis=0)  # [n]
-    active = dict(active, tokens=tf.reshape(tokens, [-1]), state=new_state,
-                  alive=(alive_ids, alive_attn, tf.reshape(alive_log_probs, [-1])),
-                  finished=fin, done=done)
-    return dict(loop, time=time + 1, active=active)
-
-  # The first step is taken before the loop: it reveals src_len, needed to allocate the
-  # attention buffers, without asking the caller for it.
-  time = tf.constant(0, tf.int32)
+  advance = functools.partial(_advance, k=k, sentences=None if compact else batch_size,
+                              length=length, min_length=min_length,
+                              length_penalty=length_penalty,
+                              coverage_penalty=coverage_penalty, nbest=nbest)
   rows = batch_size * k
   state = utils.tile_beams(state, k)
   context = utils.tile_beams(context, k)
-  logits, attention, new_state = step_fn(tf.fill([rows], BOS_ID), state, context, time)
-  src_len = tf.shape(attention)[-1]
-  # Only beam 0 starts alive, so that the first step does not yield beam_size copies.
-  first_beam = tf.tile(tf.one_hot(0, k, on_value=0.0, off_value=_NEG_INF), [batch_size])
-  finished = (tf.zeros([batch_size, k, length], tf.int32),
-              tf.zeros([batch_size, k, length, src_len], tf.float32),
-              tf.fill([batch_size, k], _NEG_INF),  # log-probs
-              tf.zeros([batch_size, k], tf.int32),  # lengths
-              tf.fill([batch_size, k], _NEG_INF))  # scores
-  active = {
-      # per beam row
-      "tokens": tf.fill([rows], BOS_ID), "state": state, "context": context,
-      "alive": (tf.zeros([rows, length], tf.int32),
-                tf.zeros([rows, length, src_len], tf.float32),
-                first_beam),  # [batch*beam]
-      "row_max_lengths": tf.repeat(max_lengths, k),  # [batch*beam]
-      # per sentence
-      "finished": finished, "done": tf.zeros([batch_size], tf.bool),
-      "max_lengths": max_lengths,
-      "upper_lp": penalties.length_penalty(max_lengths, length_penalty),  # [batch]
-      "sentences": tf.range(batch_size),
-  }
-  if src_length is not None:
-    active["src_length"] = src_length
-  # The finished buffers of the sentences that left the batch, per sentence.
-  loop = {"active": active, "left": finished}
-  loop = advance(time, logits, attention, new_state, loop)
 
-  def cond(loop):
-    return tf.logical_not(tf.reduce_all(loop["active"]["done"]))
+  def start(attention):  # the loop variables, once step 0 gave src_len
+    src_len = tf.shape(attention)[-1]
+    # Only beam 0 starts alive, so that the first step does not yield beam_size copies.
+    first_beam = tf.tile(tf.one_hot(0, k, on_value=0.0, off_value=_NEG_INF), [batch_size])
+    finished = (tf.zeros([batch_size, k, length], tf.int32),
+                tf.zeros([batch_size, k, length, src_len], tf.float32),
+                tf.fill([batch_size, k], _NEG_INF),  # log-probs
+                tf.zeros([batch_size, k], tf.int32),  # lengths
+                tf.fill([batch_size, k], _NEG_INF))  # scores
+    active = {
+        # per beam row
+        "tokens": tf.fill([rows], BOS_ID), "state": state, "context": context,
+        "alive": (tf.zeros([rows, length], tf.int32),
+                  tf.zeros([rows, length, src_len], tf.float32),
+                  first_beam),  # [batch*beam]
+        "row_max_lengths": tf.repeat(max_lengths, k),  # [batch*beam]
+        # per sentence
+        "finished": finished, "done": tf.zeros([batch_size], tf.bool),
+        "max_lengths": max_lengths,
+        "upper_lp": penalties.length_penalty(max_lengths, length_penalty),  # [batch]
+        "sentences": tf.range(batch_size),
+    }
+    if src_length is not None:
+      active["src_length"] = src_length
+    # The finished buffers of the sentences that left the batch, per sentence.
+    return {"active": active, "left": finished}
 
-  def body(loop):
-    active = loop["active"]
-    logits, attention, new_state = step_fn(active["tokens"], active["state"],
-                                           active["context"], loop["time"])
-    loop = advance(loop["time"], logits, attention, new_state, loop)
-    if compact:
-      loop = _compact(loop, k)
-    return (utils.keep_shapes(loop, invariants),)
-
-  invariants = utils.shape_invariants(loop, "active" if compact else None)
-  (loop,) = tf.while_loop(cond, body, (loop,), maximum_iterations=max_length - 1,
-                          shape_invariants=(invariants,))
+  loop = utils.search_loop(step_fn, tf.fill([rows], BOS_ID), state, context, start, advance,
+                           lambda loop: tf.reduce_all(loop["active"]["done"]), max_length,
+                           (lambda loop: _compact(loop, k)) if compact else None)
   finished = _gather_finished(loop) if compact else loop["active"]["finished"]
   ids, attn, log_probs, lengths, scores = (x[:, :nbest] for x in finished)
   if compact:  # back to the static max_length of the result
@@ -205,6 +131,76 @@ def beam_search(step_fn, state, context, batch_size, beam_size, max_length, *,
       log_probs=tf.where(found, log_probs, _NEG_INF),  # [batch, nbest]
       scores=scores,  # [batch, nbest]
       attention=tf.where(found[:, :, tf.newaxis, tf.newaxis], attn, 0.0))  # [b, n, T, src]
+
+
+# The loop's "active" entries cover the sentences still in the steps' batch (every sentence
+# unless `compact`): per sentence ([n, ...]) or per beam row ([n * beam, ...]), with
+# "sentences" mapping them to the sentences of the batch.
+def _advance(time, logits, attention, new_state, loop, *, k, sentences, length, min_length,
+             length_penalty, coverage_penalty, nbest):
+  """Extends the alive beams by one token (see the module docstring): the loop after step
+  `time` from its logits [n*beam, vocab], attention [n*beam, src_len] and new state.
+  `sentences` is n, the batch size, or None where compacting makes it change."""
+  active = loop["active"]
+  alive_ids, alive_attn, alive_log_probs = active["alive"]
+  fin, done = active["finished"], active["done"]
+  if sentences is None:
+    sentences = tf.shape(done)[0]  # fewer once compacted
+  row_offsets = (tf.range(sentences) * k)[:, tf.newaxis]  # [n, 1]
+  log_probs = constraints.step_log_probs(logits, time, min_length,
+                                         active["row_max_lengths"])
+  vocab = log_probs.shape[-1] if log_probs.shape[-1] is not None else tf.shape(log_probs)[-1]
+  totals = alive_log_probs[:, tf.newaxis] + log_probs  # [n*beam, vocab]
+  totals = tf.reshape(totals, [sentences, -1])  # [n, beam*vocab]
+  cand_scores, cand_index = utils.top_k(totals, k=2 * k)  # [n, 2*beam]
+  cand_parents = row_offsets + cand_index // vocab  # [n, 2*beam] rows of n*beam
+  cand_tokens = cand_index % vocab  # [n, 2*beam]
+  cand_is_eos = tf.equal(cand_tokens, EOS_ID)
+  attention = tf.cast(attention, tf.float32)  # [n*beam, src_len]
+
+  def extend(parents, tokens):
+    """Prefix buffers of `parents` [n, m] extended with `tokens` [n, m]."""
+    rows = tf.reshape(parents, [-1])  # [n*m]
+    ids = utils.write_at(tf.gather(alive_ids, rows), time, tf.reshape(tokens, [-1]))
+    attn = utils.write_at(tf.gather(alive_attn, rows), time, tf.gather(attention, rows))
+    return ids, attn  # [n*m, length], [n*m, length, src_len]
+
+  # Finished: EOS continuations among the beam_size best candidates.
+  new_ids, new_attn = extend(cand_parents[:, :k], cand_tokens[:, :k])
+  new_ids = tf.reshape(new_ids, [sentences, k, length])  # [n, beam, length]
+  new_attn = tf.reshape(new_attn, [sentences, k, length, -1])  # [n, beam, T, src]
+  new_log_probs = cand_scores[:, :k]  # [n, beam]
+  new_lengths = tf.fill(tf.shape(new_log_probs), time + 1)  # [n, beam]
+  src_mask = utils.source_mask(active.get("src_length"), tf.shape(attention)[-1])  # [n, src]
+  new_scores = penalties.hypothesis_scores(
+      new_log_probs, new_lengths, tf.reduce_sum(new_attn, axis=2), length_penalty,
+      coverage_penalty, None if src_mask is None else src_mask[:, tf.newaxis])  # [n, beam]
+  valid = tf.logical_and(cand_is_eos[:, :k], new_log_probs > _NEG_INF)
+  valid = tf.logical_and(valid, tf.logical_not(done)[:, tf.newaxis])  # [n, beam]
+  new_scores = tf.where(valid, new_scores, _NEG_INF)
+  merged = [tf.concat([old, new], axis=1) for old, new in zip(
+      fin, (new_ids, new_attn, new_log_probs, new_lengths, new_scores))]  # [n, 2*beam, ..]
+  _, keep = tf.math.top_k(merged[-1], k=k)  # [n, beam]
+  fin = tuple(tf.gather(x, keep, batch_dims=1) for x in merged)
+
+  # Alive: the beam_size best candidates that do not end with EOS.
+  alive_scores = tf.where(cand_is_eos, _NEG_INF, cand_scores)  # [n, 2*beam]
+  alive_log_probs, keep = tf.math.top_k(alive_scores, k=k)  # [n, beam]
+  parents = tf.gather(cand_parents, keep, batch_dims=1)  # [n, beam]
+  tokens = tf.gather(cand_tokens, keep, batch_dims=1)  # [n, beam]
+  alive_ids, alive_attn = extend(parents, tokens)
+  new_state = utils.gather_rows(new_state, tf.reshape(parents, [-1]))
+
+  fin_scores = fin[-1]  # [n, beam], sorted
+  num_finished = tf.reduce_sum(tf.cast(fin_scores > _NEG_INF, tf.int32), axis=1)  # [n]
+  best_possible = alive_log_probs[:, 0] / active["upper_lp"]  # [n]
+  done = tf.reduce_any(tf.stack([
+      done, num_finished >= k, time >= active["max_lengths"] - 1,
+      best_possible <= fin_scores[:, nbest - 1]]), axis=0)  # [n]
+  active = dict(active, tokens=tf.reshape(tokens, [-1]), state=new_state,
+                alive=(alive_ids, alive_attn, tf.reshape(alive_log_probs, [-1])),
+                finished=fin, done=done)
+  return dict(loop, time=time + 1, active=active)
 
 
 _ROW_KEYS = ("tokens", "state", "context", "alive", "row_max_lengths")  # the others are per sentence

@@ -78,41 +78,28 @@ def greedy_search(step_fn, state, context, batch_size, max_length, src_length=No
                utils.write_at(attn_buffer, time, attention, rows))  # [batch, max_length, src]
     return dict(loop, time=time + 1, active=active, buffers=buffers)
 
-  # The first step is taken before the loop: it reveals src_len, needed to allocate the
-  # attention buffer, without asking the caller for it.
-  time = tf.constant(0, tf.int32)
   bos = tf.fill([batch_size], BOS_ID)  # [batch]
-  logits, attention, new_state = step_fn(bos, state, context, time)
-  src_len = tf.shape(attention)[-1]
-  active = {"tokens": bos, "state": state, "context": context, "max_lengths": max_lengths,
-            "log_probs": tf.zeros([batch_size], tf.float32),
-            "lengths": tf.zeros([batch_size], tf.int32),
-            "finished": tf.zeros([batch_size], tf.bool)}
-  loop = {"active": active,
-          "buffers": (tf.zeros([batch_size, max_length], tf.int32),
-                      tf.zeros([batch_size, max_length, src_len], tf.float32))}
-  if compact:
-    active["rows"] = tf.range(batch_size)  # the batch row of each active sentence
-    # log_probs and lengths of the sentences that left the batch, per sentence.
-    loop["left"] = (tf.zeros([batch_size], tf.float32), tf.zeros([batch_size], tf.int32))
-  loop = advance(time, logits, attention, new_state, loop)
 
-  def cond(loop):
-    return tf.logical_not(tf.reduce_all(loop["active"]["finished"]))
-
-  def body(loop):
-    active = loop["active"]
-    logits, attention, new_state = step_fn(active["tokens"], active["state"],
-                                           active["context"], loop["time"])
-    loop = advance(loop["time"], logits, attention, new_state, loop)
+  def start(attention):  # the loop variables, once step 0 gave src_len
+    active = {"tokens": bos, "state": state, "context": context, "max_lengths": max_lengths,
+              "log_probs": tf.zeros([batch_size], tf.float32),
+              "lengths": tf.zeros([batch_size], tf.int32),
+              "finished": tf.zeros([batch_size], tf.bool)}
+    loop = {"active": active,
+            "buffers": (tf.zeros([batch_size, max_length], tf.int32),
+                        tf.zeros([batch_size, max_length, tf.shape(attention)[-1]],
+                                 tf.float32))}
     if compact:
-      loop = _compact(loop)
-    return (utils.keep_shapes(loop, invariants),)
+      active["rows"] = tf.range(batch_size)  # the batch row of each active sentence
+      # log_probs and lengths of the sentences that left the batch, per sentence.
+      loop["left"] = (tf.zeros([batch_size], tf.float32), tf.zeros([batch_size], tf.int32))
+    return loop
 
-  invariants = utils.shape_invariants(loop, "active" if compact else None)
-  (loop,) = tf.while_loop(cond, body, (loop,), maximum_iterations=max_length - 1,
-                          shape_invariants=(invariants,))
+  loop = utils.search_loop(step_fn, bos, state, context, start, advance,
+                           lambda loop: tf.reduce_all(loop["active"]["finished"]), max_length,
+                           _compact if compact else None)
   ids, attn_buffer = loop["buffers"]
+  src_len = tf.shape(attn_buffer)[-1]
   if compact:
     log_probs, lengths = _gather_results(loop)  # [batch] each
   else:  # every sentence stayed in place (no scatter: LiteRT lowers the loop to builtins)

@@ -61,6 +61,54 @@ def shape_invariants(loop, open_key=None):
   return shapes
 
 
+def search_loop(step_fn, tokens, state, context, start, advance, stop, max_length,
+                compact=None):
+  """The step loop that greedy and beam search share.
+
+  Step 0 is taken before the loop: its attention [rows, src_len] reveals src_len, which the
+  search needs to allocate its buffers (`start`). Every step then runs
+
+    logits, attention, new_state = step_fn(active["tokens"], active["state"],
+                                           active["context"], time)
+    loop = advance(time, logits, attention, new_state, loop)   # time + 1
+    loop = compact(loop)                                         # when compacting
+
+  in a tf.while_loop of at most max_length - 1 further steps that ends once `stop(loop)`.
+
+  Args:
+    step_fn: the decoder step, `(ids [rows], state, context, time) -> (logits [rows, vocab],
+      attention [rows, src_len], new_state)`.
+    tokens, state, context: the inputs of step 0 ([rows, ...] each).
+    start: `start(attention) -> loop`, the loop variables (a dict with "time" set by
+      `advance` and "active" holding "tokens", "state" and "context").
+    advance: the search's update from one step's outputs.
+    stop: `stop(loop) -> bool scalar`, every sentence done.
+    max_length: static python int, the steps' bound.
+    compact: optional `compact(loop) -> loop` that drops finished sentences from
+      loop["active"] (whose leading dimension is then left open).
+
+  Returns:
+    The loop variables after the last step.
+  """
+  time = tf.constant(0, tf.int32)
+  logits, attention, new_state = step_fn(tokens, state, context, time)
+  loop = advance(time, logits, attention, new_state, start(attention))
+
+  def body(loop):
+    active = loop["active"]
+    logits, attention, new_state = step_fn(active["tokens"], active["state"],
+                                           active["context"], loop["time"])
+    loop = advance(loop["time"], logits, attention, new_state, loop)
+    if compact is not None:
+      loop = compact(loop)
+    return (keep_shapes(loop, invariants),)
+
+  invariants = shape_invariants(loop, "active" if compact is not None else None)
+  (loop,) = tf.while_loop(lambda loop: tf.logical_not(stop(loop)), body, (loop,),
+                          maximum_iterations=max_length - 1, shape_invariants=(invariants,))
+  return loop
+
+
 def write_at(buffer, time, values, rows=None):
   """Writes `values` at index `time` of axis 1 of a preallocated buffer (static shape).
 
@@ -102,9 +150,8 @@ def top_k(values, k):
   values and indices, ties included, in a fraction of the time when n is large.
 
   TensorFlow's CPU kernel compares every element with a heap of the k best; beam search asks
-  for 2 * beam of batch rows of beam * vocab (40,000) elements each: 9.2 ms for [64, 40,000]
-  on a 2-core Intel Xeon (family 6, model 85), 1.7 ms here; beam-5 decoding gains about 2%
-  (docs/PERFORMANCE.md). Here the row is cut into chunks of `size` elements: the maxima of the chunks
+  for 2 * beam of batch rows of beam * vocab (40,000) elements each (timed in
+  docs/PERFORMANCE.md). Here the row is cut into chunks of `size` elements: the maxima of the chunks
   (one vectorized reduction) choose the k chunks with the largest maxima (ties: the lower
   chunk), which hold the k largest elements: an element outside them has k elements ranked
   before it, the maxima of the chosen chunks. The final top_k runs on k * size elements.

@@ -12,7 +12,6 @@ import math
 import typing
 from typing import Optional
 
-from absl import logging
 import ml_collections
 
 from nmt_tf.data import CorpusConfig, PipelineConfig, TokenizerConfig
@@ -21,21 +20,17 @@ from nmt_tf.models.config import ConfigError, ModelConfig
 
 SCHEDULES = ("constant", "inverse_sqrt", "noam", "exponential")
 DECODE_PRECISIONS = ("auto", "float32", "float32_bf16_matmul")
-MATMUL_DTYPES = {"float32": "float32", "bfloat16": "float32_bf16_matmul"}  # the old spelling
+# Keys of an earlier config.json that no section has any more: (the values that mean what
+# the current config does, read and dropped; the setting to use for any other value).
+REMOVED_KEYS = {
+    ("decode", "matmul_dtype"): ((None, "float32"), "decode.precision=float32_bf16_matmul"),
+    ("pipeline", "reverse_source"): ((False,), "model.reverse_source=True (model.encoder="
+                                               "'rnn'), and retrain"),
+}
 PRECISIONS = ("auto", "float32", "float32_bf16_matmul", "mixed_bfloat16", "mixed_float16")
 STRATEGIES = ("default", "mirrored", "multi_worker")
 REINFORCE_REWARDS = ("sentence", "to_go")
 CAPTION_CORPORA = ("shapes", "captions")  # images and captions (data/captions.py)
-
-
-def deprecated(old, new):
-  """One warning per process for a deprecated spelling `old` of `new`."""
-  if old not in _WARNED:
-    _WARNED.add(old)
-    logging.warning("%s is deprecated and will be removed; write %s.", old, new)
-
-
-_WARNED = set()
 
 
 def _check(condition, message):
@@ -45,6 +40,13 @@ def _check(condition, message):
 
 def _from_dict(cls, values, section):
   known = {f.name for f in dataclasses.fields(cls)}
+  values = dict(values)
+  for key in sorted(set(values) - known):
+    if (section, key) in REMOVED_KEYS:
+      inert, instead = REMOVED_KEYS[section, key]
+      _check(values[key] in inert, f"{section}.{key}={values[key]!r} is no longer a setting: "
+             f"delete it (from the run's config.json too) and set {instead}.")
+      del values[key]
   unknown = sorted(set(values) - known)
   _check(not unknown, f"Unknown {section} config key(s) {unknown}; known keys: {sorted(known)}.")
   for key, value in sorted(values.items()):
@@ -207,8 +209,6 @@ class DecodeConfig:
       AMX CPUs, docs/PERFORMANCE.md), or auto, float32_bf16_matmul where the CPU has
       AVX512_BF16 or AMX-BF16. A model trained with float32_bf16_matmul searches so
       whatever this says.
-    matmul_dtype: deprecated spelling of precision (bfloat16 = float32_bf16_matmul), read
-      with a warning.
     shortlist: a vocabulary shortlist for the output layer (inference/shortlist.py, Marian's
       lexical shortlist): the search scores, per batch, only the target words among the
       `shortlist` best translations of each source word and the `shortlist_frequent` most
@@ -228,19 +228,10 @@ class DecodeConfig:
   batch_size: int = 64
   compact_batch: bool = True
   precision: str = "float32"
-  matmul_dtype: Optional[str] = None
   shortlist: int = 0
   shortlist_frequent: int = 100
 
   def __post_init__(self):
-    if self.matmul_dtype is not None:
-      _check(self.matmul_dtype in MATMUL_DTYPES, f"Received decode.matmul_dtype="
-             f"{self.matmul_dtype!r}; expected 'float32' or 'bfloat16'.")
-      precision = MATMUL_DTYPES[self.matmul_dtype]
-      if precision != "float32":  # float32, the old default, is in every older config.json
-        deprecated(f"decode.matmul_dtype={self.matmul_dtype}", f"decode.precision={precision}")
-      object.__setattr__(self, "precision", precision)
-      object.__setattr__(self, "matmul_dtype", None)
     _check(self.precision in DECODE_PRECISIONS, f"Received decode.precision="
            f"{self.precision!r}; expected one of {DECODE_PRECISIONS}.")
     for key in ("beam_size", "nbest", "max_length", "batch_size"):
@@ -278,14 +269,6 @@ class ExperimentConfig:
   decode: DecodeConfig = dataclasses.field(default_factory=DecodeConfig)
 
   def __post_init__(self):
-    _check(not (self.model.reverse_source and self.pipeline.reverse_source),
-           "Received model.reverse_source=True and pipeline.reverse_source=True; together they "
-           "cancel out: set only one (model.reverse_source reverses inside the encoder).")
-    if self.pipeline.reverse_source:
-      # Kept for the runs trained with it (their checkpoints read reversed sources).
-      deprecated("pipeline.reverse_source=True",
-                 "model.reverse_source=True (model.encoder='rnn'), which reverses inside the "
-                 "encoder and keeps the attention in source order")
     _check(self.model.tie_embeddings != "all" or self.tokenizer.shared,
            "Received model.tie_embeddings='all' with tokenizer.shared=False; one embedding "
            "table for both sides needs one vocabulary: set tokenizer.shared=True.")

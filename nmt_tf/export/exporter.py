@@ -195,8 +195,7 @@ def _export(run, loaded, path, tmp, model_name, beam_size, nbest, max_source_len
   # A beam whose search of one longest sentence cannot fit would fail every request.
   search_memory.batch_limit(beam_size, decode_config.max_length, max_source_length + 1,
                             tgt_tok.vocab_size)
-  translator = Translator(model, src_tok, tgt_tok, decode_config, max_source_length,
-                          reverse_source=config.pipeline.reverse_source)
+  translator = Translator(model, src_tok, tgt_tok, decode_config, max_source_length)
   module = ServingModule(translator, beam_size, nbest)
   signatures = {name: fn.get_concrete_function() for name, fn in module.signatures().items()}
   tf.saved_model.save(saved_root(module, signatures.values()), tmp, signatures=signatures)

@@ -157,8 +157,7 @@ def _export(run, loaded, tmp, beam_size, nbest, max_source_length, decode_config
   # float32 products: the quantizations make the file smaller, not bfloat16 (no LiteRT builtin).
   decode_config = dataclasses.replace(decode_config or config.decode, precision="float32")
   beam_size, nbest = exporter.beam_and_nbest(beam_size, nbest, decode_config)
-  translator = Translator(model, src_tok, tgt_tok, decode_config, max_source_length,
-                          reverse_source=config.pipeline.reverse_source)
+  translator = Translator(model, src_tok, tgt_tok, decode_config, max_source_length)
   flat = convert(search_functions(translator, beam_size, nbest), quantization)
   write_path.write_bytes(os.path.join(tmp, MODEL_FILE), flat)
   try:
@@ -170,7 +169,6 @@ def _export(run, loaded, tmp, beam_size, nbest, max_source_length, decode_config
   metadata = {
       "format": "litert", "quantization": quantization,
       "vocab_dir": "vocab", "max_source_length": max_source_length,
-      "reverse_source": bool(config.pipeline.reverse_source),
       "beam_size": beam_size, "nbest": nbest, "max_length": decode_config.max_length,
       "decode": dataclasses.asdict(decode_config), "model": config.model.to_dict(),
       "run_dir": run.path, "checkpoints": paths,

@@ -231,7 +231,6 @@ class LiteRTTranslator:
     except checks.ManifestError as error:
       raise ClientError(str(error)) from None
     self.max_source_length = _entry(self.metadata, "max_source_length", int, meta_path)
-    _entry(self.metadata, "reverse_source", bool, meta_path)
     from ai_edge_litert.interpreter import Interpreter  # pylint: disable=import-outside-toplevel
     try:
       self._interpreter = Interpreter(model_path=model_path, num_threads=num_threads)
@@ -245,8 +244,6 @@ class LiteRTTranslator:
     ids = self.source.encode(clean(text))
     truncated = len(ids) > self.max_source_length
     ids = ids[:self.max_source_length]
-    if self.metadata["reverse_source"]:
-      ids = ids[::-1]
     return ids + [EOS_ID], truncated
 
   def translate(self, sentences, beam=False, batch_size=32):

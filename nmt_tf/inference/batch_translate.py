@@ -148,15 +148,11 @@ def translate_lines(compiled, lines, batch_size, progress: Optional[callable] = 
         if length == 0:  # fewer distinct hypotheses than nbest
           continue
         attention = out["attention"][b, k, :length, :real + 1]  # [tgt_len, src_len]
-        if translator.reverse_source:
-          attention = np.concatenate([attention[:, :real][:, ::-1], attention[:, real:]], 1)
         hyps.append(Hypothesis(
             text=out["translation"][b, k].decode("utf-8"),
             ids=[int(x) for x in out["ids"][b, k, :length]],
             log_prob=float(out["log_probs"][b, k]), score=float(out["scores"][b, k]),
             attention=attention))
-      if translator.reverse_source:
-        source = source[:real][::-1] + source[real:]
       results[i] = SentenceResult(i, lines[i], source, counts[i], bool(out["truncated"][b]),
                                   hyps)
     if progress is not None:

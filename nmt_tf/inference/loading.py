@@ -2,7 +2,7 @@
 
 `--checkpoints=a,b,c` entries are checkpoint prefixes of `--run_dir` (or "best"/"last"), or
 other run directories (their `--checkpoint`, default best). Members must share the run's
-tokenizers (the vocabulary files are compared byte for byte) and `pipeline.reverse_source`.
+tokenizers (the vocabulary files are compared byte for byte).
 """
 
 import filecmp
@@ -55,11 +55,6 @@ def load_models(run_dir, checkpoint="best", checkpoints=None):
       raise RunDirError(f"Ensemble member {entry!r} uses other vocabularies than "
                         f"{first[0].path}; ensemble only runs trained with the same "
                         "vocab/ files.")
-    elif loaded[1].pipeline.reverse_source != first[1].pipeline.reverse_source:
-      raise RunDirError(f"Ensemble member {entry!r} was trained with pipeline.reverse_source="
-                        f"{loaded[1].pipeline.reverse_source}, {first[0].path} with "
-                        f"{first[1].pipeline.reverse_source}; ensemble runs that read the "
-                        "source in the same order.")
     models.append(loaded[0])
     paths.append(member_run.checkpoint_path(which))
   _, config, src_tok, tgt_tok = first

@@ -78,7 +78,6 @@ class TranslationModel:
     shortlist = shortlist_lib.load_or_build(run_dir, config.decode, config.data, src_tok,
                                            tgt_tok)
     self.translator = Translator(model, src_tok, tgt_tok, config.decode, max_input_tokens,
-                                 reverse_source=config.pipeline.reverse_source,
                                  shortlist=shortlist)
     self._compiled = {}
     self._scorer = None

@@ -44,15 +44,12 @@ class Translator(tf.Module):
     source_tokenizer, target_tokenizer: nmt_tf.data tokenizers.
     decode_config: nmt_tf.experiment.DecodeConfig (beam size, penalties, lengths).
     max_source_length: longer inputs are cut to this many tokens (EOS excluded) and flagged.
-    reverse_source: reverse the real source tokens (EOS stays last), as the data pipeline
-      does with `pipeline.reverse_source` (Sutskever et al., 2014); attention columns are
-      then in reversed order.
     shortlist: optional `inference.shortlist.Shortlist`: the searches score only its
       vocabulary of each batch (decode.shortlist).
   """
 
   def __init__(self, model, source_tokenizer, target_tokenizer, decode_config,
-               max_source_length=200, reverse_source=False, shortlist=None, name=None):
+               max_source_length=200, shortlist=None, name=None):
     super().__init__(name=name)
     self.shortlist = shortlist
     self.model = model
@@ -60,7 +57,6 @@ class Translator(tf.Module):
     self.target_tokenizer = target_tokenizer
     self.decode_config = decode_config
     self.max_source_length = max_source_length
-    self.reverse_source = reverse_source
     # decode.precision=auto decided once, for this machine; `precision_reason` says why.
     self.precision, self.precision_reason = cpu.resolve_precision(
         decode_config.precision, gpus=tf.config.list_physical_devices("GPU"))
@@ -71,9 +67,6 @@ class Translator(tf.Module):
     ragged = encode_source(self.source_tokenizer, text)  # [batch, (len + 1)]
     truncated = ragged.row_lengths() > self.max_source_length + 1  # [batch]
     ragged = _cut(ragged, self.max_source_length)  # [batch, (<= max_source_length + 1)]
-    if self.reverse_source:  # cut first, so that the kept tokens are the sentence's start
-      real = tf.reverse(ragged[:, :-1], axis=[1])  # [batch, (keep)]
-      ragged = tf.concat([real, ragged[:, -1:]], axis=1)  # [batch, (keep + 1)]
     return tf.cast(ragged.to_tensor(), tf.int32), truncated
 
   def target_ids(self, text, max_length=None):

@@ -68,11 +68,6 @@ def bf16_warning(precision, cpu_info=None, gpus=None):
           "with runs trained in bfloat16 products.")
 
 
-# Training state added after the first checkpoints were written: older checkpoints lack it.
-NEWER_STATE = ("train_seconds", "rng", "cpu_seconds", "data_position", "weight_average",
-               "lr_scale")
-
-
 def seed_generator_states(model):
   """The state variables of the model's Keras SeedGenerators (the dropout masks' random
   streams). Keras leaves them out of tf.train.Checkpoint(model=...); checkpointed separately,
@@ -191,7 +186,6 @@ class Trainer:
     self.keeper = CheckpointKeeper(objects, tf.train.Checkpoint(model=self.model),
                                    self.run_dir.checkpoint_dir, self.run_dir.best_dir,
                                    train_cfg.keep_checkpoints, scratch_dir=scratch,
-                                   optional=[name for name in NEWER_STATE if name in objects],
                                    on_saved=lambda path: run_manifest.add_checkpoint(
                                        self.run_dir, path))
     self.train_step = TrainStep(self.model, optimizer, self.strategy, train_cfg, self.baseline,

@@ -7,8 +7,8 @@ pass. Inside it:
     there and captured by the loop instead of being redone at every step.
   - `matmul(x, w)` multiplies in the dtype of the (cast) weight and returns x's dtype.
 With matmul_dtype="bfloat16" (the "float32_bf16_matmul" training precision) the products take
-bfloat16 operands (AMX matmul: up to 4x the float32 peak on an Intel Xeon; AVX512-BF16 on an
-AMD EPYC: 1.9x, docs/PERFORMANCE.md) while the
+bfloat16 operands (AMX or AVX512-BF16 matrix units; their peaks against float32 are in
+docs/PERFORMANCE.md) while the
 variables, the recurrent states, gates, attention softmax and losses stay float32: only the
 products lose precision, as with TF32 on GPUs, and the elementwise ops keep float32 speed
 (bfloat16 elementwise ops are several times slower than float32 on CPU).
