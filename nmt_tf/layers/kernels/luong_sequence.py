@@ -1,17 +1,18 @@
 """Luong et al. 2015's input-feeding decoder over a whole target sequence with a hand-written
 backward pass (BPTT), as attention_sequence.py does for the cGRU and RNNsearch decoders.
 Used while training by LuongDecoder with a GRU and a dot or general score; decoding and export
-run its step-by-step code.
+run its step-by-step code. The GRU is gru_sequence.py's `GRUStep`; the saved values and the
+per-step gradients are dicts of TensorArrays, read by name.
 """
 
 import tensorflow as tf
 
 from nmt_tf.layers.kernels import precision
 from nmt_tf.layers.kernels.attention_sequence import context_backward
-from nmt_tf.layers.kernels.gru_sequence import gru_backward, gru_forward, kernel_gradient
-from nmt_tf.layers.kernels.gru_sequence import stacked
+from nmt_tf.layers.kernels.gru_sequence import GRUStep, arrays_like, kernel_gradient
+from nmt_tf.layers.kernels.gru_sequence import stack_steps, write_step
 from nmt_tf.layers.kernels.masking import masked_softmax
-from nmt_tf.layers.kernels.weights import GRUWeights, LuongWeights, flatten, unflatten
+from nmt_tf.layers.kernels.weights import LuongWeights, flatten, unflatten
 
 
 def luong_sequence(inputs, initial_state, memory, keys, mask, weights):
@@ -43,67 +44,67 @@ def luong_sequence(inputs, initial_state, memory, keys, mask, weights):
   @tf.custom_gradient
   def run(x, s0, memory, keys, *flat):
     w = unflatten(weights, flat)
-    wf, u, wc = w.feed_kernel, w.gru.kernel, w.combine_kernel
-    bu = tf.cast(w.gru.bias, x.dtype)
+    wf, wc = w.feed_kernel, w.combine_kernel
+    gru = GRUStep(w.gru, x.dtype)
     length = tf.shape(x)[0]
     mem_dim = memory.shape[-1]
 
     def body(t, s, h_tilde, arrays):
       x_in = x[t] + precision.matmul(h_tilde, wf)  # [batch, 3*units]
-      s, kept = gru_forward(x_in, s, u, bu)  # [batch, units]
+      s, kept = gru.forward(x_in, s)  # [batch, units]
       scores = tf.matmul(keys, tf.cast(s, keys.dtype)[:, :, None])[:, :, 0]  # [batch, src_len]
       alpha = masked_softmax(scores, mask)  # [batch, src_len] float32
       c = tf.matmul(tf.cast(alpha, memory.dtype)[:, None, :], memory)[:, 0]  # [batch, mem_dim]
       h_tilde = tf.tanh(precision.matmul(tf.concat([c, tf.cast(s, c.dtype)], -1), wc))
-      values = (s, h_tilde, c, alpha) + kept
-      return t + 1, s, h_tilde, [a.write(t, value) for a, value in zip(arrays, values)]
+      saved = {"s": s, "tilde": h_tilde, "c": c, "alpha": alpha, "gru": kept}
+      return t + 1, s, h_tilde, write_step(arrays, t, saved)
 
-    templates = [s0, s0, memory[:, 0], tf.cast(mask, tf.float32)] + [s0] * 4
+    like = {"s": s0, "tilde": s0, "c": memory[:, 0], "gru": gru.kept_like(x[0], s0),
+            "alpha": tf.TensorSpec(mask.shape, tf.float32)}
     _, _, _, arrays = tf.while_loop(
-        lambda t, *_: t < length, body,
-        (0, s0, tf.zeros_like(s0), [stacked(a, length) for a in templates]),
+        lambda t, *_: t < length, body, (0, s0, tf.zeros_like(s0), arrays_like(like, length)),
         maximum_iterations=length)
-    states, tildes, contexts, alphas, *kept = [a.stack() for a in arrays]  # [time, batch, ...]
-    s_prevs = tf.concat([s0[None], states[:-1]], axis=0)  # s_{j-1}
-    tilde_prevs = tf.concat([tf.zeros_like(s0)[None], tildes[:-1]], axis=0)  # h~_{j-1}
+    saved = stack_steps(arrays)  # [time, batch, ...] by name
+    s_prevs = tf.concat([s0[None], saved["s"][:-1]], axis=0)  # s_{j-1}
+    tilde_prevs = tf.concat([tf.zeros_like(s0)[None], saved["tilde"][:-1]], axis=0)  # h~_{j-1}
 
     def grad(d_tildes, d_alphas):
 
       def back(t, ds, d_tilde, arrays):
         if d_tildes is not None:
           d_tilde = d_tilde + d_tildes[t]
-        h_tilde = tildes[t]
+        h_tilde = saved["tilde"][t]
         dp = d_tilde * (1.0 - h_tilde * h_tilde)  # [batch, units]
         d_cs = precision.matmul(dp, wc, transpose_b=True)  # [batch, mem_dim + units]
         dc = d_cs[:, :mem_dim]
-        d_scores = context_backward(memory, alphas[t], dc,
+        d_scores = context_backward(memory, saved["alpha"][t], dc,
                                      None if d_alphas is None else d_alphas[t])
         d_scores = tf.cast(d_scores, keys.dtype)  # [batch, src_len]
         ds_score = tf.matmul(d_scores[:, None, :], keys)[:, 0]  # [batch, units]
         ds = ds + tf.cast(d_cs[:, mem_dim:], ds.dtype) + tf.cast(ds_score, ds.dtype)
-        dx, du, _, ds_prev = gru_backward(ds, s_prevs[t], [k[t] for k in kept], u)
+        dx, ds_prev, gru_grads = gru.backward(ds, s_prevs[t], [k[t] for k in saved["gru"]])
         d_tilde_prev = precision.matmul(dx, wf, transpose_b=True)
-        values = (dx, du, dp, d_scores, dc)
-        return t - 1, ds_prev, d_tilde_prev, [a.write(t, value) for a, value in
-                                              zip(arrays, values)]
+        grads = {"dx": dx, "gru": gru_grads, "dp": dp, "d_scores": d_scores, "dc": dc}
+        return t - 1, ds_prev, d_tilde_prev, write_step(arrays, t, grads)
 
-      templates = [x[0], x[0], s0, keys[:, :, 0], contexts[0]]
+      like = {"dx": x[0], "gru": gru.grads_like(x[0]), "dp": s0, "d_scores": keys[:, :, 0],
+              "dc": memory[:, 0]}
       _, d_s0, _, arrays = tf.while_loop(
           lambda t, *_: t >= 0, back,
-          (length - 1, tf.zeros_like(s0), tf.zeros_like(s0),
-           [stacked(a, length) for a in templates]),
+          (length - 1, tf.zeros_like(s0), tf.zeros_like(s0), arrays_like(like, length)),
           maximum_iterations=length)
-      d_x, d_u, d_p, d_scores, d_c = [a.stack() for a in arrays]  # [time, batch, ...]
+      grads = stack_steps(arrays)  # [time, batch, ...] by name
+      states, contexts = saved["s"], saved["c"]
       d_weights = LuongWeights(
-          kernel_gradient(tilde_prevs, d_x, wf),
-          GRUWeights(kernel_gradient(s_prevs, d_u, u),
-                     tf.cast(tf.reduce_sum(d_u, axis=[0, 1]), w.gru.bias.dtype)),
-          kernel_gradient(tf.concat([contexts, tf.cast(states, contexts.dtype)], -1), d_p, wc))
-      d_memory = tf.einsum("tbn,tbm->bnm", tf.cast(alphas, memory.dtype), d_c)
-      d_keys = tf.einsum("tbn,tbu->bnu", d_scores, tf.cast(states, keys.dtype))
-      return [d_x, d_s0, d_memory, d_keys] + flatten(d_weights)
+          kernel_gradient(tilde_prevs, grads["dx"], wf),
+          gru.weight_gradients(s_prevs, saved["gru"], grads["dx"], grads["gru"]),
+          kernel_gradient(tf.concat([contexts, tf.cast(states, contexts.dtype)], -1),
+                          grads["dp"], wc))
+      d_memory = tf.einsum("tbn,tbm->bnm", tf.cast(saved["alpha"], memory.dtype), grads["dc"])
+      d_keys = tf.einsum("tbn,tbu->bnu", grads["d_scores"], tf.cast(states, keys.dtype))
+      return [grads["dx"], d_s0, d_memory, d_keys] + flatten(d_weights)
 
-    return (tildes, alphas), grad
+    return (saved["tilde"], saved["alpha"]), grad
 
   tildes, alphas = run(tf.transpose(inputs, [1, 0, 2]), initial_state, memory, keys,
                        *flatten(weights))  # time-major
