@@ -15,6 +15,8 @@ import os
 
 import sentencepiece as spm
 
+import common
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SPLITS = ("train", "val", "test_2016_flickr")
 LANGS = ("de", "en")
@@ -48,10 +50,7 @@ def train_spm(out_dir, vocab_size):
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--anchor_dir", default=os.environ.get(
-      "ANCHOR_DIR", os.path.normpath(os.path.join(ROOT, "..", "anchor"))))
-  parser.add_argument("--multi30k_dir", default=os.environ.get(
-      "NMT_TF_MULTI30K_DIR", os.path.join(ROOT, "..", "shared", "data", "multi30k")))
+  common.add_dir_arguments(parser, multi30k=True)
   parser.add_argument("--vocab_size", type=int, default=8000)
   parser.add_argument("--force", action="store_true", help="Redo everything.")
   args = parser.parse_args()

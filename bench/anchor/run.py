@@ -34,20 +34,11 @@ from joeynmt import prediction
 from joeynmt.config import load_config, parse_global_args
 from joeynmt.datasets import build_dataset
 
+import common
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 SETS = {"test_2016": "test_2016_flickr", "val": "val"}  # name -> file prefix
 LOG_LINE = re.compile(r"Step:\s+(\d+),.*Tokens per Sec:\s+([\d.]+)")
-
-
-def machine():
-  """'<cpus> CPUs <model name>' from /proc/cpuinfo."""
-  name = "unknown CPU"
-  with open("/proc/cpuinfo", encoding="utf-8") as f:
-    for line in f:
-      if line.startswith("model name"):
-        name = line.split(":", 1)[1].strip()
-        break
-  return f"{os.cpu_count()} CPUs {name}"
 
 
 def write_config(args, run_dir):
@@ -163,8 +154,7 @@ def decode(args, config, run_dir):
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--anchor_dir", default=os.environ.get(
-      "ANCHOR_DIR", os.path.normpath(os.path.join(HERE, "..", "..", "..", "anchor"))))
+  common.add_dir_arguments(parser)
   parser.add_argument("--steps", type=int, default=150, help="Training steps.")
   parser.add_argument("--warmup", type=float, default=0.3,
                       help="Share of the steps whose tokens/s are dropped.")
@@ -203,7 +193,7 @@ def main():
                                  else "int(1.5 x longest source of the batch incl. </s>)")
   report["lengths"] = ("forced: every hypothesis runs to max_output_length"
                        if args.lengths == "forced" else "model: the checkpoint's own </s>")
-  report["machine"] = machine()
+  report["machine"] = common.machine()
   print(json.dumps(report, indent=2))
 
 

@@ -19,6 +19,7 @@ import sentencepiece as spm
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 sys.path.insert(0, os.path.dirname(HERE))
+import common  # pylint: disable=wrong-import-position
 import prepare as joey_prepare  # pylint: disable=wrong-import-position
 
 SPECIALS = ("<unk>", "<pad>", "<s>", "</s>")
@@ -44,10 +45,7 @@ def write_pieces(text_dir, out_dir):
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--anchor_dir", default=os.environ.get(
-      "ANCHOR_DIR", os.path.normpath(os.path.join(ROOT, "..", "anchor"))))
-  parser.add_argument("--multi30k_dir", default=os.environ.get(
-      "NMT_TF_MULTI30K_DIR", os.path.join(ROOT, "..", "shared", "data", "multi30k")))
+  common.add_dir_arguments(parser, multi30k=True)
   parser.add_argument("--force", action="store_true", help="Redo everything.")
   args = parser.parse_args()
   text_dir = os.path.join(args.anchor_dir, "data")

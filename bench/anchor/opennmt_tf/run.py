@@ -24,22 +24,12 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+sys.path.insert(0, os.path.dirname(HERE))
+import common  # pylint: disable=wrong-import-position
 SETS = {"test_2016": "test_2016_flickr", "val": "val"}  # name -> file prefix
 STEP_LINE = re.compile(r"Step = (\d+) ; steps/s = [\d.]+, tokens/s = \d+ \((\d+) source, "
                        r"(\d+) target\)")
 TIME_LINE = re.compile(r"Total prediction time \(s\): ([\d.]+)")
-
-
-def machine():
-  """'<cpus> CPUs <model name>' from /proc/cpuinfo."""
-  name = "unknown CPU"
-  with open("/proc/cpuinfo", encoding="utf-8") as f:
-    for line in f:
-      if line.startswith("model name"):
-        name = line.split(":", 1)[1].strip()
-        break
-  return f"{os.cpu_count()} CPUs {name}"
 
 
 def write_config(args, run_dir, beam):
@@ -98,8 +88,7 @@ def decode(args, run_dir, beam, name):
 
 def main():
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  parser.add_argument("--anchor_dir", default=os.environ.get(
-      "ANCHOR_DIR", os.path.normpath(os.path.join(ROOT, "..", "anchor"))))
+  common.add_dir_arguments(parser)
   parser.add_argument("--steps", type=int, default=150)
   parser.add_argument("--warmup", type=float, default=0.2,
                       help="Share of the steps whose speed lines are dropped.")
@@ -116,7 +105,7 @@ def main():
   import opennmt  # pylint: disable=import-outside-toplevel
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   result = {"toolkit": f"OpenNMT-tf {opennmt.__version__}, TensorFlow {tf.__version__}",
-            "machine": machine(), "threads": args.threads}
+            "machine": common.machine(), "threads": args.threads}
   if not args.skip_train:
     result["train"] = train(args, run_dir)
   result["decode"] = {f"{name}_beam{beam}": decode(args, run_dir, int(beam), name)
