@@ -13,24 +13,46 @@ from nmt_tf.experiment import checkpoint_files, RunDirError
 from nmt_tf.training.checkpoints import CheckpointKeeper
 
 
-def _checkpoint_without_clock(directory, step_value):
-  """A checkpoint with `step` only: one written by another program, or another config."""
-  other = tf.train.Checkpoint(step=tf.Variable(step_value, dtype=tf.int64))
-  tf.train.CheckpointManager(other, directory, 3).save(checkpoint_number=7)
+def _old_checkpoint(directory, step_value):
+  """A checkpoint with `step` only, as written before an option added `clock`."""
+  old = tf.train.Checkpoint(step=tf.Variable(step_value, dtype=tf.int64))
+  tf.train.CheckpointManager(old, directory, 3).save(checkpoint_number=7)
 
 
-def _keeper(directory):
+def _keeper(directory, optional):
   objects = {"step": tf.Variable(0, dtype=tf.int64), "clock": tf.Variable(0.0, tf.float64)}
   model = tf.train.Checkpoint(step=objects["step"])
-  return objects, CheckpointKeeper(objects, model, directory, os.path.join(directory, "best"))
+  return objects, CheckpointKeeper(objects, model, directory, os.path.join(directory, "best"),
+                                   optional=optional)
 
 
-class FallbackTest(tf.test.TestCase):
+class OptionalStateTest(tf.test.TestCase):
 
-  def test_missing_state_is_partial(self):
+  def test_checkpoint_without_an_options_state_restores_the_rest(self):
     directory = tempfile.mkdtemp()
-    _checkpoint_without_clock(directory, 41)
-    _, keeper = _keeper(directory)
+    _old_checkpoint(directory, 41)
+    objects, keeper = _keeper(directory, optional=("clock",))
+    objects["clock"].assign(3.5)  # the initial value stays: nothing to restore it from
+    messages = []
+    path = keeper.restore_latest(messages.append)
+    self.assertEndsWith(path, "ckpt-7")
+    self.assertEqual(int(objects["step"].numpy()), 41)
+    self.assertEqual(float(objects["clock"].numpy()), 3.5)
+    self.assertEqual(messages, [f"Checkpoint {path} predates clock (left at the initial "
+                                "value)."])
+    self.assertEmpty(glob.glob(os.path.join(directory, "*corrupt*")))
+    # The next save holds the new state too, and restores without the note.
+    keeper.save(8)
+    objects["clock"].assign(0.0)
+    messages.clear()
+    self.assertEndsWith(keeper.restore_latest(messages.append), "ckpt-8")
+    self.assertEqual(float(objects["clock"].numpy()), 3.5)
+    self.assertEmpty(messages)
+
+  def test_missing_required_state_is_partial(self):
+    directory = tempfile.mkdtemp()
+    _old_checkpoint(directory, 41)
+    _, keeper = _keeper(directory, optional=())
     messages = []
     with self.assertRaisesRegex(RunDirError, "every checkpoint is corrupt or partial"):
       keeper.restore_latest(messages.append)
@@ -39,7 +61,7 @@ class FallbackTest(tf.test.TestCase):
 
   def test_truncated_checkpoint_falls_back(self):
     directory = tempfile.mkdtemp()
-    objects, keeper = _keeper(directory)
+    objects, keeper = _keeper(directory, optional=())
     for step in (1, 2):
       objects["step"].assign(step)
       keeper.save(step)
@@ -55,10 +77,14 @@ class FallbackTest(tf.test.TestCase):
     self.assertIn("ckpt-2 is corrupt or partial", messages[0])
     self.assertNotEmpty(glob.glob(os.path.join(directory, "corrupt", "ckpt-2.*")))
 
+  def test_unknown_optional_name(self):
+    with self.assertRaisesRegex(ValueError, "optional names"):
+      CheckpointKeeper({"step": tf.Variable(0)}, None, "a", "b", optional=("clock",))
+
 
 def _saved_keeper(directory, steps=(10, 20, 30)):
   """A keeper that saved checkpoints at `steps` (step variable = the checkpoint's number)."""
-  objects, keeper = _keeper(directory)
+  objects, keeper = _keeper(directory, optional=())
   for step in steps:
     objects["step"].assign(step)
     keeper.save(step)
@@ -68,7 +94,7 @@ def _saved_keeper(directory, steps=(10, 20, 30)):
 
 def _restore(directory, **kwargs):
   """A new keeper (as a rerun makes) restoring `directory`: (path, step, messages)."""
-  objects, keeper = _keeper(directory)
+  objects, keeper = _keeper(directory, optional=())
   messages = []
   path = keeper.restore_latest(messages.append, **kwargs)
   return path, int(objects["step"].numpy()), messages
@@ -181,7 +207,7 @@ class BestGuardTest(tf.test.TestCase):
     self.assertIsNone(keeper.save_best(20, 19.0))
     self.assertIsNone(keeper.save_best(20, 20.0))
     # A new keeper (a restarted run) sees the record.
-    _, other = _keeper(directory)
+    _, other = _keeper(directory, optional=())
     self.assertEqual(other.best_score(), 20.0)
     self.assertIsNone(other.save_best(30, 5.0))
     self.assertEndsWith(other.best, "ckpt-10")
@@ -196,7 +222,7 @@ class BestGuardTest(tf.test.TestCase):
     _, keeper = _saved_keeper(directory)
     keeper.save_best(20, 30.0)
     os.remove(os.path.join(keeper.best_dir, "score.json"))  # as written by older versions
-    _, other = _keeper(directory)
+    _, other = _keeper(directory, optional=())
     self.assertEqual(other.best_score(), float("inf"))
     self.assertEndsWith(other.unscored_best(), "ckpt-20")
     self.assertIsNone(other.save_best(30, 99.0))
@@ -214,7 +240,7 @@ class BestGuardTest(tf.test.TestCase):
     _, keeper = _saved_keeper(directory)
     keeper.save_best(20, 30.0)
     os.remove(os.path.join(keeper.best_dir, "checkpoint"))
-    _, other = _keeper(directory)
+    _, other = _keeper(directory, optional=())
     self.assertEndsWith(other.best, "ckpt-20")
     self.assertIsNone(other.save_best(10, 29.0))
     self.assertEndsWith(other.save_best(10, 31.0), "ckpt-10")

@@ -15,7 +15,9 @@ refuses to start until the user decides (`restart_from_scratch`); nothing is del
 `best/` holds the model with the best validation BLEU and, beside it, `score.json` (the BLEU
 and step it was saved with). It is replaced only by a model whose BLEU beats that recorded
 score, so a restarted or different run in the same directory never replaces a better model
-with a worse one.
+with a worse one. State that exists only while a training option is on (named `optional`: the weights'
+moving average, the plateau's learning-rate scale) may be missing from a checkpoint written
+before the option was turned on in the run: it keeps its initial value.
 """
 
 import os
@@ -51,13 +53,20 @@ class CheckpointKeeper:
     checkpoint_dir, best_dir: the run's directories.
     keep: checkpoints kept in checkpoint_dir.
     scratch_dir: where a non-chief worker saves (then deletes); None for the chief.
+    optional: names in `objects` that a checkpoint may lack (the state of a training option
+      turned on when the run resumed); a checkpoint without them restores the rest and
+      leaves them at their initial values.
     on_saved: called with the prefix of each checkpoint the chief saves (the run's
       manifest records it).
   """
 
   def __init__(self, objects, model_checkpoint, checkpoint_dir, best_dir, keep=3,
-               scratch_dir=None, on_saved=None):
+               scratch_dir=None, optional=(), on_saved=None):
     self.objects = dict(objects)
+    self.optional = tuple(optional)
+    unknown = [name for name in self.optional if name not in self.objects]
+    if unknown:
+      raise ValueError(f"optional names {unknown} are not in the checkpointed objects")
     self.checkpoint = tf.train.Checkpoint(**self.objects)
     self.model_checkpoint = model_checkpoint
     self.checkpoint_dir = checkpoint_dir
@@ -180,9 +189,15 @@ class CheckpointKeeper:
 
   def _restore(self, path, report):
     # Verified before restore(): a failed one leaves deferred restorations behind.
-    verify_checkpoint(path)
-    status = self.checkpoint.restore(path)
+    keys = verify_checkpoint(path)
+    missing = [name for name in self.optional
+               if not any(key.startswith(name + "/") for key in keys)]
+    checkpoint = self.checkpoint if not missing else tf.train.Checkpoint(
+        **{name: obj for name, obj in self.objects.items() if name not in missing})
+    status = checkpoint.restore(path)
     status.assert_existing_objects_matched()
+    if missing:
+      report(f"Checkpoint {path} predates {', '.join(missing)} (left at the initial value).")
 
   def save(self, step):
     """Saves the training state as ckpt-<step>; returns the path written by the chief."""

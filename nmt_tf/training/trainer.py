@@ -68,6 +68,11 @@ def bf16_warning(precision, cpu_info=None, gpus=None):
           "with runs trained in bfloat16 products.")
 
 
+# The state of training options that a resumed run may turn on (train.moving_average_decay,
+# train.plateau_factor): a checkpoint written before holds none of it.
+OPTION_STATE = ("weight_average", "lr_scale")
+
+
 def seed_generator_states(model):
   """The state variables of the model's Keras SeedGenerators (the dropout masks' random
   streams). Keras leaves them out of tf.train.Checkpoint(model=...); checkpointed separately,
@@ -186,6 +191,7 @@ class Trainer:
     self.keeper = CheckpointKeeper(objects, tf.train.Checkpoint(model=self.model),
                                    self.run_dir.checkpoint_dir, self.run_dir.best_dir,
                                    train_cfg.keep_checkpoints, scratch_dir=scratch,
+                                   optional=[name for name in OPTION_STATE if name in objects],
                                    on_saved=lambda path: run_manifest.add_checkpoint(
                                        self.run_dir, path))
     self.train_step = TrainStep(self.model, optimizer, self.strategy, train_cfg, self.baseline,
