@@ -19,6 +19,10 @@ the sentences of a batch end at different steps, as a trained model's do: --run_
 trained model of a run (its best checkpoint and vocabularies) instead of the untrained one.
 --shortlists times the search over a vocabulary shortlist (decode.shortlist) and reports the
 table's counting time and the mean shortlist size of the file-order batches.
+--work joey does Joey NMT's work (bench/anchor/run.py): batches of --batch_size sentences in
+file order, every output capped at the batch's longest source (EOS included, at most 128),
+no compaction; with --length_a 1 --length_b 0 and --split test the same work as the anchor's
+figure. --work own (the default) sorts by length and caps each sentence by its own source.
 Prints one JSON object.
 """
 
@@ -36,15 +40,21 @@ import tensorflow as tf
 
 import nmt_tf
 from nmt_tf import data
+from nmt_tf.decoding import constraints
 from nmt_tf.experiment import DecodeConfig
 from nmt_tf.inference import CompiledTranslator, shortlist, translate_lines, Translator
+from nmt_tf.inference.batch_translate import Hypothesis, SentenceResult
 from nmt_tf.models import build_model, ModelConfig
 
 flags.DEFINE_string("pair", "de-en", "Multi30k language pair.")
 flags.DEFINE_integer("batch_size", 64, "Sentences per search call.")
 flags.DEFINE_list("beams", ["1", "5"], "Beam sizes to time (1 = greedy).")
 flags.DEFINE_integer("vocab_size", 8000, "SentencePiece vocabulary size per side.")
-flags.DEFINE_integer("limit", 0, "Only the first N validation sentences (0 = all).")
+flags.DEFINE_integer("limit", 0, "Only the first N sentences (0 = all).")
+flags.DEFINE_enum("split", "valid", ["valid", "test"], "Multi30k split to decode (valid: "
+                  "1,014 sentences; test: test_2016_flickr, 1,000).")
+flags.DEFINE_enum("work", "own", ["own", "joey"], "own: batches sorted by length, each "
+                  "output capped by its source; joey: Joey NMT's (see the docstring).")
 flags.DEFINE_string("run_dir", None, "Time the trained model of this run instead.")
 flags.DEFINE_list("compact", ["true"], "decode.compact_batch settings to time (false, true).")
 flags.DEFINE_float("length_a", 2.0, "Output cap a * source length + b (decode.max_length_a).")
@@ -64,7 +74,7 @@ def main(argv):
   del argv
   start = time.perf_counter()
   corpus = data.load_corpus(f"multi30k/{FLAGS.pair}")
-  train, valid = corpus["train"], corpus["valid"]
+  train, valid = corpus["train"], corpus[FLAGS.split]
   src_proto = data.train_sentencepiece(train.sources, FLAGS.vocab_size)
   tgt_proto = data.train_sentencepiece(train.targets, FLAGS.vocab_size)
   setup = time.perf_counter() - start
@@ -72,7 +82,10 @@ def main(argv):
   src_tok = data.SentencePieceTokenizer(src_proto)
   tgt_tok = data.SentencePieceTokenizer(tgt_proto)
   sources = list(valid.sources[:FLAGS.limit or None])
-  report = {"sentences": len(sources), "batch_size": FLAGS.batch_size,
+  if FLAGS.work == "joey":
+    constraints.sentence_max_lengths = _batch_max_lengths
+  report = {"sentences": len(sources), "split": FLAGS.split, "work": FLAGS.work,
+            "batch_size": FLAGS.batch_size,
             "model": f"{'/'.join(FLAGS.decoders)} emb256 birnn 2x512 dec512, untrained",
             "vocab": [src_tok.vocab_size, tgt_tok.vocab_size],
             "max_length": f"min(128, {FLAGS.length_a:g} * src_len + {FLAGS.length_b:g})",
@@ -117,10 +130,36 @@ def _tables(report, train, src_tok, tgt_tok):
   return tables
 
 
+_SENTENCE_MAX_LENGTHS = constraints.sentence_max_lengths
+
+
+def _batch_max_lengths(batch_size, max_length, src_length=None, max_length_a=None,
+                       max_length_b=0.0):
+  """--work joey: every sentence gets the batch's largest cap (Joey NMT's one cap per
+  batch), int32 [batch]."""
+  limits = _SENTENCE_MAX_LENGTHS(batch_size, max_length, src_length, max_length_a,
+                                 max_length_b)  # [batch]
+  return tf.fill([batch_size], tf.reduce_max(limits))
+
+
+def _file_order(compiled, lines, batch_size):
+  """--work joey: batches of `lines` in file order, no compaction; SentenceResults whose
+  hypotheses hold only the ids (what the figures count)."""
+  results = []
+  for start in range(0, len(lines), batch_size):
+    out = compiled(tf.constant(lines[start:start + batch_size], tf.string))
+    for b, length in enumerate(out["lengths"][:, 0]):
+      ids = [int(x) for x in out["ids"][b, 0, :int(length)]]
+      results.append(SentenceResult(start + b, "", [], 0, False, [Hypothesis(
+          text="", ids=ids, log_prob=0.0, score=0.0, attention=None)]))
+  return results
+
+
 def _time_setting(report, model, src_tok, tgt_tok, sources, tables, beam, jit, dtype, compact,
                   k, prefix):
   """Times one search setting of `model` on `sources` into report[prefix + name]."""
   model.matmul_dtype = None if dtype == "float32" else dtype
+  compact = compact and FLAGS.work == "own"
   decode = DecodeConfig(beam_size=beam, nbest=1, compact_batch=compact,
                         length_penalty=0.6 if beam > 1 else 0.0, max_length=128,
                         max_length_a=FLAGS.length_a, max_length_b=FLAGS.length_b,
@@ -128,9 +167,10 @@ def _time_setting(report, model, src_tok, tgt_tok, sources, tables, beam, jit, d
   short = shortlist.Shortlist(*tables, k, decode.shortlist_frequent) if k else None
   compiled = CompiledTranslator(Translator(model, src_tok, tgt_tok, decode, shortlist=short),
                                 jit_compile=jit)
-  translate_lines(compiled, sources[:FLAGS.batch_size], FLAGS.batch_size)  # warm-up
+  decode_all = translate_lines if FLAGS.work == "own" else _file_order
+  decode_all(compiled, sources[:FLAGS.batch_size], FLAGS.batch_size)  # warm-up
   start = time.perf_counter()
-  results = translate_lines(compiled, sources, FLAGS.batch_size)
+  results = decode_all(compiled, sources, FLAGS.batch_size)
   seconds = time.perf_counter() - start
   tokens = sum(len(r.hypotheses[0].ids) for r in results if r.hypotheses)
   name = prefix + (("greedy" if beam == 1 else f"beam{beam}") + ("_xla" if jit else "")

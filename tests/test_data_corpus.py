@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from nmt_tf import data
 from nmt_tf.data import multi30k
+from nmt_tf.data import multi30k_tfds
 from nmt_tf.data import tfds_source
 
 MULTI30K_DIR = multi30k.default_dir()
@@ -226,7 +227,7 @@ class Multi30kTest(tf.test.TestCase):
     with self.assertRaisesRegex(data.DataError, "Multi30k directory not found"):
       data.load_multi30k("de-en", os.path.join(self.get_temp_dir(), "absent"))
 
-  @mock.patch.object(multi30k, "_URL", "http://invalid.invalid/{}.{}")
+  @mock.patch.object(multi30k, "URL", "http://invalid.invalid/{}.{}")
   def test_local_files_sizes(self):
     if not MULTI30K_DIR:
       self.skipTest(NO_MULTI30K)
@@ -235,7 +236,7 @@ class Multi30kTest(tf.test.TestCase):
                      {"train": 29000, "valid": 1014, "test": 1000})
     self.assertStartsWith(corpus["train"].sources[0], "Two young, White males")
 
-  @mock.patch.object(multi30k, "_URL", "http://invalid.invalid/{}.{}")
+  @mock.patch.object(multi30k, "URL", "http://invalid.invalid/{}.{}")
   def test_tfds_builder_on_local_files(self):
     if not MULTI30K_DIR:
       self.skipTest(NO_MULTI30K)
@@ -243,7 +244,7 @@ class Multi30kTest(tf.test.TestCase):
                               tfds_data_dir=self.get_temp_dir())
     sizes = {k: int(corpus[k].reduce(0, lambda n, _: n + 1)) for k in ("valid", "test")}
     self.assertEqual(sizes, {"valid": 1014, "test": 1000})
-    builder = multi30k.Multi30k(config="de-en", data_dir=self.get_temp_dir())
+    builder = multi30k_tfds.Multi30k(config="de-en", data_dir=self.get_temp_dir())
     self.assertEqual(builder.info.splits["train"].num_examples, 29000)
     src, tgt = next(corpus["test"].as_numpy_iterator())
     direct = data.load_multi30k("en-de")["test"]

@@ -6,11 +6,13 @@ import os
 import re
 import tempfile
 
+import keras
+import numpy as np
 import tensorflow as tf
 
 from nmt_tf.experiment import DecodeConfig, ExperimentConfig, RunDir, RunDirError
 from nmt_tf.manifest import ManifestError
-from nmt_tf.models import ConfigError
+from nmt_tf.models import build_model, ConfigError
 from tests.run_fixtures import make_tiny_run, tiny_experiment
 
 
@@ -122,3 +124,28 @@ class ExperimentConfigTest(tf.test.TestCase):
     with self.assertRaisesRegex(ConfigError, "Received decode.precision='bfloat16'; expected "
                                 "one of \\('auto', 'float32', 'float32_bf16_matmul'\\)"):
       DecodeConfig(precision="bfloat16")
+
+
+class LoadModelTest(tf.test.TestCase):
+
+  def test_loaded_weights_are_the_checkpoint_s(self):
+    # load_model builds with zeros (no initializer draws) and restores every weight.
+    run, config, _ = make_tiny_run(tempfile.mkdtemp(), decoder="cgru")
+    reader = tf.train.load_checkpoint(run.checkpoint_path("best"))
+    saved = {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+             if name.startswith("model/") and "OPTIMIZER" not in name}
+    original = keras.layers.Layer.add_weight
+    model, _, _, _ = run.load_model()
+    self.assertIs(keras.layers.Layer.add_weight, original)
+    self.assertLen(model.weights, len(saved))
+    self.assertTrue(all(np.any(w.numpy() != 0) for w in model.weights
+                        if "bias" not in w.path and "b_o" not in w.path))
+    ckpt_values = sorted(float(np.sum(np.abs(v))) for v in saved.values())
+    model_values = sorted(float(np.sum(np.abs(w.numpy()))) for w in model.weights)
+    self.assertAllClose(ckpt_values, model_values)
+
+  def test_zero_initialized_build(self):
+    model = build_model(tiny_experiment().model.replace(src_vocab_size=20, tgt_vocab_size=20),
+                        initialize=False)
+    self.assertNotEmpty(model.weights)
+    self.assertTrue(all(not np.any(w.numpy()) for w in model.weights))

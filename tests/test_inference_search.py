@@ -155,6 +155,19 @@ class CompiledSearchTest(tf.test.TestCase):
     self.assertEqual(compiled.search.experimental_get_tracing_count(), 1)
     self.assertEqual(plain.search.experimental_get_tracing_count(), 1)
 
+  def test_eager_stages_match_the_traced(self):
+    # translate decodes a few lines eagerly (EAGER_LINES): the same search, untraced.
+    translator = translator_for(make_model(decoder="cgru"), beam_size=3, nbest=2,
+                                max_length=8, max_length_a=10.0)
+    eager = CompiledTranslator(translator, eager=True)
+    traced = CompiledTranslator(translator)
+    self.assertNotIsInstance(eager.search, tf.types.experimental.PolymorphicFunction)
+    out, reference = eager.search(SOURCES), traced.search(SOURCES)
+    self.assertAllEqual(out["ids"], reference["ids"])
+    self.assertAllEqual(out["lengths"], reference["lengths"])
+    self.assertAllClose(out["scores"], reference["scores"], atol=1e-5)
+    self.assertAllClose(out["attention"], reference["attention"], atol=1e-5)
+
   def test_bfloat16_products_score_their_own_hypotheses(self):
     model = make_model(decoder="cgru")
     translator = translator_for(model, beam_size=3, max_length=8, max_length_a=10.0,

@@ -32,6 +32,7 @@ from nmt_tf.experiment.run_dir import RunDirError
 from nmt_tf.inference import (alignments, CompiledTranslator, load_models, translate_lines,
                               Translator)
 from nmt_tf.inference import shortlist as shortlist_lib
+from nmt_tf.inference.batch_translate import EAGER_LINES
 
 COMMAND = "translate"
 
@@ -110,7 +111,8 @@ def decode_chunks(translator, decode, lines, log=None, chunk_lines=CHUNK_LINES):
   count from the first line); reports cut lines, and an input mostly unknown to the model, on
   `log` (default stderr)."""
   log = log or sys.stderr
-  compiled = CompiledTranslator(translator, decode.beam_size, decode.nbest, FLAGS.xla)
+  eager = len(lines) <= EAGER_LINES and not FLAGS.xla  # faster than tracing the search
+  compiled = CompiledTranslator(translator, decode.beam_size, decode.nbest, FLAGS.xla, eager)
   tokens = unknown = 0
   for start in range(0, len(lines), chunk_lines):
     results = translate_lines(compiled, lines[start:start + chunk_lines], decode.batch_size)
