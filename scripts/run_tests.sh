@@ -3,6 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_env.sh
+bash scripts/setup_browser.sh  # Debian's Chromium, for the page's test
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 # Two workers; each test class goes whole to one of them, so that a class's shared fixture
 # (setUpClass: a trained run, an installed wheel) is built once (tests/conftest.py puts the

@@ -30,10 +30,11 @@ MAY_IMPORT = {
     "inference": {"layers", "models", "data", "decoding", "experiment"},
     "evaluation": {"data", "experiment", "inference"},
     "export": {"layers", "models", "data", "decoding", "experiment", "inference"},
+    "server": {"layers", "models", "data", "decoding", "experiment", "inference", "export"},
     "training": {"layers", "models", "data", "decoding", "experiment", "inference",
                  "evaluation"},
     "cli": {"layers", "models", "data", "decoding", "experiment", "inference", "evaluation",
-            "export", "training", "configs"},
+            "export", "server", "training", "configs"},
 }
 
 

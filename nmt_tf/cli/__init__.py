@@ -17,6 +17,8 @@ SUMMARIES = {
                "a LiteRT model (--format=litert)."),
     "main": "Quick start: train on --config, evaluate the best checkpoint on test, export it.",
     "recipes": "List the recipes (--config=RECIPE[:MODEL]) and the model presets.",
+    "serve": ("Serve a run or an export over TF Serving's REST API, with a page that shows the "
+              "attention."),
     "score": "Log-probability of given translations under the model (forced decoding).",
     "train": "Train a model on --config in --run_dir (rerun to resume after a stop).",
     "translate": "Translate a file or stdin (beam/n-best, alignments, UNK replacement, ensembles).",

@@ -40,6 +40,13 @@ flags.DEFINE_integer("shortlist", None, "Vocabulary shortlist (translate, evalua
                      "vocabulary; default: the config's decode.shortlist.")
 flags.DEFINE_integer("shortlist_frequent", None, "Most frequent target words always in the "
                      "shortlist; default: the config's decode.shortlist_frequent.")
+flags.DEFINE_string("export_dir", None, "export: base directory of the exported models, default "
+                    "RUN_DIR/export; the model goes to EXPORT_DIR/MODEL_NAME/VERSION. serve: "
+                    "an export to serve instead of the run (EXPORT_DIR, EXPORT_DIR/MODEL_NAME "
+                    "or one VERSION folder).")
+flags.DEFINE_string("export_model_name", None, "Model name (subdirectory, and the name in "
+                    "serve's /v1/models/NAME); default nmt, nmt_caption for a captioning run, "
+                    "nmt_litert with --format=litert.")
 
 FLAGS = flags.FLAGS
 # Errors a user's input can cause: the commands print them as one `error:` line.

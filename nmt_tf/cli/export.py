@@ -28,10 +28,6 @@ flags.DEFINE_enum("format", "savedmodel", FORMATS, "savedmodel: for TF Serving, 
 flags.DEFINE_enum("export_quantization", "float32", QUANTIZATIONS, "--format=litert only: "
                   "float32, float16 weights, or int8 weights (dynamic-range quantization).")
 
-flags.DEFINE_string("export_dir", None, "Base directory of the exported models; default "
-                    "RUN_DIR/export. The model goes to EXPORT_DIR/MODEL_NAME/VERSION.")
-flags.DEFINE_string("export_model_name", None, "Model name (subdirectory); default nmt, or "
-                    "nmt_litert with --format=litert.")
 flags.DEFINE_integer("export_version", None, "Version number; default: the next free one.")
 flags.DEFINE_integer("export_nbest", None, "Hypotheses returned by the beam_search signature; "
                      "default: the beam size.")

@@ -1,0 +1,104 @@
+"""`nmt-tf serve`: a local model server with TF Serving's REST API and an attention page.
+
+  nmt-tf serve --run_dir=runs/quickstart           the run's best checkpoint, in this process
+  nmt-tf serve --export_dir=runs/quickstart/export the versions `nmt-tf export` wrote
+  curl -d '{"instances": ["the boy helps the king"]}' localhost:8501/v1/models/nmt:predict
+
+The model is loaded once; concurrent requests are grouped into batches (--max_batch_size,
+--batch_timeout_micros), as TF Serving's batching does. The page at http://HOST:PORT/ shows
+the translations of a typed sentence (an uploaded image for a captioning run) and the
+attention of each. The API and its errors: docs/EXPORT.md, "A local server".
+"""
+
+import socket
+import sys
+
+from absl import flags
+
+from nmt_tf.cli import common
+
+COMMAND = "serve"
+
+flags.DEFINE_string("host", "127.0.0.1", "Address to listen on (0.0.0.0: every interface).")
+flags.DEFINE_integer("port", 8501, "Port of the REST API and the page (TF Serving's REST port).")
+flags.DEFINE_list("version_labels", [], "Labels naming versions, as TF Serving's "
+                  "version_labels: stable=1,canary=2 (with --export_dir).")
+flags.DEFINE_integer("max_batch_size", 64, "Most rows of one request, and of one batch of "
+                     "grouped requests.")
+flags.DEFINE_integer("batch_timeout_micros", 2000, "How long a batch waits for more requests "
+                     "after its first (0: no grouping).")
+flags.DEFINE_integer("max_text_chars", 2000, "Most characters of one input text.")
+flags.DEFINE_integer("max_body_bytes", 8 << 20, "Most bytes of one request body.")
+
+FLAGS = flags.FLAGS
+
+
+def _labels(entries, versions):
+  labels = {}
+  for entry in entries:
+    label, _, version = entry.partition("=")
+    if not label or not version.isdigit() or int(version) not in versions:
+      raise ValueError(f"--version_labels entry {entry!r}: expected LABEL=VERSION with one of "
+                       f"the served versions {sorted(versions)}.")
+    labels[label] = int(version)
+  return labels
+
+
+def load_servable():
+  """The Servable of the flags: --export_dir, else --checkpoint of --run_dir."""
+  from nmt_tf.server import servable  # pylint: disable=g-import-not-at-top
+  if FLAGS.export_dir:
+    served = servable.load_export(FLAGS.export_dir, FLAGS.export_model_name)
+  else:
+    decode = common.decode_config(_run_config())
+    served = servable.load_run(FLAGS.run_dir, FLAGS.checkpoint, FLAGS.export_model_name,
+                               FLAGS.beam_size, FLAGS.nbest, decode)
+  served.labels = _labels(FLAGS.version_labels, served.versions)
+  servable.warm_up(served)
+  return served
+
+
+def _run_config():
+  from nmt_tf.experiment import RunDir  # pylint: disable=g-import-not-at-top
+  return RunDir(FLAGS.run_dir).load_config()
+
+
+def run(argv):
+  if argv:
+    print(f"error: serve takes no positional arguments; received {argv}.", file=sys.stderr)
+    return 2
+  for name in ("max_batch_size", "max_text_chars", "max_body_bytes"):
+    if FLAGS[name].value < 1:
+      print(f"error: --{name}={FLAGS[name].value}; expected a positive integer.",
+            file=sys.stderr)
+      return 2
+  try:
+    _check_port(FLAGS.host, FLAGS.port)
+    served = load_servable()
+  except common.USER_ERRORS as error:
+    print(f"error: {error}", file=sys.stderr)
+    return 2
+  import uvicorn  # pylint: disable=g-import-not-at-top
+  from nmt_tf.server.app import create_app, Limits  # pylint: disable=g-import-not-at-top
+  limits = Limits(FLAGS.max_batch_size, FLAGS.max_text_chars, FLAGS.max_body_bytes,
+                  FLAGS.batch_timeout_micros)
+  app = create_app(served, limits)
+  versions = ", ".join(f"{v}: {', '.join(sorted(s))}" for v, s in sorted(served.versions.items()))
+  print(f"serving {served.name} (version {versions}) at http://{FLAGS.host}:{FLAGS.port}/ "
+        f"(REST: /v1/models/{served.name}:predict); Ctrl-C stops", file=sys.stderr, flush=True)
+  uvicorn.run(app, host=FLAGS.host, port=FLAGS.port, log_level="warning",
+              timeout_graceful_shutdown=5)
+  return 0
+
+
+def _check_port(host, port):
+  """OSError naming the fix unless `host`:`port` can be listened on (checked before the model
+  loads, which takes seconds)."""
+  family = socket.AF_INET6 if ":" in host else socket.AF_INET
+  with socket.socket(family, socket.SOCK_STREAM) as probe:
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+      probe.bind((host, port))
+    except OSError as error:
+      raise OSError(f"cannot listen on {host}:{port} ({error.strerror or error}); pass another "
+                    "--port or --host.") from None

@@ -1,0 +1,175 @@
+"""The ASGI application of `nmt-tf serve` (Starlette): TF Serving's REST API over a Servable,
+and the attention page at `/`.
+
+  GET  /v1/models/NAME[/versions/N | /labels/L]            version status
+  GET  /v1/models/NAME[/versions/N | /labels/L]/metadata   signatures (SignatureDefs)
+  POST /v1/models/NAME[/versions/N | /labels/L]:predict    rest.py's request and answer
+  GET  /                                                   the page (static/index.html)
+
+Every refusal is TF Serving's `{"error": MESSAGE}`: 400 for a request the model cannot take,
+404 for an unknown model, version, label or signature, 413 for a body over the limit; the
+server keeps answering after any of them.
+"""
+
+import dataclasses
+import html
+import json
+import os
+import re
+
+from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from nmt_tf.server import rest
+from nmt_tf.server.batching import Batcher
+
+STATIC = os.path.join(os.path.dirname(__file__), "static")
+_PATH = re.compile(r"^(?P<name>[^/:]+)(?:/versions/(?P<version>[^/:]+)|/labels/(?P<label>[^/:]+))?"
+                   r"(?P<tail>/metadata|:[A-Za-z]+)?$")
+
+
+@dataclasses.dataclass
+class Limits:
+  """What one request may ask (each refused with a 400 or 413 naming its flag).
+
+  Attributes:
+    max_batch_size: rows of one request, and of one batch of grouped requests.
+    max_text_chars: characters of one text input.
+    max_body_bytes: bytes of one request body.
+    batch_timeout_micros: how long a batch waits for more requests after its first.
+  """
+
+  max_batch_size: int = 64
+  max_text_chars: int = 2000
+  max_body_bytes: int = 8 << 20
+  batch_timeout_micros: int = 2000
+
+
+def _error(message, status=400):
+  return JSONResponse({"error": str(message)}, status_code=status)
+
+
+def create_app(servable, limits=None):
+  """The Starlette application serving `servable` (servable.py) within `limits`."""
+  limits = limits or Limits()
+  batcher = Batcher(limits.max_batch_size, limits.batch_timeout_micros / 1e6)
+
+  def resolve(path):
+    """(version, tail) of a /v1/models/... path; RestError 404 when it names nothing served."""
+    match = _PATH.match(path)
+    if not match:
+      raise rest.RestError(f"Malformed request: /v1/models/{path}", 404)
+    if match["name"] != servable.name:
+      raise rest.RestError(f"Servable not found for request: Latest({match['name']})", 404)
+    version = servable.latest
+    if match["version"] is not None:
+      if not match["version"].isdigit() or int(match["version"]) not in servable.versions:
+        raise rest.RestError(f"Servable not found for request: Specific({servable.name}, "
+                             f"{match['version']})", 404)
+      version = int(match["version"])
+    elif match["label"] is not None:
+      if match["label"] not in servable.labels:
+        raise rest.RestError(f"Unrecognized servable version label: {match['label']}", 404)
+      version = servable.labels[match["label"]]
+    return version, match["tail"] or ""
+
+  async def read_body(request):
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limits.max_body_bytes:
+      raise rest.RestError(_too_large(int(declared), limits), 413)
+    body = bytearray()
+    async for chunk in request.stream():
+      body += chunk
+      if len(body) > limits.max_body_bytes:
+        raise rest.RestError(_too_large(len(body), limits), 413)
+    return bytes(body)
+
+  async def models(request):
+    try:
+      version, tail = resolve(request.path_params["path"])
+      if request.method == "GET":
+        if tail == "":
+          return JSONResponse(rest.version_status(
+              [version] if "/versions/" in request.url.path or "/labels/" in request.url.path
+              else servable.versions))
+        if tail == "/metadata":
+          return JSONResponse(_metadata(servable, version))
+        raise rest.RestError(f"GET does not take {tail}; POST to :predict.", 404)
+      if tail != ":predict":
+        raise rest.RestError(f"This server answers :predict, not {tail or 'a bare POST'} "
+                             "(classify and regress are for other models).", 400 if tail
+                             else 404)
+      body = await read_body(request)
+      answer = await predict(version, rest.parse_json(body))
+      return Response(rest.dumps(answer), media_type="application/json")
+    except rest.RestError as error:
+      return _error(error, error.status)
+    except ClientDisconnect:
+      return Response(status_code=499)
+
+  async def predict(version, request):
+    signatures = servable.versions[version]
+    name = request.get("signature_name") or "serving_default"
+    if not isinstance(name, str) or name not in signatures:
+      raise rest.RestError(f"Serving signature name: \"{name}\" not found in signature def; "
+                           f"this model has {sorted(signatures)}.", 404)
+    signature = signatures[name]
+    inputs, row_format = rest.parse_predict(request, signature.input_dtypes())
+    rows = len(next(iter(inputs.values())))
+    if rows > limits.max_batch_size:
+      raise rest.RestError(f"The request has {rows} rows; this server takes at most "
+                           f"{limits.max_batch_size} in one request (--max_batch_size).")
+    for key, values in inputs.items():
+      if key == "image_bytes":
+        continue
+      for i, value in enumerate(values):
+        if isinstance(value, bytes) and len(value) > limits.max_text_chars and \
+            len(value.decode("utf-8", "replace")) > limits.max_text_chars:
+          raise rest.RestError(
+              f"The input {key}[{i}] has {len(value.decode('utf-8', 'replace'))} characters; "
+              f"this server takes at most {limits.max_text_chars} (--max_text_chars).")
+    if rows == 0:
+      return rest.predict_answer(signature({k: v for k, v in inputs.items()}), row_format)
+    try:
+      outputs = await batcher.run((version, name), signature, inputs)
+    except Exception as error:  # pylint: disable=broad-exception-caught
+      raise rest.RestError(_first_line(error)) from error
+    return rest.predict_answer(outputs, row_format)
+
+  async def page(request):
+    with open(os.path.join(STATIC, "index.html"), encoding="utf-8") as f:
+      text = f.read()
+    config = {"model": servable.name, "task": servable.task, "version": servable.latest,
+              "signatures": sorted(servable.versions[servable.latest])}
+    return HTMLResponse(text.replace("{{CONFIG}}", html.escape(json.dumps(config))))
+
+  async def not_found(request, exc):
+    return _error(f"Not found: {request.url.path}", 404)
+
+  app = Starlette(routes=[
+      Route("/", page),
+      Route("/v1/models/{path:path}", models, methods=["GET", "POST"]),
+      Mount("/static", StaticFiles(directory=STATIC), name="static"),
+  ], exception_handlers={404: not_found})
+  app.state.batcher = batcher
+  return app
+
+
+def _too_large(size, limits):
+  return (f"The request body has {size} bytes or more; this server takes at most "
+          f"{limits.max_body_bytes} (--max_body_bytes).")
+
+
+def _first_line(error):
+  message = getattr(error, "message", None) or str(error) or type(error).__name__
+  return " ".join(message.strip().splitlines()[:1])[:500]
+
+
+def _metadata(servable, version):
+  return {"model_spec": {"name": servable.name, "signature_name": "", "version": str(version)},
+          "metadata": {"signature_def": {
+              "signature_def": {name: s.signature_def()
+                                for name, s in servable.versions[version].items()}}}}

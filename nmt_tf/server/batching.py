@@ -1,0 +1,105 @@
+"""Requests of concurrent clients grouped into one call of a signature, as TF Serving's
+batching does (`--enable_batching`: `max_batch_size`, `batch_timeout_micros`).
+
+The first request for a signature opens a batch; requests for the same signature that arrive
+within `timeout` seconds join it while its rows stay within `max_rows`; then the batch runs
+once, in the one thread that runs the model, and each request gets its own rows back, cut as
+the call with its rows alone would answer (servable.rows_of). A batch that fails is run again
+request by request, so that one bad request fails alone.
+"""
+
+import asyncio
+import concurrent.futures
+
+import numpy as np
+
+from nmt_tf.server.servable import rows_of
+
+
+class Batcher:
+  """Groups the calls of `signature(inputs)` arriving together (module docstring).
+
+  Args:
+    max_rows: most rows in one call; a request of more is refused before it gets here.
+    timeout: seconds a batch waits for more requests after its first.
+  """
+
+  def __init__(self, max_rows=64, timeout=0.002):
+    self.max_rows = max_rows
+    self.timeout = timeout
+    self._queues = {}
+    self._model_thread = concurrent.futures.ThreadPoolExecutor(1, "nmt-tf-model")
+
+  async def run(self, key, signature, inputs):
+    """The outputs of `signature` for `inputs` ({name: numpy [rows]}), batched with other
+    requests of the same `key` (a version and signature)."""
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+    queue = self._queues.get(key)
+    if queue is None:
+      queue = self._queues[key] = asyncio.Queue()
+      loop.create_task(self._serve(queue, signature))
+    await queue.put((inputs, future))
+    return await future
+
+  async def _serve(self, queue, signature):
+    loop = asyncio.get_running_loop()
+    pending = None
+    while True:
+      first = pending or await queue.get()
+      pending = None
+      batch, rows = [first], _rows(first[0])
+      deadline = loop.time() + self.timeout
+      while rows < self.max_rows:
+        try:
+          item = await asyncio.wait_for(queue.get(), max(deadline - loop.time(), 0))
+        except asyncio.TimeoutError:
+          break
+        if rows + _rows(item[0]) > self.max_rows:
+          pending = item  # opens the next batch
+          break
+        batch.append(item)
+        rows += _rows(item[0])
+      live = [(inputs, future) for inputs, future in batch if not future.done()]
+      if live:
+        results = await loop.run_in_executor(self._model_thread, _call, signature, live)
+        for (_, future), result in zip(live, results):
+          if not future.done():  # the client may have gone
+            if isinstance(result, BaseException):
+              future.set_exception(result)
+            else:
+              future.set_result(result)
+
+  def close(self):
+    self._model_thread.shutdown(wait=False, cancel_futures=True)
+
+
+def _rows(inputs):
+  return len(next(iter(inputs.values())))
+
+
+def _call(signature, batch):
+  """[outputs or exception] of each (inputs, future) of `batch`, from one call of `signature`
+  (or one call each, when the joint call fails)."""
+  if len(batch) > 1:
+    joined = {name: np.concatenate([inputs[name] for inputs, _ in batch])
+              for name in batch[0][0]}
+    try:
+      outputs = signature(joined)
+    except Exception:  # pylint: disable=broad-exception-caught
+      pass  # one request may be at fault: run each alone
+    else:
+      results, start = [], 0
+      for inputs, _ in batch:
+        stop = start + _rows(inputs)
+        results.append(rows_of(outputs, start, stop))
+        start = stop
+      return results
+  results = []
+  for inputs, _ in batch:
+    try:
+      outputs = signature(inputs)
+      results.append(rows_of(outputs, 0, _rows(inputs)))
+    except Exception as error:  # pylint: disable=broad-exception-caught
+      results.append(error)
+  return results

@@ -1,0 +1,187 @@
+"""The model a server serves: its versions, each a set of named signatures.
+
+A version is either an exported SavedModel (`nmt-tf export`; `load_export`) or the best
+checkpoint of a run decoded in this process (`load_run`), through the same tf.functions the
+export saves (nmt_tf/export/serving.py, caption_export.py), so both answer alike.
+"""
+
+import dataclasses
+import os
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from nmt_tf.export.exporter import DEFAULT_MAX_SOURCE_LENGTH
+from nmt_tf.server.rest import tensor_info
+
+# The padded axes of each output of the exported signatures, as the output giving each
+# axis's length: cut to a request's own longest, a batched answer equals the answer of the
+# request alone. Outputs not listed have no padded axis.
+PADDED_AXES = {
+    "source_tokens": ("source_length",),
+    "target_tokens": ("target_length",),
+    "alignment": ("target_length", "source_length"),
+    "token_log_prob": ("target_length",),
+    "attention": ("caption_length", None),
+}
+
+
+class ServeError(ValueError):
+  """A model that cannot be served (missing or not a SavedModel); one line naming the fix."""
+
+
+@dataclasses.dataclass
+class Signature:
+  """One signature: its function and the dtype and shape of its inputs and outputs."""
+
+  name: str
+  function: tf.types.experimental.ConcreteFunction
+  inputs: Dict[str, Tuple[str, List[Optional[int]]]]
+  outputs: Dict[str, Tuple[str, List[Optional[int]]]]
+  positional: Tuple[str, ...] = ()  # the inputs a traced function takes by position
+
+  @classmethod
+  def of(cls, name, function):
+    """The Signature of a concrete function: a loaded SavedModel's (inputs by keyword) or a
+    traced one's (inputs by position, named by their TensorSpecs)."""
+    args, specs = function.structured_input_signature
+    specs = dict(specs) or {spec.name: spec for spec in args}
+    outputs = function.structured_outputs
+    return cls(name, function,
+               {k: (s.dtype.name, s.shape.as_list()) for k, s in specs.items()},
+               {k: (s.dtype.name, s.shape.as_list()) for k, s in outputs.items()},
+               tuple(spec.name for spec in args))
+
+  def input_dtypes(self):
+    return {name: dtype for name, (dtype, _) in self.inputs.items()}
+
+  def __call__(self, inputs):
+    """{input: numpy [batch]} -> {output: numpy [batch, ...]}."""
+    tensors = {k: tf.constant(v, tf.as_dtype(self.inputs[k][0])) for k, v in inputs.items()}
+    if self.positional:
+      outputs = self.function(*[tensors[k] for k in self.positional])
+    else:
+      outputs = self.function(**tensors)
+    return {k: v.numpy() for k, v in outputs.items()}
+
+  def signature_def(self):
+    """TF Serving's SignatureDef JSON (metadata)."""
+    return {"inputs": {k: tensor_info(f"{self.name}_{k}:0", d, s)
+                       for k, (d, s) in self.inputs.items()},
+            "outputs": {k: tensor_info(f"StatefulPartitionedCall:{i}", d, s)
+                        for i, (k, (d, s)) in enumerate(sorted(self.outputs.items()))},
+            "method_name": "tensorflow/serving/predict"}
+
+
+@dataclasses.dataclass
+class Servable:
+  """A named model: {version: {signature name: Signature}}, labels naming versions, and
+  `task` ("translate" or "caption"), which the page reads."""
+
+  name: str
+  versions: Dict[int, Dict[str, Signature]]
+  task: str = "translate"
+  labels: Dict[str, int] = dataclasses.field(default_factory=dict)
+  keep: list = dataclasses.field(default_factory=list)  # what holds the variables
+
+  @property
+  def latest(self):
+    return max(self.versions)
+
+
+def rows_of(outputs, start, stop):
+  """The outputs of rows [start, stop) of a batch, their padded axes cut to those rows' own
+  longest (PADDED_AXES), as a call with those rows alone answers."""
+  part = {k: v[start:stop] for k, v in outputs.items()}
+  for key, lengths in PADDED_AXES.items():
+    if key not in part:
+      continue
+    value = part[key]
+    first_padded = value.ndim - len(lengths)
+    index = [slice(None)] * value.ndim
+    for axis, length_key in enumerate(lengths, start=first_padded):
+      if length_key is None or length_key not in part:
+        continue
+      width = int(part[length_key].max()) if part[length_key].size else 0
+      index[axis] = slice(0, width)
+    part[key] = value[tuple(index)]
+  return part
+
+
+def _task(signatures):
+  first = next(iter(signatures.values()))
+  return "caption" if "image_bytes" in first.inputs else "translate"
+
+
+def load_export(path, model_name=None):
+  """The versions of an export: `path` is a version directory (saved_model.pb), a model's
+  directory of versions (1/, 2/, ...) or a base directory holding MODEL_NAME/ (default nmt).
+  The model's name is `model_name`, else its directory's."""
+  if not os.path.isdir(path):
+    raise ServeError(f"--export_dir={path} is not a directory; pass a folder written by "
+                     "`nmt-tf export` (RUN/export, RUN/export/nmt or RUN/export/nmt/1).")
+  if os.path.isfile(os.path.join(path, "saved_model.pb")):
+    name = os.path.basename(os.path.normpath(path))
+    found = {int(name) if name.isdigit() else 1: path}
+    if name.isdigit():
+      model_name = model_name or os.path.basename(os.path.dirname(os.path.normpath(path)))
+  else:
+    found = {int(n): os.path.join(path, n) for n in os.listdir(path)
+             if n.isdigit() and os.path.isfile(os.path.join(path, n, "saved_model.pb"))}
+    if not found:
+      inner = os.path.join(path, model_name or "nmt")
+      if os.path.isdir(inner):
+        return load_export(inner, model_name or "nmt")
+      raise ServeError(f"{path} holds no SavedModel version (N/saved_model.pb) nor "
+                       f"{model_name or 'nmt'}/; export the run first (`nmt-tf export`) or "
+                       "pass its export directory.")
+    model_name = model_name or os.path.basename(os.path.normpath(path))
+  versions, keep = {}, []
+  for version, version_dir in sorted(found.items()):
+    try:
+      loaded = tf.saved_model.load(version_dir)
+    except (OSError, ValueError, tf.errors.OpError) as error:
+      raise ServeError(f"{version_dir} does not load as a SavedModel ({type(error).__name__});"
+                       " export the run again.") from error
+    versions[version] = {name: Signature.of(name, fn)
+                         for name, fn in loaded.signatures.items()}
+    keep.append(loaded)
+  return Servable(model_name, versions, _task(versions[max(versions)]), keep=keep)
+
+
+def load_run(run_dir, checkpoint="best", model_name=None, beam_size=None, nbest=None,
+             decode_config=None, max_source_length=DEFAULT_MAX_SOURCE_LENGTH):
+  """Version 1: checkpoint `checkpoint` of run `run_dir`, decoded in this process by the
+  signatures its export would have (greedy, beam_search, score; caption and beam_search for
+  a captioning run), named `model_name` (default nmt, or nmt_caption)."""
+  # pylint: disable=g-import-not-at-top
+  from nmt_tf.export.caption_export import CaptionServingModule
+  from nmt_tf.export.exporter import beam_and_nbest
+  from nmt_tf.export.serving import ServingModule
+  from nmt_tf.inference.image_captioner import Captioner
+  from nmt_tf.inference.loading import load_models
+  from nmt_tf.inference.translator import Translator
+  model, config, src_tok, tgt_tok, _ = load_models(run_dir, checkpoint)
+  decode_config = decode_config or config.decode
+  beam_size, nbest = beam_and_nbest(beam_size, nbest, decode_config)
+  if config.model.encoder == "image":
+    module = CaptionServingModule(Captioner(model, tgt_tok, decode_config), beam_size, nbest)
+  else:
+    module = ServingModule(Translator(model, src_tok, tgt_tok, decode_config,
+                                      max_source_length), beam_size, nbest)
+  signatures = {name: Signature.of(name, fn.get_concrete_function())
+                for name, fn in module.signatures().items()}
+  task = _task(signatures)
+  default_name = "nmt_caption" if task == "caption" else "nmt"
+  return Servable(model_name or default_name, {1: signatures}, task, keep=[module])
+
+
+def warm_up(servable):
+  """Runs every translation signature of every version once (the first call of a traced
+  function builds its graph), so that the first client does not wait for it."""
+  for signatures in servable.versions.values():
+    for signature in signatures.values():
+      if all(dtype == "string" for dtype, _ in signature.inputs.values()) and \
+          "image_bytes" not in signature.inputs:
+        signature({name: np.array([b"a"], object) for name in signature.inputs})

@@ -1,0 +1,82 @@
+"""A model server on 127.0.0.1 for the tests: uvicorn in a thread of the test process, or
+`nmt-tf serve` in a process of its own; and JSON requests to it over real sockets."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import uvicorn
+
+from nmt_tf.server.app import create_app
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port():
+  with socket.socket() as probe:
+    probe.bind(("127.0.0.1", 0))
+    return probe.getsockname()[1]
+
+
+class ThreadServer:
+  """uvicorn serving create_app(servable, limits) on 127.0.0.1 in a daemon thread."""
+
+  def __init__(self, servable, limits=None):
+    self.port = free_port()
+    config = uvicorn.Config(create_app(servable, limits), host="127.0.0.1", port=self.port,
+                            log_level="error")
+    self.server = uvicorn.Server(config)
+    self.thread = threading.Thread(target=self.server.run, daemon=True)
+    self.thread.start()
+    deadline = time.time() + 30
+    while not self.server.started:
+      if time.time() > deadline or not self.thread.is_alive():
+        raise RuntimeError("the test server did not start")
+      time.sleep(0.02)
+    self.url = f"http://127.0.0.1:{self.port}"
+
+  def stop(self):
+    self.server.should_exit = True
+    self.thread.join(10)
+
+
+def serve_process(args, env=None, timeout=180):
+  """(Popen, url) of `nmt-tf serve ARGS --port=FREE`, once it answers; RuntimeError with its
+  stderr if it exits first."""
+  port = free_port()
+  process = subprocess.Popen(
+      [sys.executable, "-m", "nmt_tf", "serve", f"--port={port}"] + list(args),
+      cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+      env={**os.environ, **(env or {})})
+  url = f"http://127.0.0.1:{port}"
+  deadline = time.time() + timeout
+  while time.time() < deadline:
+    if process.poll() is not None:
+      raise RuntimeError(f"nmt-tf serve exited with {process.returncode}: "
+                         f"{process.stderr.read()}")
+    try:
+      with urllib.request.urlopen(url + "/", timeout=2):
+        return process, url
+    except (urllib.error.URLError, ConnectionError, socket.timeout):
+      time.sleep(0.3)
+  process.kill()
+  raise RuntimeError("nmt-tf serve did not answer in time")
+
+
+def request(url, body=None, method=None, raw=None, headers=None, timeout=60):
+  """(HTTP status, parsed JSON answer) of a request: `body` sent as JSON, or `raw` bytes."""
+  data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+  req = urllib.request.Request(url, data=data, method=method or ("POST" if data is not None
+                                                                 else "GET"),
+                               headers={"Content-Type": "application/json", **(headers or {})})
+  try:
+    with urllib.request.urlopen(req, timeout=timeout) as answer:
+      return answer.status, json.loads(answer.read())
+  except urllib.error.HTTPError as error:
+    return error.code, json.loads(error.read())

@@ -1,0 +1,346 @@
+"""`nmt-tf serve`: TF Serving's REST API against the export's signatures called directly, its
+errors, batching across concurrent clients, export/client.py against it, the command, and the
+attention page in headless Chromium."""
+
+import concurrent.futures
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from unittest import mock
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from nmt_tf.experiment import RunDir
+from nmt_tf.export import export_run
+from nmt_tf.server import rest, servable
+from nmt_tf.server.app import Limits
+from tests import server_fixtures
+from tests.run_fixtures import make_tiny_run
+from tests.server_fixtures import request, ROOT
+
+
+class RestProtocolTest(tf.test.TestCase):
+  """rest.py and servable.rows_of, without a model."""
+
+  def test_row_and_columnar_requests(self):
+    specs = {"text": "string"}
+    for body in ({"instances": ["a b", "c"]}, {"instances": [{"text": "a b"}, {"text": "c"}]},
+                 {"inputs": {"text": ["a b", "c"]}}, {"inputs": ["a b", "c"]},
+                 {"instances": [{"b64": "YSBi"}, "c"]}):
+      inputs, row = rest.parse_predict(body, specs)
+      self.assertEqual(list(inputs["text"]), [b"a b", b"c"])
+      self.assertEqual(row, "instances" in body)
+    inputs, _ = rest.parse_predict({"inputs": {"source": ["x"], "target": ["y"]}},
+                                   {"source": "string", "target": "string"})
+    self.assertEqual((list(inputs["source"]), list(inputs["target"])), ([b"x"], [b"y"]))
+
+  def test_refused_requests(self):
+    specs = {"text": "string"}
+    two = {"source": "string", "target": "string"}
+    for body, specs_, words in (
+        ({}, specs, "Missing 'instances' or 'inputs'"),
+        ({"instances": [], "inputs": []}, specs, "both"),
+        ({"instances": "a"}, specs, "must be a list"),
+        ({"instances": [3]}, specs, "expected a string"),
+        ({"instances": [{"txt": "a"}]}, specs, "lacks the input 'text'"),
+        ({"instances": [{"b64": "%%%"}]}, specs, "not valid base64"),
+        ({"instances": ["\ud800"]}, specs, "lone surrogate"),
+        ({"inputs": {"source": ["a"], "target": []}}, two, "different batch sizes"),
+        ({"instances": ["a"]}, two, "is not an object"),
+    ):
+      with self.assertRaisesRegex(rest.RestError, words):
+        rest.parse_predict(body, specs_)
+    for body, words in ((b"", "empty"), (b"{", "JSON Parse error"), (b"[1]", "JSON list"),
+                        (b'{"instances": ["\xff"]}', "not valid UTF-8")):
+      with self.assertRaisesRegex(rest.RestError, words):
+        rest.parse_json(body)
+
+  def test_answers(self):
+    outputs = {"translation": np.array([b"x", b"y"], object), "log_prob": np.float32([-1, -2])}
+    self.assertEqual(rest.predict_answer(outputs, True), {"predictions": [
+        {"log_prob": -1.0, "translation": "x"}, {"log_prob": -2.0, "translation": "y"}]})
+    self.assertEqual(rest.predict_answer(outputs, False),
+                     {"outputs": {"log_prob": [-1.0, -2.0], "translation": ["x", "y"]}})
+    self.assertEqual(rest.predict_answer({"t": outputs["translation"]}, True),
+                     {"predictions": ["x", "y"]})
+    self.assertEqual(rest.dumps({"x": float("-inf")}), '{"x": -Infinity}')
+
+  def test_rows_of_cuts_to_the_rows_own_longest(self):
+    outputs = {"source_length": np.int32([2, 4]), "target_length": np.int32([[1, 3], [2, 0]]),
+               "source_tokens": np.zeros([2, 4], object),
+               "target_tokens": np.zeros([2, 2, 3], object),
+               "alignment": np.ones([2, 2, 3, 4], np.float32)}
+    first = servable.rows_of(outputs, 0, 1)
+    self.assertEqual(first["source_tokens"].shape, (1, 2))
+    self.assertEqual(first["target_tokens"].shape, (1, 2, 3))
+    self.assertEqual(first["alignment"].shape, (1, 2, 3, 2))
+    second = servable.rows_of(outputs, 1, 2)
+    self.assertEqual(second["alignment"].shape, (1, 2, 2, 4))
+
+
+def _close(test, got, want, where):
+  """Equal strings and integers, float arrays within 1e-5 (a batch of other sizes may round
+  its products otherwise)."""
+  test.assertEqual(sorted(got), sorted(want), where)
+  for key in want:
+    a, b = np.asarray(got[key]), np.asarray(want[key])
+    if a.dtype.kind == "f" or b.dtype.kind == "f":
+      test.assertAllClose(a.astype(float), b.astype(float), atol=1e-5, msg=f"{where} {key}")
+    else:
+      test.assertEqual(a.tolist(), b.tolist(), f"{where} {key}")
+
+
+@pytest.mark.slow
+class ServerApiTest(tf.test.TestCase):
+  """One tiny run exported twice (versions 1 and 2, labelled), served by uvicorn in a thread
+  of this process over 127.0.0.1."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.tmp = tempfile.mkdtemp()
+    run, _, corpus = make_tiny_run(os.path.join(cls.tmp, "run"))
+    restored = run.load_model("best")
+    with mock.patch.object(RunDir, "load_model", return_value=restored):
+      cls.path = export_run(run.path, warmup=False)
+      export_run(run.path, warmup=False, beam_size=2, nbest=2)
+    cls.loaded = tf.saved_model.load(cls.path)
+    served = servable.load_export(run.export_dir)
+    served.labels = {"stable": 1, "canary": 2}
+    cls.limits = Limits(max_batch_size=16, max_text_chars=300, max_body_bytes=200_000)
+    cls.server = server_fixtures.ThreadServer(served, cls.limits)
+    cls.url = cls.server.url + "/v1/models/nmt"
+    cls.sentences = list(corpus["test"].sources[:5]) + ["", "ein unbekanntes Wort ."]
+
+  @classmethod
+  def tearDownClass(cls):
+    cls.server.stop()
+    shutil.rmtree(cls.tmp, ignore_errors=True)
+    super().tearDownClass()
+
+  def direct(self, signature, **inputs):
+    outputs = self.loaded.signatures[signature](
+        **{k: tf.constant(v, tf.string) for k, v in inputs.items()})
+    return {k: rest.to_json_value(v.numpy()) for k, v in outputs.items()}
+
+  def test_predict_equals_the_signatures(self):
+    for signature in ("serving_default", "beam_search"):
+      want = self.direct(signature, text=self.sentences)
+      status, columnar = request(self.url + "/versions/1:predict", {
+          "signature_name": signature, "inputs": {"text": self.sentences}})
+      self.assertEqual(status, 200, columnar)
+      _close(self, columnar["outputs"], want, signature)
+      status, rows = request(self.url + "/labels/stable:predict", {
+          "signature_name": signature, "instances": [{"text": s} for s in self.sentences]})
+      self.assertEqual(status, 200, rows)
+      self.assertLen(rows["predictions"], len(self.sentences))
+      for i, row in enumerate(rows["predictions"]):
+        _close(self, row, {k: v[i] for k, v in want.items()}, f"{signature} row {i}")
+    targets = ["the boy", "a", "", "b c", "d", "e", "f"]
+    status, scored = request(self.url + "/versions/1:predict", {
+        "signature_name": "score", "inputs": {"source": self.sentences, "target": targets}})
+    self.assertEqual(status, 200, scored)
+    _close(self, scored["outputs"], self.direct("score", source=self.sentences,
+                                                target=targets), "score")
+
+  def test_versions_and_labels(self):
+    status, answer = request(self.url + ":predict", {
+        "signature_name": "beam_search", "instances": ["a b"]})
+    self.assertEqual((status, len(answer["predictions"][0]["translation"])), (200, 2))
+    status, answer = request(self.url + "/labels/stable:predict", {
+        "signature_name": "beam_search", "instances": ["a b"]})
+    self.assertEqual((status, len(answer["predictions"][0]["translation"])), (200, 3))
+
+  def test_status_and_metadata(self):
+    self.assertEqual(request(self.url), (200, rest.version_status([1, 2])))
+    self.assertEqual(request(self.url + "/versions/2"), (200, rest.version_status([2])))
+    status, meta = request(self.url + "/versions/1/metadata")
+    self.assertEqual(status, 200)
+    self.assertEqual(meta["model_spec"], {"name": "nmt", "signature_name": "", "version": "1"})
+    defs = meta["metadata"]["signature_def"]["signature_def"]
+    self.assertEqual(sorted(defs), ["beam_search", "score", "serving_default"])
+    self.assertEqual(defs["serving_default"]["inputs"]["text"]["dtype"], "DT_STRING")
+    self.assertIn("alignment", defs["serving_default"]["outputs"])
+
+  def test_unknown_names_are_404(self):
+    for path, body, words in (
+        ("/v1/models/other", None, "Servable not found"),
+        ("/v1/models/nmt/versions/7:predict", {"instances": ["a"]}, "Specific"),
+        ("/v1/models/nmt/labels/beta:predict", {"instances": ["a"]}, "label"),
+        ("/v1/models/nmt:predict", {"signature_name": "beam", "instances": ["a"]},
+         "not found in signature def"),
+        ("/nowhere", None, "Not found")):
+      status, answer = request(self.server.url + path, body)
+      self.assertEqual(status, 404, path)
+      self.assertIn(words, answer["error"])
+
+  def test_hostile_requests_get_their_4xx_and_the_server_goes_on(self):
+    url = self.url + ":predict"
+    for raw, status_words in (
+        (b"", (400, "empty")),
+        (b'{"instances": ["\xff\xfe"]}', (400, "not valid UTF-8")),
+        (b"{\"instances\": [", (400, "JSON Parse error")),
+        (json.dumps({"signature_name": "score", "instances": ["a"]}).encode(),
+         (400, "not an object")),
+        (json.dumps({"signature_name": "serving_default"}).encode(), (400, "Missing")),
+        (json.dumps({"instances": ["x" * 10_000]}).encode(), (400, "--max_text_chars")),
+        (json.dumps({"instances": ["a"] * 17}).encode(), (400, "--max_batch_size")),
+        (b"{" + b" " * 300_000 + b"}", (413, "--max_body_bytes")),
+    ):
+      status, answer = request(url, raw=raw)
+      self.assertEqual(status, status_words[0], (raw[:40], answer))
+      self.assertIn(status_words[1], answer["error"])
+    with socket.create_connection(("127.0.0.1", self.server.port)) as client:  # leaves early
+      client.sendall(b"POST /v1/models/nmt:predict HTTP/1.1\r\nHost: x\r\n"
+                     b"Content-Length: 50000000\r\n\r\n{\"instances\": [")
+    with socket.create_connection(("127.0.0.1", self.server.port)) as client:
+      client.sendall(b"POST /v1/models/nmt:predict HTTP/1.1\r\nHost: x\r\n"
+                     b"Content-Length: 30\r\n\r\n{\"instances\": [")
+    status, answer = request(url, {"instances": ["a b"]})
+    self.assertEqual(status, 200, answer)
+    self.assertEqual(answer["predictions"][0]["translation"],
+                     self.direct("serving_default", text=["a b"])["translation"][0])
+
+  def test_concurrent_clients_get_the_serial_answers(self):
+    """16 clients x 20 requests at once, greedy and beam: each answer equals the answer of the
+    same request sent alone."""
+    requests = [{"signature_name": ("serving_default", "beam_search")[i % 2],
+                 "instances": self.sentences[i % 7:i % 7 + 1 + i % 3]} for i in range(20)]
+    serial = [request(self.url + "/versions/1:predict", r) for r in requests]
+    self.assertTrue(all(status == 200 for status, _ in serial))
+
+    def client(k):
+      return [request(self.url + "/versions/1:predict", requests[(i + k) % 20])
+              for i in range(20)]
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+      answers = list(pool.map(client, range(16)))
+    for k, answers_of_k in enumerate(answers):
+      for i, (status, answer) in enumerate(answers_of_k):
+        self.assertEqual(status, 200, answer)
+        want = serial[(i + k) % 20][1]["predictions"]
+        self.assertLen(answer["predictions"], len(want))
+        for got_row, want_row in zip(answer["predictions"], want):
+          _close(self, got_row, want_row, f"client {k} request {i}")
+
+  def test_export_client_against_the_server(self):
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "export", "client.py"),
+                          f"--rest={self.server.url}", "--signature=beam_search", "--version=1",
+                          self.sentences[0]], capture_output=True, text=True, timeout=120,
+                         check=False)
+    self.assertEqual(out.returncode, 0, out.stderr)
+    result = json.loads(out.stdout.splitlines()[0])
+    want = self.direct("beam_search", text=[self.sentences[0]])
+    self.assertEqual([h["translation"] for h in result["nbest"]],
+                     [t for t, s in zip(want["translation"][0], want["score"][0])
+                      if np.isfinite(s)])
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+
+def _nmt_tf(*args, stdin=None):
+  return subprocess.run([sys.executable, "-m", "nmt_tf"] + list(args), cwd=ROOT, input=stdin,
+                        capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.mark.slow
+class ServeCommandTest(tf.test.TestCase):
+  """`nmt-tf serve --run_dir=RUN` in its own process on 127.0.0.1, its answers against
+  `nmt-tf translate`, and its page in headless Chromium."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.tmp = tempfile.mkdtemp()
+    run, _, corpus = make_tiny_run(os.path.join(cls.tmp, "run"))
+    cls.run_dir = run.path
+    cls.sentence = corpus["test"].sources[0]
+    cls.process, cls.url = server_fixtures.serve_process([f"--run_dir={cls.run_dir}"])
+
+  @classmethod
+  def tearDownClass(cls):
+    cls.process.terminate()
+    cls.process.wait(30)
+    shutil.rmtree(cls.tmp, ignore_errors=True)
+    super().tearDownClass()
+
+  def translate(self, *flags):
+    out = _nmt_tf("translate", f"--run_dir={self.run_dir}", *flags, stdin=self.sentence + "\n")
+    self.assertEqual(out.returncode, 0, out.stderr)
+    return out.stdout.strip()
+
+  def test_answers_as_translate(self):
+    status, answer = request(self.url + "/v1/models/nmt:predict",
+                             {"instances": [self.sentence]})
+    self.assertEqual(status, 200, answer)
+    self.assertEqual(answer["predictions"][0]["translation"], self.translate("--beam_size=1"))
+    status, answer = request(self.url + "/v1/models/nmt:predict",
+                             {"signature_name": "beam_search", "instances": [self.sentence]})
+    self.assertEqual(answer["predictions"][0]["translation"][0],
+                     self.translate("--beam_size=3"))
+
+  def test_user_errors_are_one_line_and_exit_2(self):
+    taken = self.url.rsplit(":", 1)[1]
+    for args, words in (([f"--run_dir={self.run_dir}", f"--port={taken}"], "cannot listen"),
+                        ([f"--run_dir={self.tmp}/missing"], "error:"),
+                        ([f"--export_dir={self.tmp}/missing"], "is not a directory"),
+                        ([f"--run_dir={self.run_dir}", "--version_labels=stable=4"],
+                         "--version_labels")):
+      out = subprocess.run([sys.executable, "-m", "nmt_tf", "serve"] + args, cwd=ROOT,
+                           capture_output=True, text=True, timeout=300, check=False)
+      self.assertEqual(out.returncode, 2, (args, out.stderr))
+      self.assertLen(out.stderr.strip().splitlines(), 1, out.stderr)
+      self.assertIn(words, out.stderr)
+
+  def test_page_in_headless_chromium(self):
+    if not os.path.exists(CHROMIUM):
+      if os.environ.get("CI"):
+        self.fail(f"{CHROMIUM} is missing: scripts/setup_browser.sh installs it")
+      self.skipTest(f"{CHROMIUM} is missing (scripts/setup_browser.sh installs it)")
+    from playwright.sync_api import sync_playwright  # pylint: disable=g-import-not-at-top
+    status, answer = request(self.url + "/v1/models/nmt:predict",
+                             {"instances": [self.sentence]})
+    self.assertEqual(status, 200)
+    want = answer["predictions"][0]
+    with sync_playwright() as playwright:
+      browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+      try:
+        page = browser.new_page(viewport={"width": 1100, "height": 760})
+        page.goto(self.url + "/")
+        page.fill("#text", self.sentence)
+        page.click("#go")
+        page.wait_for_selector("table.heatmap")
+        self.assertEqual(page.inner_text("#hypotheses li.chosen .text"),
+                         self.translate("--beam_size=1"))
+        self.assertEqual(page.locator("table.heatmap tbody tr").count(),
+                         want["target_length"])
+        self.assertEqual(page.locator("table.heatmap thead th.source").count(),
+                         want["source_length"])
+        self.assertEqual(page.locator("table.heatmap tbody tr").first.locator("td").count(),
+                         want["source_length"])
+        self.assertEqual(page.locator("table.heatmap td.hard").count(), want["target_length"])
+        weight = float(page.locator("table.heatmap td").first.get_attribute("data-weight"))
+        self.assertAllClose(weight, want["alignment"][0][0], atol=1e-6)
+        page.check("input[value=beam_search]")
+        page.click("#go")
+        page.wait_for_function("document.querySelectorAll('#hypotheses li').length > 1")
+        page.fill("#text", "")
+        page.click("#go")
+        self.assertIn("Type a sentence", page.inner_text("#status"))
+        page.fill("#text", self.sentence)
+        page.check("input[value=serving_default]")
+        page.click("#go")
+        page.wait_for_function("document.querySelectorAll('#hypotheses li').length == 1")
+        page.screenshot(path=os.environ.get("NMT_TF_SCREENSHOT",
+                                            os.path.join(self.tmp, "page.png")), full_page=True)
+      finally:
+        browser.close()
