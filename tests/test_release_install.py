@@ -42,6 +42,10 @@ SENTENCES = ["the boy helps the quick small king that meets the lion", "",
 # Doc commands not run here, and why.
 NOT_RUN = {
     "bash scripts/run_tests.sh": "the test suite itself",
+    ".venv/bin/nmt-tf serve": "a server that runs until stopped (tests/test_server.py starts "
+                              "it and sends it the README's curl line)",
+    ".venv/bin/nmt-tf serve --export_dir=runs/quickstart/export --version_labels=stable=1":
+        "a server that runs until stopped (tests/test_server.py serves exports)",
     ".venv/bin/nmt-tf train --config=multi30k:cgru --run_dir=runs/cgru_de_en":
         "Multi30k, which CI does not have (tests/test_release_recipes.py trains every "
         "Multi30k recipe on a slice)",

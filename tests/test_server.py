@@ -2,6 +2,7 @@
 errors, batching across concurrent clients, export/client.py against it, the command, and the
 attention page in headless Chromium."""
 
+import base64
 import concurrent.futures
 import json
 import os
@@ -273,8 +274,9 @@ class ServeCommandTest(tf.test.TestCase):
     shutil.rmtree(cls.tmp, ignore_errors=True)
     super().tearDownClass()
 
-  def translate(self, *flags):
-    out = _nmt_tf("translate", f"--run_dir={self.run_dir}", *flags, stdin=self.sentence + "\n")
+  def translate(self, *flags, sentence=None):
+    out = _nmt_tf("translate", f"--run_dir={self.run_dir}", *flags,
+                  stdin=(sentence or self.sentence) + "\n")
     self.assertEqual(out.returncode, 0, out.stderr)
     return out.stdout.strip()
 
@@ -287,6 +289,20 @@ class ServeCommandTest(tf.test.TestCase):
                              {"signature_name": "beam_search", "instances": [self.sentence]})
     self.assertEqual(answer["predictions"][0]["translation"][0],
                      self.translate("--beam_size=3"))
+
+  def test_the_readme_curl_line(self):
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+      readme = f.read().replace("\\\n", " ")
+    line = next(" ".join(l.split()) for l in readme.splitlines()
+                if l.startswith("curl ") and "localhost:8501" in l)
+    port = self.url.rsplit(":", 1)[1]
+    out = subprocess.run(["bash", "-c", line.replace("localhost:8501", f"127.0.0.1:{port}")],
+                         capture_output=True, text=True, timeout=120, check=False)
+    self.assertEqual(out.returncode, 0, out.stderr)
+    answer = json.loads(out.stdout)
+    self.assertEqual(answer["outputs"]["translation"][0][0],
+                     self.translate("--beam_size=3", sentence="the boy helps the king"))
+    self.assertLen(answer["outputs"]["translation"][0], 3)  # the run's beam, whole
 
   def test_user_errors_are_one_line_and_exit_2(self):
     taken = self.url.rsplit(":", 1)[1]
@@ -342,5 +358,63 @@ class ServeCommandTest(tf.test.TestCase):
         page.wait_for_function("document.querySelectorAll('#hypotheses li').length == 1")
         page.screenshot(path=os.environ.get("NMT_TF_SCREENSHOT",
                                             os.path.join(self.tmp, "page.png")), full_page=True)
+      finally:
+        browser.close()
+
+
+@pytest.mark.slow
+class CaptionPageTest(tf.test.TestCase):
+  """`nmt-tf serve` of a shapes captioning run (a few steps), its page with an uploaded image
+  in headless Chromium: one attention map per word, the caption `nmt-tf caption` gives."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    import nmt_tf  # pylint: disable=g-import-not-at-top
+    from nmt_tf import configs  # pylint: disable=g-import-not-at-top
+    cls.tmp = tempfile.mkdtemp()
+    config = configs.load("shapes")
+    config.data.update(train_size=64, valid_size=8, test_size=4)
+    config.model.update(encoder_units=16, decoder_units=16, embedding_dim=8)
+    config.train.update(steps=2, eval_every=2, checkpoint_every=2)
+    cls.run_dir = os.path.join(cls.tmp, "shapes")
+    nmt_tf.train(config, cls.run_dir, stream=open(os.devnull, "w", encoding="utf-8"))
+    cls.image = os.path.join(cls.run_dir, "shapes", "images", "test_00000.png")
+    cls.process, cls.url = server_fixtures.serve_process([f"--run_dir={cls.run_dir}"])
+
+  @classmethod
+  def tearDownClass(cls):
+    cls.process.terminate()
+    cls.process.wait(30)
+    shutil.rmtree(cls.tmp, ignore_errors=True)
+    super().tearDownClass()
+
+  def test_page_shows_one_map_per_word(self):
+    if not os.path.exists(CHROMIUM):
+      if os.environ.get("CI"):
+        self.fail(f"{CHROMIUM} is missing: scripts/setup_browser.sh installs it")
+      self.skipTest(f"{CHROMIUM} is missing (scripts/setup_browser.sh installs it)")
+    from playwright.sync_api import sync_playwright  # pylint: disable=g-import-not-at-top
+    out = _nmt_tf("caption", f"--run_dir={self.run_dir}", f"--input_file={self.image}",
+                  "--beam_size=1")
+    self.assertEqual(out.returncode, 0, out.stderr)
+    caption = out.stdout.strip().split("\t")[1]
+    with open(self.image, "rb") as f:
+      status, answer = request(self.url + "/v1/models/nmt_caption:predict", {
+          "instances": [{"b64": base64.b64encode(f.read()).decode()}]})
+    self.assertEqual(status, 200, answer)
+    self.assertEqual(answer["predictions"][0]["caption"], caption)
+    with sync_playwright() as playwright:
+      browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+      try:
+        page = browser.new_page()
+        page.goto(self.url + "/")
+        page.set_input_files("#image", self.image)
+        page.wait_for_function("document.getElementById('preview').src.startsWith('data:')")
+        page.click("#go")
+        page.wait_for_selector(".word-maps canvas")
+        self.assertEqual(page.inner_text("#hypotheses li.chosen .text"), caption)
+        self.assertEqual(page.locator(".word-maps canvas").count(),
+                         answer["predictions"][0]["caption_length"])
       finally:
         browser.close()

@@ -67,6 +67,12 @@ def run(argv):
   if argv:
     print(f"error: serve takes no positional arguments; received {argv}.", file=sys.stderr)
     return 2
+  try:
+    import starlette, uvicorn  # pylint: disable=g-import-not-at-top,multiple-imports,unused-import
+  except ImportError:
+    print("error: nmt-tf serve needs Starlette and uvicorn; install them with "
+          "`pip install 'nmt-tf[serve]'`.", file=sys.stderr)
+    return 2
   for name in ("max_batch_size", "max_text_chars", "max_body_bytes"):
     if FLAGS[name].value < 1:
       print(f"error: --{name}={FLAGS[name].value}; expected a positive integer.",
@@ -78,7 +84,6 @@ def run(argv):
   except common.USER_ERRORS as error:
     print(f"error: {error}", file=sys.stderr)
     return 2
-  import uvicorn  # pylint: disable=g-import-not-at-top
   from nmt_tf.server.app import create_app, Limits  # pylint: disable=g-import-not-at-top
   limits = Limits(FLAGS.max_batch_size, FLAGS.max_text_chars, FLAGS.max_body_bytes,
                   FLAGS.batch_timeout_micros)

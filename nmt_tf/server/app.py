@@ -58,7 +58,8 @@ def create_app(servable, limits=None):
   batcher = Batcher(limits.max_batch_size, limits.batch_timeout_micros / 1e6)
 
   def resolve(path):
-    """(version, tail) of a /v1/models/... path; RestError 404 when it names nothing served."""
+    """(version, named, tail) of a /v1/models/... path: `named` when the path names the
+    version or a label; RestError 404 when it names nothing served."""
     match = _PATH.match(path)
     if not match:
       raise rest.RestError(f"Malformed request: /v1/models/{path}", 404)
@@ -74,7 +75,8 @@ def create_app(servable, limits=None):
       if match["label"] not in servable.labels:
         raise rest.RestError(f"Unrecognized servable version label: {match['label']}", 404)
       version = servable.labels[match["label"]]
-    return version, match["tail"] or ""
+    named = match["version"] is not None or match["label"] is not None
+    return version, named, match["tail"] or ""
 
   async def read_body(request):
     declared = request.headers.get("content-length")
@@ -89,12 +91,10 @@ def create_app(servable, limits=None):
 
   async def models(request):
     try:
-      version, tail = resolve(request.path_params["path"])
+      version, named, tail = resolve(request.path_params["path"])
       if request.method == "GET":
         if tail == "":
-          return JSONResponse(rest.version_status(
-              [version] if "/versions/" in request.url.path or "/labels/" in request.url.path
-              else servable.versions))
+          return JSONResponse(rest.version_status([version] if named else servable.versions))
         if tail == "/metadata":
           return JSONResponse(_metadata(servable, version))
         raise rest.RestError(f"GET does not take {tail}; POST to :predict.", 404)
@@ -123,16 +123,10 @@ def create_app(servable, limits=None):
       raise rest.RestError(f"The request has {rows} rows; this server takes at most "
                            f"{limits.max_batch_size} in one request (--max_batch_size).")
     for key, values in inputs.items():
-      if key == "image_bytes":
-        continue
-      for i, value in enumerate(values):
-        if isinstance(value, bytes) and len(value) > limits.max_text_chars and \
-            len(value.decode("utf-8", "replace")) > limits.max_text_chars:
-          raise rest.RestError(
-              f"The input {key}[{i}] has {len(value.decode('utf-8', 'replace'))} characters; "
-              f"this server takes at most {limits.max_text_chars} (--max_text_chars).")
-    if rows == 0:
-      return rest.predict_answer(signature({k: v for k, v in inputs.items()}), row_format)
+      if key != "image_bytes":
+        _check_lengths(key, values, limits.max_text_chars)
+    if rows == 0:  # the signature's empty outputs, without a batch
+      return rest.predict_answer(signature(inputs), row_format)
     try:
       outputs = await batcher.run((version, name), signature, inputs)
     except Exception as error:  # pylint: disable=broad-exception-caught
@@ -156,6 +150,16 @@ def create_app(servable, limits=None):
   ], exception_handlers={404: not_found})
   app.state.batcher = batcher
   return app
+
+
+def _check_lengths(key, values, max_chars):
+  """RestError naming --max_text_chars when a text of `values` (bytes) is longer."""
+  for i, value in enumerate(values):
+    if isinstance(value, bytes) and len(value) > max_chars:  # bytes >= characters
+      chars = len(value.decode("utf-8", "replace"))
+      if chars > max_chars:
+        raise rest.RestError(f"The input {key}[{i}] has {chars} characters; this server "
+                             f"takes at most {max_chars} (--max_text_chars).")
 
 
 def _too_large(size, limits):

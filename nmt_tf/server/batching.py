@@ -70,9 +70,6 @@ class Batcher:
             else:
               future.set_result(result)
 
-  def close(self):
-    self._model_thread.shutdown(wait=False, cancel_futures=True)
-
 
 def _rows(inputs):
   return len(next(iter(inputs.values())))
