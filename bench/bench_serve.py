@@ -2,15 +2,15 @@
 
 Usage: .venv/bin/python bench/bench_serve.py --run_dir=RUN [--clients 1,4,16]
            [--requests 64] [--signatures serving_default,beam_search] [--sentences FILE]
+           [--batch_timeouts 0,2000]
 RUN is a trained run (its best checkpoint). The server runs in a process of its own
-(`nmt-tf serve --run_dir=RUN`, its default batching) on 127.0.0.1; each client sends one
+(`nmt-tf serve --run_dir=RUN`, once per --batch_timeouts value) on 127.0.0.1; each client sends one
 sentence per request, over one HTTP connection, one request after another, --requests in
 all spread over the clients (each client its own sentences, in file order). Beside it, the
 same sentences through the signature called in this process, one at a time (the server's
 work without HTTP, JSON or batching). The sentences: --sentences (one per line), else the
 run's validation sources. Prints one JSON object: the CPU, then per signature and client
-count the requests/s, the median and 99th-percentile latency in ms, and the mean rows per
-model call (requests grouped by the server).
+count the requests/s and the median and 99th-percentile latency in ms.
 """
 
 import concurrent.futures
@@ -32,6 +32,8 @@ flags.DEFINE_string("run_dir", None, "A trained run directory.")
 flags.DEFINE_list("clients", ["1", "4", "16"], "Concurrent client counts.")
 flags.DEFINE_integer("requests", 64, "Requests per signature and client count.")
 flags.DEFINE_list("signatures", ["serving_default", "beam_search"], "Signatures to time.")
+flags.DEFINE_list("batch_timeouts", ["2000"], "--batch_timeout_micros values of the server, "
+                  "each timed in turn.")
 flags.DEFINE_string("sentences", None, "Sentences, one per line; default the run's "
                     "validation sources.")
 FLAGS = flags.FLAGS
@@ -89,19 +91,14 @@ def _in_process(signature_name, sentences):
   return _figures(latencies, time.perf_counter() - start)
 
 
-def main(argv):
-  del argv
-  if not FLAGS.run_dir:
-    raise app.UsageError("--run_dir is required")
-  sentences = _sentences(FLAGS.requests)
-  report = {"machine": common.device_info(), "run_dir": FLAGS.run_dir,
-            "requests": FLAGS.requests, "results": {}}
-  process, url = server_fixtures.serve_process([f"--run_dir={FLAGS.run_dir}"])
+def _time_server(setting, sentences, results, args):
+  """Times `nmt-tf serve ARGS` at each client count into results[signature][setting]."""
+  process, url = server_fixtures.serve_process(args)
   port = int(url.rsplit(":", 1)[1])
   try:
     for signature in FLAGS.signatures:
       _client(port, signature, sentences[:4])  # warm-up
-      rows = report["results"].setdefault(signature, {})
+      rows = results.setdefault(signature, {}).setdefault(setting, {})
       for clients in (int(c) for c in FLAGS.clients):
         shares = [sentences[k::clients] for k in range(clients)]
         start = time.perf_counter()
@@ -112,6 +109,18 @@ def main(argv):
   finally:
     process.terminate()
     process.wait(30)
+
+
+def main(argv):
+  del argv
+  if not FLAGS.run_dir:
+    raise app.UsageError("--run_dir is required")
+  sentences = _sentences(FLAGS.requests)
+  report = {"machine": common.device_info(), "run_dir": FLAGS.run_dir,
+            "requests": FLAGS.requests, "results": {}}
+  for timeout in FLAGS.batch_timeouts:
+    _time_server(f"batch_timeout_micros={timeout}", sentences, report["results"],
+                 [f"--run_dir={FLAGS.run_dir}", f"--batch_timeout_micros={timeout}"])
   for signature in FLAGS.signatures:
     report["results"][signature]["in process, 1 at a time"] = _in_process(signature, sentences)
   common.print_json(report)

@@ -1,9 +1,10 @@
 """Requests of concurrent clients grouped into one call of a signature, as TF Serving's
 batching does (`--enable_batching`: `max_batch_size`, `batch_timeout_micros`).
 
-The first request for a signature opens a batch; requests for the same signature that arrive
-within `timeout` seconds join it while its rows stay within `max_rows`; then the batch runs
-once, in the one thread that runs the model, and each request gets its own rows back, cut as
+The first request for a signature opens a batch; the requests for the same signature that
+wait in the queue (those that came while the model ran the batch before) and those that
+arrive within `timeout` seconds join it while its rows stay within `max_rows`; then the
+batch runs once, in the one thread that runs the model, and each request gets its own rows back, cut as
 the call with its rows alone would answer (servable.rows_of). A batch that fails is run again
 request by request, so that one bad request fails alone.
 """
@@ -51,10 +52,16 @@ class Batcher:
       batch, rows = [first], _rows(first[0])
       deadline = loop.time() + self.timeout
       while rows < self.max_rows:
-        try:
-          item = await asyncio.wait_for(queue.get(), max(deadline - loop.time(), 0))
-        except asyncio.TimeoutError:
-          break
+        if not queue.empty():  # requests that came while the model was busy
+          item = queue.get_nowait()
+        else:
+          remaining = deadline - loop.time()
+          if remaining <= 0:
+            break
+          try:
+            item = await asyncio.wait_for(queue.get(), remaining)
+          except asyncio.TimeoutError:
+            break
         if rows + _rows(item[0]) > self.max_rows:
           pending = item  # opens the next batch
           break
