@@ -229,6 +229,19 @@ class ServerApiTest(tf.test.TestCase):
         for got_row, want_row in zip(answer["predictions"], want):
           _close(self, got_row, want_row, f"client {k} request {i}")
 
+  def test_rest_examples_against_the_server(self):
+    out = subprocess.run(["bash", os.path.join(ROOT, "export", "rest_examples.sh")],
+                         env={**os.environ, "HOST": self.server.url}, capture_output=True,
+                         text=True, timeout=120, check=False)
+    self.assertEqual(out.returncode, 0, out.stderr)
+    answers = [json.loads(line) for line in out.stdout.replace("}{", "}\n{").splitlines()
+               if line.strip()]
+    self.assertLen(answers, 5)
+    for answer in answers:
+      self.assertNotIn("error", answer)
+    self.assertEqual(answers[0]["outputs"]["translation"][1], "")
+    self.assertLen(answers[1]["outputs"]["translation"][0], 2)  # version 2: beam 2, 2-best
+
   def test_export_client_against_the_server(self):
     out = subprocess.run([sys.executable, os.path.join(ROOT, "export", "client.py"),
                           f"--rest={self.server.url}", "--signature=beam_search", "--version=1",
