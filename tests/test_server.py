@@ -266,19 +266,14 @@ def _nmt_tf(*args, stdin=None):
                         capture_output=True, text=True, timeout=300, check=False)
 
 
-@pytest.mark.slow
-class ServeCommandTest(tf.test.TestCase):
-  """`nmt-tf serve --run_dir=RUN` in its own process on 127.0.0.1, its answers against
-  `nmt-tf translate`, and its page in headless Chromium."""
+class ServedRunCase(tf.test.TestCase):
+  """A class whose setUpClass calls `serve(run_dir)`: `nmt-tf serve --run_dir` in its own
+  process on 127.0.0.1 (`url`), stopped and its `tmp` folder removed after the class."""
 
   @classmethod
-  def setUpClass(cls):
-    super().setUpClass()
-    cls.tmp = tempfile.mkdtemp()
-    run, _, corpus = make_tiny_run(os.path.join(cls.tmp, "run"))
-    cls.run_dir = run.path
-    cls.sentence = corpus["test"].sources[0]
-    cls.process, cls.url = server_fixtures.serve_process([f"--run_dir={cls.run_dir}"])
+  def serve(cls, run_dir):
+    cls.run_dir = run_dir
+    cls.process, cls.url = server_fixtures.serve_process([f"--run_dir={run_dir}"])
 
   @classmethod
   def tearDownClass(cls):
@@ -286,6 +281,27 @@ class ServeCommandTest(tf.test.TestCase):
     cls.process.wait(30)
     shutil.rmtree(cls.tmp, ignore_errors=True)
     super().tearDownClass()
+
+  def need_chromium(self):
+    """Skips the test where Debian's Chromium is missing; fails it in CI."""
+    if not os.path.exists(CHROMIUM):
+      if os.environ.get("CI"):
+        self.fail(f"{CHROMIUM} is missing: scripts/setup_browser.sh installs it")
+      self.skipTest(f"{CHROMIUM} is missing (scripts/setup_browser.sh installs it)")
+
+
+@pytest.mark.slow
+class ServeCommandTest(ServedRunCase):
+  """`nmt-tf serve --run_dir=RUN` of a tiny run, its answers against `nmt-tf translate`, and
+  its page in headless Chromium."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.tmp = tempfile.mkdtemp()
+    run, _, corpus = make_tiny_run(os.path.join(cls.tmp, "run"))
+    cls.sentence = corpus["test"].sources[0]
+    cls.serve(run.path)
 
   def translate(self, *flags, sentence=None):
     out = _nmt_tf("translate", f"--run_dir={self.run_dir}", *flags,
@@ -331,10 +347,7 @@ class ServeCommandTest(tf.test.TestCase):
       self.assertIn(words, out.stderr)
 
   def test_page_in_headless_chromium(self):
-    if not os.path.exists(CHROMIUM):
-      if os.environ.get("CI"):
-        self.fail(f"{CHROMIUM} is missing: scripts/setup_browser.sh installs it")
-      self.skipTest(f"{CHROMIUM} is missing (scripts/setup_browser.sh installs it)")
+    self.need_chromium()
     from playwright.sync_api import sync_playwright  # pylint: disable=g-import-not-at-top
     status, answer = request(self.url + "/v1/models/nmt:predict",
                              {"instances": [self.sentence]})
@@ -376,7 +389,7 @@ class ServeCommandTest(tf.test.TestCase):
 
 
 @pytest.mark.slow
-class CaptionPageTest(tf.test.TestCase):
+class CaptionPageTest(ServedRunCase):
   """`nmt-tf serve` of a shapes captioning run (a few steps), its page with an uploaded image
   in headless Chromium: one attention map per word, the caption `nmt-tf caption` gives."""
 
@@ -390,23 +403,14 @@ class CaptionPageTest(tf.test.TestCase):
     config.data.update(train_size=64, valid_size=8, test_size=4)
     config.model.update(encoder_units=16, decoder_units=16, embedding_dim=8)
     config.train.update(steps=2, eval_every=2, checkpoint_every=2)
-    cls.run_dir = os.path.join(cls.tmp, "shapes")
-    nmt_tf.train(config, cls.run_dir, stream=open(os.devnull, "w", encoding="utf-8"))
-    cls.image = os.path.join(cls.run_dir, "shapes", "images", "test_00000.png")
-    cls.process, cls.url = server_fixtures.serve_process([f"--run_dir={cls.run_dir}"])
-
-  @classmethod
-  def tearDownClass(cls):
-    cls.process.terminate()
-    cls.process.wait(30)
-    shutil.rmtree(cls.tmp, ignore_errors=True)
-    super().tearDownClass()
+    run_dir = os.path.join(cls.tmp, "shapes")
+    with open(os.devnull, "w", encoding="utf-8") as log:
+      nmt_tf.train(config, run_dir, stream=log)
+    cls.image = os.path.join(run_dir, "shapes", "images", "test_00000.png")
+    cls.serve(run_dir)
 
   def test_page_shows_one_map_per_word(self):
-    if not os.path.exists(CHROMIUM):
-      if os.environ.get("CI"):
-        self.fail(f"{CHROMIUM} is missing: scripts/setup_browser.sh installs it")
-      self.skipTest(f"{CHROMIUM} is missing (scripts/setup_browser.sh installs it)")
+    self.need_chromium()
     from playwright.sync_api import sync_playwright  # pylint: disable=g-import-not-at-top
     out = _nmt_tf("caption", f"--run_dir={self.run_dir}", f"--input_file={self.image}",
                   "--beam_size=1")
