@@ -242,6 +242,12 @@ class ServerApiTest(tf.test.TestCase):
     self.assertEqual(answers[0]["outputs"]["translation"][1], "")
     self.assertLen(answers[1]["outputs"]["translation"][0], 2)  # version 2: beam 2, 2-best
 
+  def test_an_export_fixes_the_beam(self):
+    status, answer = request(self.url + ":predict", {
+        "signature_name": "beam_search", "instances": ["a"], "parameters": {"beam_size": 4}})
+    self.assertEqual(status, 400)
+    self.assertIn("fixed at export (beam_size 2, nbest 2, length_penalty", answer["error"])
+
   def test_export_client_against_the_server(self):
     out = subprocess.run([sys.executable, os.path.join(ROOT, "export", "client.py"),
                           f"--rest={self.server.url}", "--signature=beam_search", "--version=1",
@@ -319,6 +325,25 @@ class ServeCommandTest(ServedRunCase):
     self.assertEqual(answer["predictions"][0]["translation"][0],
                      self.translate("--beam_size=3"))
 
+  def test_beam_parameters_per_request(self):
+    status, answer = request(self.url + "/v1/models/nmt:predict", {
+        "signature_name": "beam_search", "instances": [self.sentence],
+        "parameters": {"beam_size": 2, "nbest": 2, "length_penalty": 1.0}})
+    self.assertEqual(status, 200, answer)
+    nbest = [line.split(" ||| ")[1] for line in self.translate(
+        "--beam_size=2", "--nbest=2", "--length_penalty=1.0").splitlines()]
+    self.assertEqual(answer["predictions"][0]["translation"], nbest)
+    for signature, parameters, words in (
+        ("beam_search", {"beam_size": 99}, "from 1 to 16"),
+        ("beam_search", {"beam_size": 2, "nbest": 3}, "from 1 to beam_size=2"),
+        ("beam_search", {"length_penalty": "x"}, "length_penalty"),
+        ("beam_search", {"width": 2}, "must be an object with some of"),
+        ("serving_default", {"beam_size": 2}, "apply to the beam_search signature")):
+      status, answer = request(self.url + "/v1/models/nmt:predict", {
+          "signature_name": signature, "instances": ["a"], "parameters": parameters})
+      self.assertEqual(status, 400, parameters)
+      self.assertIn(words, answer["error"])
+
   def test_the_readme_curl_line(self):
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
       readme = f.read().replace("\\\n", " ")
@@ -374,7 +399,11 @@ class ServeCommandTest(ServedRunCase):
         self.assertAllClose(weight, want["alignment"][0][0], atol=1e-6)
         page.check("input[value=beam_search]")
         page.click("#go")
-        page.wait_for_function("document.querySelectorAll('#hypotheses li').length > 1")
+        page.wait_for_function("document.querySelectorAll('#hypotheses li').length == 3")
+        page.fill("#beam_size", "2")
+        page.fill("#nbest", "2")
+        page.click("#go")
+        page.wait_for_function("document.querySelectorAll('#hypotheses li').length == 2")
         page.fill("#text", "")
         page.click("#go")
         self.assertIn("Type a sentence", page.inner_text("#status"))

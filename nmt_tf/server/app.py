@@ -3,7 +3,9 @@ and the attention page at `/`.
 
   GET  /v1/models/NAME[/versions/N | /labels/L]            version status
   GET  /v1/models/NAME[/versions/N | /labels/L]/metadata   signatures (SignatureDefs)
-  POST /v1/models/NAME[/versions/N | /labels/L]:predict    rest.py's request and answer
+  POST /v1/models/NAME[/versions/N | /labels/L]:predict    rest.py's request and answer; for
+       a run served in-process, beam_search also takes "parameters": {"beam_size", "nbest",
+       "length_penalty"} (an nmt_tf extension, as KServe's "parameters")
   GET  /                                                   the page (static/index.html)
 
 Every refusal is TF Serving's `{"error": MESSAGE}`: 400 for a request the model cannot take,
@@ -11,6 +13,7 @@ Every refusal is TF Serving's `{"error": MESSAGE}`: 400 for a request the model 
 server keeps answering after any of them.
 """
 
+import collections
 import dataclasses
 import html
 import json
@@ -38,6 +41,8 @@ class Limits:
   Attributes:
     max_batch_size: rows of one request, and of one batch of grouped requests.
     max_text_chars: characters of one text input.
+    max_beam_size: the widest beam a request's "parameters" may ask.
+    max_variants: beam searches with other settings kept traced at once (the oldest goes).
     max_body_bytes: bytes of one request body.
     batch_timeout_micros: how long a batch waits for more requests after its first.
   """
@@ -46,6 +51,8 @@ class Limits:
   max_text_chars: int = 2000
   max_body_bytes: int = 8 << 20
   batch_timeout_micros: int = 2000
+  max_beam_size: int = 16
+  max_variants: int = 8
 
 
 def _error(message, status=400):
@@ -56,6 +63,7 @@ def create_app(servable, limits=None):
   """The Starlette application serving `servable` (servable.py) within `limits`."""
   limits = limits or Limits()
   batcher = Batcher(limits.max_batch_size, limits.batch_timeout_micros / 1e6)
+  variants = collections.OrderedDict()  # (beam, nbest, length penalty) -> Signature
 
   def resolve(path):
     """(version, named, tail) of a /v1/models/... path: `named` when the path names the
@@ -116,28 +124,65 @@ def create_app(servable, limits=None):
     if not isinstance(name, str) or name not in signatures:
       raise rest.RestError(f"Serving signature name: \"{name}\" not found in signature def; "
                            f"this model has {sorted(signatures)}.", 404)
-    signature = signatures[name]
+    signature, batch_key = signatures[name], (version, name)
+    if "parameters" in request:
+      settings = search_settings(request["parameters"], name)
+      if settings != tuple(servable.beam.get(k) for k in SETTINGS):
+        signature, batch_key = await variant(settings), (version, name, settings)
     inputs, row_format = rest.parse_predict(request, signature.input_dtypes())
     rows = len(next(iter(inputs.values())))
     if rows > limits.max_batch_size:
       raise rest.RestError(f"The request has {rows} rows; this server takes at most "
                            f"{limits.max_batch_size} in one request (--max_batch_size).")
-    for key, values in inputs.items():
-      if key != "image_bytes":
-        _check_lengths(key, values, limits.max_text_chars)
+    for input_name, values in inputs.items():
+      if input_name != "image_bytes":
+        _check_lengths(input_name, values, limits.max_text_chars)
     if rows == 0:  # the signature's empty outputs, without a batch
       return rest.predict_answer(signature(inputs), row_format)
     try:
-      outputs = await batcher.run((version, name), signature, inputs)
+      outputs = await batcher.run(batch_key, signature, inputs)
     except Exception as error:  # pylint: disable=broad-exception-caught
       raise rest.RestError(_first_line(error)) from error
     return rest.predict_answer(outputs, row_format)
+
+  def search_settings(parameters, name):
+    """(beam_size, nbest, length_penalty) of a request's "parameters"; RestError unless the
+    served model can search with them."""
+    if servable.variant is None:
+      raise rest.RestError("This server serves an export, whose beam search is fixed at export "
+                           f"({_settings_text(servable.beam)}); serve the run (--run_dir) to "
+                           "choose the beam per request.")
+    if name != "beam_search":
+      raise rest.RestError(f"\"parameters\" apply to the beam_search signature, not {name}.")
+    if not isinstance(parameters, dict) or set(parameters) - set(SETTINGS):
+      raise rest.RestError(f"\"parameters\" must be an object with some of {list(SETTINGS)}.")
+    merged = {**servable.beam, **parameters}
+    beam, nbest, alpha = (merged[k] for k in SETTINGS)
+    if not (_is_int(beam) and 1 <= beam <= limits.max_beam_size):
+      raise rest.RestError(f"beam_size={beam!r}: expected an integer from 1 to "
+                           f"{limits.max_beam_size}.")
+    if not (_is_int(nbest) and 1 <= nbest <= beam):
+      raise rest.RestError(f"nbest={nbest!r}: expected an integer from 1 to beam_size={beam}.")
+    if not (isinstance(alpha, (int, float)) and not isinstance(alpha, bool)
+            and 0 <= alpha <= 5):
+      raise rest.RestError(f"length_penalty={alpha!r}: expected a number from 0 to 5.")
+    return beam, nbest, float(alpha)
+
+  async def variant(settings):
+    """The beam_search Signature with `settings`, traced in the model's thread on first use."""
+    if settings not in variants:
+      if len(variants) >= limits.max_variants:
+        variants.popitem(last=False)
+      variants[settings] = await batcher.in_model_thread(servable.variant, *settings)
+    variants.move_to_end(settings)
+    return variants[settings]
 
   async def page(request):
     with open(os.path.join(STATIC, "index.html"), encoding="utf-8") as f:
       text = f.read()
     config = {"model": servable.name, "task": servable.task, "version": servable.latest,
-              "signatures": sorted(servable.versions[servable.latest])}
+              "signatures": sorted(servable.versions[servable.latest]),
+              "beam": servable.beam, "variants": servable.variant is not None}
     return HTMLResponse(text.replace("{{CONFIG}}", html.escape(json.dumps(config))))
 
   async def not_found(request, exc):
@@ -150,6 +195,17 @@ def create_app(servable, limits=None):
   ], exception_handlers={404: not_found})
   app.state.batcher = batcher
   return app
+
+
+SETTINGS = ("beam_size", "nbest", "length_penalty")
+
+
+def _is_int(value):
+  return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _settings_text(beam):
+  return ", ".join(f"{k} {beam[k]}" for k in SETTINGS if k in beam) or "unknown settings"
 
 
 def _check_lengths(key, values, max_chars):

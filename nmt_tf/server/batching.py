@@ -43,6 +43,10 @@ class Batcher:
     await queue.put((inputs, future))
     return await future
 
+  async def in_model_thread(self, function, *args):
+    """function(*args), run in the model's thread (between batches)."""
+    return await asyncio.get_running_loop().run_in_executor(self._model_thread, function, *args)
+
   async def _serve(self, queue, signature):
     loop = asyncio.get_running_loop()
     pending = None

@@ -6,13 +6,14 @@ export saves (nmt_tf/export/serving.py, caption_export.py), so both answer alike
 """
 
 import dataclasses
+import json
 import os
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
 
-from nmt_tf.export.exporter import DEFAULT_MAX_SOURCE_LENGTH
+from nmt_tf.export.exporter import DEFAULT_MAX_SOURCE_LENGTH, METADATA_FILE
 from nmt_tf.server.rest import tensor_info
 
 # The padded axes of each output of the exported signatures, as the output giving each
@@ -77,13 +78,20 @@ class Signature:
 @dataclasses.dataclass
 class Servable:
   """A named model: {version: {signature name: Signature}}, labels naming versions, and
-  `task` ("translate" or "caption"), which the page reads."""
+  `task` ("translate" or "caption"), which the page reads.
+
+  `beam` holds the settings of the newest version's beam_search signature (beam_size, nbest,
+  length_penalty; empty when unknown). `variant`, for a run decoded in this process, makes a
+  beam_search Signature with other settings: variant(beam_size, nbest, length_penalty).
+  """
 
   name: str
   versions: Dict[int, Dict[str, Signature]]
   task: str = "translate"
   labels: Dict[str, int] = dataclasses.field(default_factory=dict)
   keep: list = dataclasses.field(default_factory=list)  # what holds the variables
+  beam: Dict[str, float] = dataclasses.field(default_factory=dict)
+  variant: Optional[Callable[[int, int, float], Signature]] = None
 
   @property
   def latest(self):
@@ -147,7 +155,19 @@ def load_export(path, model_name=None):
     versions[version] = {name: Signature.of(name, fn)
                          for name, fn in loaded.signatures.items()}
     keep.append(loaded)
-  return Servable(model_name, versions, _task(versions[max(versions)]), keep=keep)
+  return Servable(model_name, versions, _task(versions[max(versions)]), keep=keep,
+                  beam=_export_beam(found[max(found)]))
+
+
+def _export_beam(version_dir):
+  """The beam settings an export's metadata (assets.extra/METADATA_FILE) records, or {}."""
+  try:
+    with open(os.path.join(version_dir, "assets.extra", METADATA_FILE), encoding="utf-8") as f:
+      meta = json.load(f)
+    return {"beam_size": meta["beam_size"], "nbest": meta["nbest"],
+            "length_penalty": meta["decode"]["length_penalty"]}
+  except (OSError, ValueError, KeyError, TypeError):
+    return {}
 
 
 def load_run(run_dir, checkpoint="best", model_name=None, beam_size=None, nbest=None,
@@ -165,16 +185,27 @@ def load_run(run_dir, checkpoint="best", model_name=None, beam_size=None, nbest=
   model, config, src_tok, tgt_tok, _ = load_models(run_dir, checkpoint)
   decode_config = decode_config or config.decode
   beam_size, nbest = beam_and_nbest(beam_size, nbest, decode_config)
-  if config.model.encoder == "image":
-    module = CaptionServingModule(Captioner(model, tgt_tok, decode_config), beam_size, nbest)
-  else:
-    module = ServingModule(Translator(model, src_tok, tgt_tok, decode_config,
-                                      max_source_length), beam_size, nbest)
+
+  def module(beam, n, decode):
+    if config.model.encoder == "image":
+      return CaptionServingModule(Captioner(model, tgt_tok, decode), beam, n)
+    return ServingModule(Translator(model, src_tok, tgt_tok, decode, max_source_length), beam, n)
+
+  def variant(beam, n, length_penalty):
+    decode = dataclasses.replace(decode_config, length_penalty=length_penalty)
+    made = module(beam, n, decode)
+    keep.append(made)
+    return Signature.of("beam_search", made.signatures()["beam_search"].get_concrete_function())
+
+  served = module(beam_size, nbest, decode_config)
+  keep = [served]
   signatures = {name: Signature.of(name, fn.get_concrete_function())
-                for name, fn in module.signatures().items()}
+                for name, fn in served.signatures().items()}
   task = _task(signatures)
   default_name = "nmt_caption" if task == "caption" else "nmt"
-  return Servable(model_name or default_name, {1: signatures}, task, keep=[module])
+  return Servable(model_name or default_name, {1: signatures}, task, keep=keep,
+                  beam={"beam_size": beam_size, "nbest": nbest,
+                        "length_penalty": decode_config.length_penalty}, variant=variant)
 
 
 def warm_up(servable):

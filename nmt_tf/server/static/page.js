@@ -5,6 +5,7 @@
 
 const config = JSON.parse(document.body.dataset.config);
 const $ = (id) => document.getElementById(id);
+const SETTINGS = ["beam_size", "nbest", "length_penalty"];
 let imageB64 = null;
 
 function init() {
@@ -19,6 +20,13 @@ function init() {
   }
   if (!config.signatures.includes("beam_search")) {
     document.querySelector("input[value=beam_search]").disabled = true;
+  }
+  for (const key of SETTINGS) {
+    $(key).value = config.beam[key] ?? "";
+    $(key).disabled = !config.variants;
+  }
+  if (!config.variants) {
+    $("beam-note").textContent = "(fixed when the model was exported)";
   }
   $("request").addEventListener("submit", (event) => { event.preventDefault(); send(); });
 }
@@ -46,11 +54,16 @@ async function send() {
   }
   status("Working...");
   const url = `/v1/models/${config.model}/versions/${config.version}:predict`;
+  const body = { signature_name: signature, instances: [instance] };
+  if (signature === "beam_search" && config.variants) {
+    body.parameters = {};
+    for (const key of SETTINGS) body.parameters[key] = Number($(key).value);
+  }
   let answer;
   try {
     const response = await fetch(url, {
       method: "POST", headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ signature_name: signature, instances: [instance] }),
+      body: JSON.stringify(body),
     });
     answer = await response.json();
     if (!response.ok) { return status(answer.error || response.statusText, true); }
