@@ -46,14 +46,14 @@ class ThreadServer:
     self.thread.join(10)
 
 
-def serve_process(args, env=None, timeout=180):
-  """(Popen, url) of `nmt-tf serve ARGS --port=FREE`, once it answers; RuntimeError with its
-  stderr if it exits first."""
+def serve_process(args, env=None, timeout=180, python=None, cwd=ROOT):
+  """(Popen, url) of `nmt-tf serve ARGS --port=FREE` (run by `python`, default this one), once
+  it answers; RuntimeError with its stderr if it exits first."""
   port = free_port()
   process = subprocess.Popen(
-      [sys.executable, "-m", "nmt_tf", "serve", f"--port={port}"] + list(args),
-      cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-      env={**os.environ, **(env or {})})
+      [python or sys.executable, "-m", "nmt_tf", "serve", f"--port={port}"] + list(args),
+      cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+      env=env if env is not None else os.environ)
   url = f"http://127.0.0.1:{port}"
   deadline = time.time() + timeout
   while time.time() < deadline:

@@ -23,11 +23,13 @@ import sysconfig
 import tempfile
 import time
 import tomllib
+import urllib.request
 import zipfile
 
 import pytest
 import tensorflow as tf
 
+from tests import server_fixtures
 from tests.release_fixtures import ExportLoader, litert_translate, ROOT
 from tests.test_python_api import readme_example
 
@@ -288,13 +290,29 @@ class InstalledWheelTest(tf.test.TestCase):
 
   def test_wheel_holds_every_module(self):
     names = set(zipfile.ZipFile(self.wheel).namelist())
-    tracked = subprocess.run(["git", "ls-files", "nmt_tf/*.py"], cwd=ROOT, capture_output=True,
-                             text=True, check=True).stdout.split()
+    tracked = subprocess.run(["git", "ls-files", "nmt_tf/*.py", "nmt_tf/server/static"], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout.split()
     self.assertNotEmpty(tracked)
     self.assertEqual([path for path in tracked if path not in names], [])
     out = self.process([self.python, "-c", "import nmt_tf.cli.app, nmt_tf; print(nmt_tf.__file__)"],
                    cwd=self.home, env=self.env)
     self.assertStartsWith(out.stdout.strip(), os.path.join(self.tmp, "venv"))
+
+  def test_serve_answers_and_shows_its_page(self):
+    process, url = server_fixtures.serve_process([], python=self.python, cwd=self.home,
+                                                 env=self.env)
+    try:
+      with urllib.request.urlopen(url + "/", timeout=30) as page:
+        self.assertIn("/static/page.js", page.read().decode())
+      with urllib.request.urlopen(url + "/static/page.js", timeout=30) as script:
+        self.assertIn("heatmap", script.read().decode())
+      status, answer = server_fixtures.request(url + "/v1/models/nmt:predict",
+                                               {"instances": [SENTENCES[0]]})
+      self.assertEqual(status, 200, answer)
+      self.assertNotEmpty(answer["predictions"][0]["translation"])
+    finally:
+      process.terminate()
+      process.wait(30)
 
   def test_help_and_main_job(self):
     out = self.process(["nmt-tf", "--help"], cwd=self.home, env=self.env)
