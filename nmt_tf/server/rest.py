@@ -139,9 +139,8 @@ def to_json_value(array):
   """A numpy array (or scalar) as JSON-ready lists: strings as text (invalid UTF-8 bytes as
   U+FFFD), numbers as Python numbers."""
   array = np.asarray(array)
-  if array.dtype == object or array.dtype.kind == "S":
-    return np.vectorize(_text, otypes=[object])(array).tolist() if array.size else \
-        array.tolist()
+  if array.dtype.kind in "OS" and array.size:
+    array = np.vectorize(_text, otypes=[object])(array)
   return array.tolist()
 
 

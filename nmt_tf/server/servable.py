@@ -193,17 +193,15 @@ def load_run(run_dir, checkpoint="best", model_name=None, beam_size=None, nbest=
 
   def variant(beam, n, length_penalty):
     decode = dataclasses.replace(decode_config, length_penalty=length_penalty)
-    made = module(beam, n, decode)
-    keep.append(made)
+    made = module(beam, n, decode)  # the concrete function holds it, and drops it with itself
     return Signature.of("beam_search", made.signatures()["beam_search"].get_concrete_function())
 
   served = module(beam_size, nbest, decode_config)
-  keep = [served]
   signatures = {name: Signature.of(name, fn.get_concrete_function())
                 for name, fn in served.signatures().items()}
   task = _task(signatures)
   default_name = "nmt_caption" if task == "caption" else "nmt"
-  return Servable(model_name or default_name, {1: signatures}, task, keep=keep,
+  return Servable(model_name or default_name, {1: signatures}, task, keep=[served],
                   beam={"beam_size": beam_size, "nbest": nbest,
                         "length_penalty": decode_config.length_penalty}, variant=variant)
 
