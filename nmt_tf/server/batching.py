@@ -39,47 +39,58 @@ class Batcher:
     queue = self._queues.get(key)
     if queue is None:
       queue = self._queues[key] = asyncio.Queue()
-      loop.create_task(self._serve(queue, signature))
-    await queue.put((inputs, future))
+      loop.create_task(self._serve(queue))
+    await queue.put((inputs, future, signature))
     return await future
 
   async def in_model_thread(self, function, *args):
     """function(*args), run in the model's thread (between batches)."""
     return await asyncio.get_running_loop().run_in_executor(self._model_thread, function, *args)
 
-  async def _serve(self, queue, signature):
-    loop = asyncio.get_running_loop()
+  async def _serve(self, queue):
     pending = None
     while True:
-      first = pending or await queue.get()
-      pending = None
-      batch, rows = [first], _rows(first[0])
-      deadline = loop.time() + self.timeout
-      while rows < self.max_rows:
-        if not queue.empty():  # requests that came while the model was busy
-          item = queue.get_nowait()
-        else:
-          remaining = deadline - loop.time()
-          if remaining <= 0:
-            break
-          try:
-            item = await asyncio.wait_for(queue.get(), remaining)
-          except asyncio.TimeoutError:
-            break
-        if rows + _rows(item[0]) > self.max_rows:
-          pending = item  # opens the next batch
+      batch, pending = await self._collect(queue, pending)
+      await self._run_batch(batch)
+      del batch  # nothing of a batch, its signature included, outlives it
+
+  async def _collect(self, queue, pending):
+    """(batch, the request that opens the next batch or None): `pending` or the next request,
+    then those queued while the model was busy and those arriving within the timeout."""
+    loop = asyncio.get_running_loop()
+    first = pending or await queue.get()
+    batch, rows = [first], _rows(first[0])
+    deadline = loop.time() + self.timeout
+    while rows < self.max_rows:
+      if not queue.empty():  # requests that came while the model was busy
+        item = queue.get_nowait()
+      else:
+        remaining = deadline - loop.time()
+        if remaining <= 0:
           break
-        batch.append(item)
-        rows += _rows(item[0])
-      live = [(inputs, future) for inputs, future in batch if not future.done()]
-      if live:
-        results = await loop.run_in_executor(self._model_thread, _call, signature, live)
-        for (_, future), result in zip(live, results):
-          if not future.done():  # the client may have gone
-            if isinstance(result, BaseException):
-              future.set_exception(result)
-            else:
-              future.set_result(result)
+        try:
+          item = await asyncio.wait_for(queue.get(), remaining)
+        except asyncio.TimeoutError:
+          break
+      if rows + _rows(item[0]) > self.max_rows:
+        return batch, item
+      batch.append(item)
+      rows += _rows(item[0])
+    return batch, None
+
+  async def _run_batch(self, batch):
+    """Runs the requests of `batch` still waiting, in the model's thread, and answers each."""
+    signature = batch[0][2]  # the requests carry it: a key no longer used holds none
+    live = [(inputs, future) for inputs, future, _ in batch if not future.done()]
+    if not live:
+      return
+    results = await self.in_model_thread(_call, signature, live)
+    for (_, future), result in zip(live, results):
+      if not future.done():  # the client may have gone
+        if isinstance(result, BaseException):
+          future.set_exception(result)
+        else:
+          future.set_result(result)
 
 
 def _rows(inputs):
