@@ -69,6 +69,30 @@ class DecodeFlagsTest(tf.test.TestCase):
         self.assertEqual(common.decode_config(config).precision, precision)
 
 
+class DecodingProcessTest(tf.test.TestCase):
+
+  def test_grappler_is_off_while_a_decoding_command_runs(self):
+    def meta_optimizer_off():
+      return tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer", False)
+
+    seen = []
+
+    @common.decoding_command
+    def run(argv):
+      seen.append((argv, meta_optimizer_off()))
+      return 3
+
+    before = meta_optimizer_off()
+    self.assertEqual(run(["x"]), 3)
+    self.assertEqual(seen, [(["x"], True)])
+    self.assertEqual(meta_optimizer_off(), before)  # training in the same process keeps it
+    commands = cli.commands()
+    for name in ("translate", "evaluate", "score", "caption", "serve"):
+      self.assertTrue(hasattr(commands[name].run, "__wrapped__"), name)
+    for name in ("train", "main", "export", "average"):
+      self.assertFalse(hasattr(commands[name].run, "__wrapped__"), name)
+
+
 @pytest.mark.slow  # ~3 min on 2 busy cores: every command loads the run and traces anew
 class DecodeCommandsTest(tf.test.TestCase):
 

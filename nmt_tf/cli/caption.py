@@ -107,6 +107,7 @@ def caption_lines(captioner, decode, paths, images):
         write_attention(captioner, path, chunk[row], out, row, FLAGS.attention_dir)
 
 
+@common.decoding_command
 def run(argv):
   if argv:
     print(f"error: caption takes no positional arguments; received {argv}. Use "

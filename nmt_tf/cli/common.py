@@ -1,6 +1,7 @@
 """Flags shared by several commands and the helpers that read them."""
 
 import dataclasses
+import functools
 import os
 
 from absl import flags
@@ -95,3 +96,26 @@ def decode_config(config):
   if "beam_size" in overrides and "nbest" not in overrides:
     overrides["nbest"] = min(config.decode.nbest, overrides["beam_size"])
   return dataclasses.replace(config.decode, **overrides)
+
+
+def decoding_command(run):
+  """Decorates the `run(argv)` of a command that decodes and trains nothing (translate,
+  evaluate, score, caption, serve): while it runs, TensorFlow's graph optimizer, Grappler, is
+  off. Grappler rewrites a tf.function's graph when the function first runs, which took
+  0.1-0.4 s of the first traced search (beam 5 about 0.4 s) and gained nothing at run time:
+  decoding the 1,014 Multi30k validation sentences ran at the same speed without it, within
+  the spread of runs (docs/PERFORMANCE.md). Training, and the decoding of its validations,
+  keep it; the setting is restored when `run` returns."""
+
+  @functools.wraps(run)
+  def without_grappler(argv):
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top  (imported by the app)
+    before = tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer",
+                                                                   False)
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+    try:
+      return run(argv)
+    finally:
+      tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": before})
+
+  return without_grappler

@@ -73,6 +73,7 @@ def _plot_indices():
                      "sentence numbers such as 0,5,12.") from error
 
 
+@common.decoding_command
 def run(argv):
   if argv:
     print(f"error: evaluate takes no positional arguments; received {argv}; pass "

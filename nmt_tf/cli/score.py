@@ -26,6 +26,7 @@ flags.DEFINE_string("score_output", "-", "Where per-sentence scores go ('-' = st
 FLAGS = flags.FLAGS
 
 
+@common.decoding_command
 def run(argv):
   if argv:
     print(f"error: score takes no positional arguments; received {argv}; pass "

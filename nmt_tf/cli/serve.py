@@ -63,6 +63,7 @@ def _run_config():
   return RunDir(FLAGS.run_dir).load_config()
 
 
+@common.decoding_command
 def run(argv):
   if argv:
     print(f"error: serve takes no positional arguments; received {argv}.", file=sys.stderr)

@@ -163,6 +163,7 @@ def format_results(translator, results, nbest, mode, replace_unk):
       yield line
 
 
+@common.decoding_command
 def run(argv):
   if argv:
     print(f"error: translate takes no positional arguments; received {argv}. Use "
