@@ -2,12 +2,15 @@
 
 import os
 import shutil
+import subprocess
+import sys
 
 import keras
 import tensorflow as tf
 
 from nmt_tf import data
 from nmt_tf import special_tokens
+from tests.release_fixtures import ROOT
 
 TEXTS = ["Ein Hund läuft über die Wiese.", "Zwei Männer, (alt) und jung!",
          "the dog sees a cat", "a\u00a0b  c\td"]
@@ -87,6 +90,41 @@ class SentencePieceTest(TokenizerCases, tf.test.TestCase):
     twin = data.SentencePieceTokenizer(self.proto)  # same model bytes: same shared resource
     del twin
     self.assertEqual(self.tok.tokenize(tf.constant([TEXTS[0]])).to_list(), expected)
+
+  def test_the_ops_and_graph_of_tensorflow_text(self):
+    # sentencepiece_ops.py loads tensorflow-text's op library alone; the results and the
+    # graph's ops must be those of tensorflow_text.SentencepieceTokenizer, which an export's
+    # server runs (the sentencepiece package breaks some ties otherwise: "10.000").
+    import tensorflow_text as tf_text  # pylint: disable=g-import-not-at-top
+    reference = tf_text.SentencepieceTokenizer(model=self.proto, out_type=tf.int32)
+    texts = tf.constant(TEXTS + ["", "über 10.000 Euro", "\u65e5\u672c e\u0301", "x" * 300])
+    expected = reference.tokenize(texts)
+    in_graph = tf.function(self.tok.tokenize)
+    for ids in (self.tok.tokenize(texts), in_graph(texts)):
+      self.assertEqual(ids.to_list(), expected.to_list())
+      self.assertEqual(ids.flat_values.dtype, tf.int32)
+    self.assertAllEqual(self.tok._detokenize_real(expected), reference.detokenize(expected))  # pylint: disable=protected-access
+    ids = tf.constant([[0, 1, 2], [3, 4, self.tok.vocab_size - 1]])
+    self.assertAllEqual(self.tok.id_to_token(ids), reference.id_to_string(ids))
+    graph = in_graph.get_concrete_function(texts).graph.as_graph_def()
+    self.assertIn("SentencepieceTokenizeOp", {n.op for n in graph.node})
+    with self.assertRaisesRegex(ValueError, "expected a vector"):
+      self.tok.tokenize(tf.constant([["a"]]))
+
+  def test_the_commands_do_not_import_the_tensorflow_text_package(self):
+    # Its import loads twenty op libraries (0.25-0.32 s of every command's start-up).
+    tmp = self.get_temp_dir()
+    self.tok.save(tmp, "tok")
+    program = ("import sys\n"
+               "from nmt_tf import cli, data\n"
+               "cli.commands()\n"
+               f"tok = data.Tokenizer.load({tmp!r}, 'tok')\n"
+               "import tensorflow as tf\n"
+               f"ids = tf.function(tok.tokenize)(tf.constant([{TEXTS[0]!r}]))\n"
+               "print(tok.detokenize(ids).numpy()[0].decode(), 'tensorflow_text' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                         cwd=ROOT, timeout=300, check=True)
+    self.assertEqual(out.stdout.strip().splitlines()[-1], f"{TEXTS[0]} False")
 
   def test_vocab_size_and_bpe(self):
     self.assertBetween(self.tok.vocab_size, 20, 150)

@@ -1,5 +1,5 @@
 """SentencePiece subwords (Kudo & Richardson, 2018), trained with the ``sentencepiece``
-package and applied in-graph with ``tensorflow_text.SentencepieceTokenizer``."""
+package and applied in-graph with tensorflow-text's SentencePiece ops (sentencepiece_ops.py)."""
 
 import hashlib
 import io
@@ -8,39 +8,15 @@ from typing import Iterable, List, Optional, Sequence
 
 import sentencepiece as spm
 import tensorflow as tf
-import tensorflow_text as tf_text
-# pylint: disable=g-direct-tensorflow-import
-from tensorflow_text.python.ops.sentencepiece_tokenizer import _SentencepieceModelResource
-from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece_tokenizer
 
 from nmt_tf import special_tokens
 from nmt_tf import write_path
 from nmt_tf.data import segmentation_draws
+from nmt_tf.data import sentencepiece_ops
 from nmt_tf.data.errors import DataError
 from nmt_tf.data.tokenizer import Tokenizer
 
 MODEL_TYPES = ("unigram", "bpe")
-
-
-class _SharedModelResource(_SentencepieceModelResource):
-  """The SentencePiece model resource under a shared name derived from the model's bytes.
-
-  tensorflow-text creates a kernel-owned resource (its TODO b/318839908). Such a resource dies
-  with its kernel, and eager kernels are dropped whenever the eager kernel cache is cleared,
-  which `tf.random.set_seed` does: a tokenizer made before seeding then fails with "Resource
-  .../SentencepieceOp... does not exist". In a loaded SavedModel the unnamed source and target
-  resources also collided on their node name. A shared name keeps the resource in the resource
-  manager, independent of the kernel, and the same model bytes map to the same name.
-  """
-
-  def __init__(self, model, name, shared_name):
-    self._shared_name = shared_name
-    super().__init__(model, name)
-
-  def _create_resource(self):
-    with tf.name_scope(self._name):
-      return gen_sentencepiece_tokenizer.sentencepiece_op(model=self._model,
-                                                          shared_name=self._shared_name)
 
 
 def train_sentencepiece(texts: Iterable[str], vocab_size: int = 8000,
@@ -103,10 +79,8 @@ class SentencePieceTokenizer(Tokenizer):
       raise DataError(f"SentencePiece model has reserved pieces {found}; expected "
                       f"{expected} (train it with train_sentencepiece).")
     digest = hashlib.sha1(model_proto).hexdigest()[:16]
-    self._tokenizer = tf_text.SentencepieceTokenizer(model=model_proto, out_type=tf.int32,
-                                                     name=f"sentencepiece_{digest}")
-    # See _SharedModelResource: survives tf.random.set_seed and SavedModel loading.
-    self._tokenizer._model_resource = _SharedModelResource(  # pylint: disable=protected-access
+    # A shared name (see ModelResource): survives tf.random.set_seed and SavedModel loading.
+    self._model_resource = sentencepiece_ops.ModelResource(
         model_proto, f"sentencepiece_{digest}", f"nmt_tf_sentencepiece_{digest}")
 
   @classmethod
@@ -116,13 +90,13 @@ class SentencePieceTokenizer(Tokenizer):
     return cls(train_sentencepiece(texts, vocab_size, model_type, **kwargs))
 
   def tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
-    return self._tokenizer.tokenize(strings)  # [batch, (pieces)]
+    return sentencepiece_ops.tokenize(self._model_resource, strings)  # [batch, (pieces)]
 
   def _detokenize_real(self, ids: tf.RaggedTensor) -> tf.Tensor:
-    return self._tokenizer.detokenize(ids)  # [batch]
+    return sentencepiece_ops.detokenize(self._model_resource, ids)  # [batch]
 
   def id_to_token(self, ids: tf.Tensor) -> tf.Tensor:
-    return self._tokenizer.id_to_string(ids)
+    return sentencepiece_ops.id_to_string(self._model_resource, ids)
 
   @property
   def vocab_size(self) -> int:
