@@ -13,6 +13,7 @@ from absl.testing import parameterized
 from nmt_tf.layers import kernels
 from nmt_tf.layers.kernels import loops
 from nmt_tf.models import ConfigError, ModelConfig, Seq2Seq
+from nmt_tf.models import factory
 from nmt_tf.training import losses
 from tests import numpy_reference as ref
 from tests.model_fixtures import TINY, VARIANTS, batch, tiny_config
@@ -118,6 +119,41 @@ class CheckpointTest(tf.test.TestCase, parameterized.TestCase):
     fresh.build_with_dummy_batch()
     tf.train.Checkpoint(model=fresh).restore(path).assert_consumed()
     self.assertAllClose(fresh(b)["logits"], expected, atol=1e-6)
+
+
+  @parameterized.named_parameters(*[(name, kw) for name, kw in VARIANTS.items()])
+  def test_one_decoding_step_builds_every_weight(self, overrides):
+    # build_model(..., checkpoint=) builds a model to decode with by one step (faster to
+    # start than the teacher-forced batch); it must leave no checkpoint value unrestored.
+    b = batch()
+    keras.utils.set_random_seed(5)
+    model = Seq2Seq(tiny_config(**overrides))
+    expected = model(b)["logits"]
+    path = tf.train.Checkpoint(model=model).save(os.path.join(self.get_temp_dir(), "ckpt"))
+    fresh = Seq2Seq(tiny_config(**overrides))
+    self.assertNotEqual(factory.values_without_weights(path, fresh), [])  # nothing built yet
+    fresh.build_for_decoding()
+    self.assertEqual(factory.values_without_weights(path, fresh), [])
+    tf.train.Checkpoint(model=fresh).restore(path).assert_consumed()
+    self.assertAllClose(fresh(b)["logits"], expected, atol=1e-6)
+    built = factory.build_model(tiny_config(**overrides), initialize=False, checkpoint=path)
+    self.assertEqual(len(built.variables), len(model.variables))
+
+  def test_a_step_that_misses_weights_falls_back_to_the_batch(self):
+    model = Seq2Seq(tiny_config(decoder="cgru"))
+    model.build_with_dummy_batch()
+    path = tf.train.Checkpoint(model=model).save(os.path.join(self.get_temp_dir(), "ckpt"))
+    with mock.patch.object(Seq2Seq, "build_for_decoding", lambda self: None):
+      built = factory.build_model(tiny_config(decoder="cgru"), initialize=False,
+                                  checkpoint=path)
+    self.assertEqual(factory.values_without_weights(path, built), [])
+    tf.train.Checkpoint(model=built).restore(path).assert_consumed()
+    damaged = os.path.join(self.get_temp_dir(), "damaged")
+    with open(damaged + ".index", "wb") as f:
+      f.write(b"not a checkpoint")
+    # An unreadable checkpoint builds the whole model; restoring it reports the damage.
+    built = factory.build_model(tiny_config(decoder="cgru"), initialize=False, checkpoint=damaged)
+    self.assertEqual(len(built.variables), len(model.variables))
 
 
 class WerlenAppendixTest(tf.test.TestCase, parameterized.TestCase):

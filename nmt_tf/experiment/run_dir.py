@@ -145,7 +145,8 @@ class RunDir:
       check_vocab_sizes(config, src_tok, tgt_tok, self.vocab_dir)
     path = self.checkpoint_path(which)
     run_manifest.verify_checkpoint(self, path)
-    model = build_model(config.model, initialize=False)  # every weight comes from `path`
+    # Every weight comes from `path`.
+    model = build_model(config.model, initialize=False, checkpoint=path)
     restore_model(model, path, "pass --checkpoint=last or another checkpoint prefix")
     return model, config, src_tok, tgt_tok
 

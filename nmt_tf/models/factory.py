@@ -54,11 +54,14 @@ def zero_initialized_weights():
     keras.layers.Layer.add_weight = original
 
 
-def build_model(model_config, precision="float32", kernel_options=None, initialize=True):
+def build_model(model_config, precision="float32", kernel_options=None, initialize=True,
+                checkpoint=None):
   """A Seq2Seq for `model_config` (a ModelConfig; an ImageCaptioner for encoder="image") with
   every weight created; kernel_options: its kernels.KernelOptions (None: the defaults);
   initialize=False: every weight zeros, for a checkpoint to be restored into
-  (`zero_initialized_weights`)."""
+  (`zero_initialized_weights`); checkpoint: the path of that checkpoint, for a model that
+  decodes: a Seq2Seq is built by one decoding step (`Seq2Seq.build_for_decoding`), and by the
+  teacher-forced batch as well if the checkpoint holds model values it made no weight for."""
   precision, _ = cpu.resolve_precision(precision, gpus=tf.config.list_physical_devices("GPU"))
   matmul_dtype = kernels.matmul_dtype_for(precision)
   weights = contextlib.nullcontext() if initialize else zero_initialized_weights()
@@ -66,5 +69,39 @@ def build_model(model_config, precision="float32", kernel_options=None, initiali
     cls = ImageCaptioner if model_config.encoder == "image" else Seq2Seq
     model = cls(model_config, kernel_options=kernel_options,
                     matmul_dtype=matmul_dtype)
-    model.build_with_dummy_batch()
+    if checkpoint is not None and cls is Seq2Seq:
+      model.build_for_decoding()
+      if _values_without_weights(checkpoint, model):
+        model.build_with_dummy_batch()
+    else:
+      model.build_with_dummy_batch()
   return model
+
+
+def _values_without_weights(path, model):
+  """The names of the model values in checkpoint `path` (saved as `tf.train.Checkpoint(
+  model=...)`, as every run's checkpoint is) that no weight of `model` would restore; a
+  checkpoint that cannot be read gives ["?"] (the restore that follows names the damage)."""
+  try:
+    return values_without_weights(path, model)
+  except (tf.errors.OpError, IndexError, ValueError, KeyError):
+    return ["?"]
+
+
+def values_without_weights(path, model):
+  """The names of the model values in checkpoint `path` that no weight of `model` restores."""
+  view = tf.train.CheckpointView(path)
+  matched = view.match(tf.train.Checkpoint(model=model))
+  missing = []
+  for name, _ in tf.train.list_variables(path):
+    parts = name.split("/")
+    if parts[0] != "model" or ".ATTRIBUTES" not in parts or ".OPTIMIZER_SLOT" in parts:
+      continue
+    node = 0  # the checkpoint's root
+    for part in parts[:parts.index(".ATTRIBUTES")]:
+      node = view.children(node).get(part)
+      if node is None:
+        break
+    if node is None or node not in matched:
+      missing.append(name)
+  return missing
