@@ -424,6 +424,17 @@ class CompilationTest(tf.test.TestCase):
         self.assertAllClose(got[0], expected[b])
 
 
+def _recording_rows(step_fn, rows):
+  """step_fn, appending the rows of every step to `rows` as it runs (a py_function, so that
+  it records each run of a traced step too)."""
+
+  def step(ids, state, context, time):
+    tf.py_function(lambda n: rows.append(int(n)), [tf.shape(ids)[0]], [])
+    return step_fn(ids, state, context, time)
+
+  return step
+
+
 class CompactBatchTest(tf.test.TestCase):
   """compact=True drops finished sentences from the steps' batch without changing a result."""
 
@@ -454,13 +465,7 @@ class CompactBatchTest(tf.test.TestCase):
     for beam_size in (1, 3):
       fake = random_fake(HistoryFake, seed=1, batch=9, max_len=7, scale=1.0)
       rows = []
-      unbatched = fake.step
-
-      def step(ids, state, context, time, rows=rows, unbatched=unbatched):
-        rows.append(int(ids.shape[0]))  # eager: one call per step
-        return unbatched(ids, state, context, time)
-
-      fake.step = step
+      fake.step = _recording_rows(fake.step, rows)
       result = self.search(fake, True, beam_size)
       # A sentence is decoded up to its longest returned hypothesis at least.
       ends = result.lengths.numpy().max(axis=1)  # [batch]

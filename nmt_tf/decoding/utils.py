@@ -94,6 +94,13 @@ def search_loop(step_fn, tokens, state, context, start, advance, stop, max_lengt
   logits, attention, new_state = step_fn(tokens, state, context, time)
   loop = advance(time, logits, attention, new_state, start(attention))
 
+  if tf.executing_eagerly():
+    # A search run eagerly (a few sentences: inference/batch_translate.py EAGER_LINES) calls
+    # the step as one traced graph: 170-460 eager ops of about 100 µs each per step cost more
+    # than tracing it once (docs/PERFORMANCE.md, "Start-up of translate"). Step 0 above ran
+    # eagerly, so the weights' casts it cached are captured, not made at every step.
+    step_fn = tf.function(step_fn, reduce_retracing=True, autograph=False)
+
   def body(loop):
     active = loop["active"]
     logits, attention, new_state = step_fn(active["tokens"], active["state"],
