@@ -94,26 +94,33 @@ def whole_commands():
 
 
 def parts():
-  """Seconds of each stage of one translate in this process."""
+  """Seconds of each stage of one translate in this process (Grappler off, as in the
+  command: `common.decoding_command`)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   tf.config.list_physical_devices()
   times = {}
   start = time.perf_counter()
   from nmt_tf import cli  # pylint: disable=g-import-not-at-top
   cli.commands()
-  from nmt_tf.cli import translate  # pylint: disable=g-import-not-at-top
+  from nmt_tf.cli import common, translate  # pylint: disable=g-import-not-at-top
   times["import_commands"] = time.perf_counter() - start
   import dataclasses  # pylint: disable=g-import-not-at-top
   FLAGS.run_dir = FLAGS.run
-  for beam in FLAGS.beams:
-    start = time.perf_counter()
-    translator, _, decode, _ = translate.build_translator()
-    times[f"beam {beam}: load_models"] = time.perf_counter() - start
-    decode = dataclasses.replace(decode, beam_size=int(beam))
-    for which in ("first", "second"):
+
+  @common.decoding_command
+  def stages(argv):
+    del argv
+    for beam in FLAGS.beams:
       start = time.perf_counter()
-      translate.decode_lines(translator, decode, [FLAGS.sentence] * FLAGS.lines)
-      times[f"beam {beam}: {which} translation"] = time.perf_counter() - start
+      translator, _, decode, _ = translate.build_translator()
+      times[f"beam {beam}: load_models"] = time.perf_counter() - start
+      decode = dataclasses.replace(decode, beam_size=int(beam))
+      for which in ("first", "second"):
+        start = time.perf_counter()
+        translate.decode_lines(translator, decode, [FLAGS.sentence] * FLAGS.lines)
+        times[f"beam {beam}: {which} translation"] = time.perf_counter() - start
+
+  stages([])
   return {k: round(v, 3) for k, v in times.items()}
 
 
