@@ -107,13 +107,18 @@ class ModelInvariantsTest(tf.test.TestCase, parameterized.TestCase):
 class CheckpointTest(tf.test.TestCase, parameterized.TestCase):
   """Every weight is in a tf.train.Checkpoint: a restored fresh model gives the same logits."""
 
+  def saved_model(self, overrides):
+    """(model, its logits on `batch()`, the path of its checkpoint)."""
+    keras.utils.set_random_seed(5)
+    model = Seq2Seq(tiny_config(**overrides))
+    expected = model(batch())["logits"]
+    path = tf.train.Checkpoint(model=model).save(os.path.join(self.get_temp_dir(), "ckpt"))
+    return model, expected, path
+
   @parameterized.named_parameters(*[(name, kw) for name, kw in VARIANTS.items()])
   def test_restore_reproduces_outputs(self, overrides):
     b = batch()
-    keras.utils.set_random_seed(5)
-    model = Seq2Seq(tiny_config(**overrides))
-    expected = model(b)["logits"]
-    path = tf.train.Checkpoint(model=model).save(os.path.join(self.get_temp_dir(), "ckpt"))
+    _, expected, path = self.saved_model(overrides)
     keras.utils.set_random_seed(6)
     fresh = Seq2Seq(tiny_config(**overrides))
     fresh.build_with_dummy_batch()
@@ -126,10 +131,7 @@ class CheckpointTest(tf.test.TestCase, parameterized.TestCase):
     # build_model(..., checkpoint=) builds a model to decode with by one step (faster to
     # start than the teacher-forced batch); it must leave no checkpoint value unrestored.
     b = batch()
-    keras.utils.set_random_seed(5)
-    model = Seq2Seq(tiny_config(**overrides))
-    expected = model(b)["logits"]
-    path = tf.train.Checkpoint(model=model).save(os.path.join(self.get_temp_dir(), "ckpt"))
+    model, expected, path = self.saved_model(overrides)
     fresh = Seq2Seq(tiny_config(**overrides))
     self.assertNotEqual(factory.values_without_weights(path, fresh), [])  # nothing built yet
     fresh.build_for_decoding()
@@ -140,9 +142,7 @@ class CheckpointTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(len(built.variables), len(model.variables))
 
   def test_a_step_that_misses_weights_falls_back_to_the_batch(self):
-    model = Seq2Seq(tiny_config(decoder="cgru"))
-    model.build_with_dummy_batch()
-    path = tf.train.Checkpoint(model=model).save(os.path.join(self.get_temp_dir(), "ckpt"))
+    model, _, path = self.saved_model(dict(decoder="cgru"))
     with mock.patch.object(Seq2Seq, "build_for_decoding", lambda self: None):
       built = factory.build_model(tiny_config(decoder="cgru"), initialize=False,
                                   checkpoint=path)
