@@ -250,9 +250,9 @@ class Seq2Seq(keras.Model):
   def build_for_decoding(self):
     """Creates the weights that decoding uses by encoding a tiny source and taking one
     decoding step: the kernels the search runs next, where the teacher-forced batch of
-    `build_with_dummy_batch` runs the training loops too, whose first calls cost 0.2-0.3 s
-    of `nmt-tf translate`'s start-up on a 2-core CPU (docs/PERFORMANCE.md). `build_model`
-    checks the result against the checkpoint to be restored."""
+    `build_with_dummy_batch` runs the training loops too (0.1-0.15 s more of `nmt-tf
+    translate`'s start-up on a 2-core CPU, docs/PERFORMANCE.md). `build_model` checks the
+    result against the checkpoint to be restored."""
     source = tf.constant([[4, special_tokens.EOS_ID]], tf.int32)
     context = self.encode(source)
     state = self.initial_state(context, 2)
