@@ -102,12 +102,13 @@ def parts():
   start = time.perf_counter()
   from nmt_tf import cli  # pylint: disable=g-import-not-at-top
   cli.commands()
-  from nmt_tf.cli import common, translate  # pylint: disable=g-import-not-at-top
+  from nmt_tf.cli import common as cli_common  # pylint: disable=g-import-not-at-top
+  from nmt_tf.cli import translate  # pylint: disable=g-import-not-at-top
   times["import_commands"] = time.perf_counter() - start
   import dataclasses  # pylint: disable=g-import-not-at-top
   FLAGS.run_dir = FLAGS.run
 
-  @common.decoding_command
+  @cli_common.decoding_command
   def stages(argv):
     del argv
     for beam in FLAGS.beams:
@@ -127,19 +128,13 @@ def parts():
 def main(argv):
   del argv
   import json  # pylint: disable=g-import-not-at-top
-  report = {"cpu": cpu_name(), "run_dir": FLAGS.run, "lines": FLAGS.lines}
-  report.update(parts() if FLAGS.parts else whole_commands())
+  figures = parts() if FLAGS.parts else whole_commands()
+  # After the timing: bench/common.py imports tensorflow and nmt_tf, which --parts times.
+  sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+  import common  # pylint: disable=g-import-not-at-top
+  report = {"device": common.device_info(), "run_dir": FLAGS.run, "lines": FLAGS.lines}
+  report.update(figures)
   print(json.dumps(report, indent=2))
-
-
-def cpu_name():
-  fields = {}
-  with open("/proc/cpuinfo", encoding="utf-8") as f:
-    for line in f:
-      key, _, value = line.partition(":")
-      fields.setdefault(key.strip(), value.strip())
-  return (f"{fields.get('model name')}, family {fields.get('cpu family')}, model "
-          f"{fields.get('model')}, {os.cpu_count()} cores")
 
 
 if __name__ == "__main__":

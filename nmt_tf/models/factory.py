@@ -71,29 +71,25 @@ def build_model(model_config, precision="float32", kernel_options=None, initiali
                     matmul_dtype=matmul_dtype)
     if checkpoint is not None and cls is Seq2Seq:
       model.build_for_decoding()
-      if _values_without_weights(checkpoint, model):
+      if values_without_weights(checkpoint, model):
         model.build_with_dummy_batch()
     else:
       model.build_with_dummy_batch()
   return model
 
 
-def _values_without_weights(path, model):
+def values_without_weights(path, model):
   """The names of the model values in checkpoint `path` (saved as `tf.train.Checkpoint(
   model=...)`, as every run's checkpoint is) that no weight of `model` would restore; a
   checkpoint that cannot be read gives ["?"] (the restore that follows names the damage)."""
   try:
-    return values_without_weights(path, model)
+    view = tf.train.CheckpointView(path)
+    matched = view.match(tf.train.Checkpoint(model=model))
+    names = [name for name, _ in tf.train.list_variables(path)]
   except (tf.errors.OpError, IndexError, ValueError, KeyError):
     return ["?"]
-
-
-def values_without_weights(path, model):
-  """The names of the model values in checkpoint `path` that no weight of `model` restores."""
-  view = tf.train.CheckpointView(path)
-  matched = view.match(tf.train.Checkpoint(model=model))
   missing = []
-  for name, _ in tf.train.list_variables(path):
+  for name in names:
     parts = name.split("/")
     if parts[0] != "model" or ".ATTRIBUTES" not in parts or ".OPTIMIZER_SLOT" in parts:
       continue
