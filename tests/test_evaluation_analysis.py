@@ -79,6 +79,14 @@ class AlignmentHelpersTest(tf.test.TestCase):
     soft = alignments.soft_alignment(attention, ["Zorg", "runs", "</s>"], tokens)
     self.assertEqual(np.array(soft["attention"]).shape, (4, 3))
 
+  def test_argmax_agreement_within_a_window(self):
+    reference = np.eye(5)  # a diagonal alignment
+    attention = np.eye(5)[[0, 2, 2, 0, 4]]  # argmax 0, 2, 2, 0, 4
+    self.assertEqual(alignments.argmax_agreement(attention, reference, window=1), (4, 5))
+    self.assertEqual(alignments.argmax_agreement(attention, reference, window=0), (3, 5))
+    with self.assertRaisesRegex(ValueError, "expected the same sentence pair's"):
+      alignments.argmax_agreement(attention[:4], reference)
+
   def test_source_tokens_keep_oov_words(self):
     tok = WordTokenizer.build(["a b"])
     self.assertEqual(alignments.source_tokens(tok, "a Zorg, b", 3), ["a", "Zorg", ",", "</s>"])

@@ -98,6 +98,22 @@ class RunManifestTest(tf.test.TestCase):
     super().setUp()
     self.rundir, self.config, _ = make_tiny_run(os.path.join(tempfile.mkdtemp(), "run"))
 
+  def test_a_run_recorded_before_a_model_field_was_added_still_loads(self):
+    """A field added to the model section later is out of the digest at its default (a run's
+    config.json written before it lacks it); a run that sets it records it."""
+    from nmt_tf.experiment import run_manifest  # pylint: disable=import-outside-toplevel
+    with open(self.rundir.config_path, encoding="utf-8") as f:
+      values = json.load(f)
+    for (section, field), default in run_manifest.LATER_FIELDS.items():
+      self.assertEqual(values[section].pop(field), default)
+    write_text(self.rundir.config_path, json.dumps(values))
+    self.rundir.load_model()  # the manifest's digest is unchanged
+    changed = self.config.replace(model=self.config.model.replace(
+        attention_mode="hard", hard_expectation_rate=0.5, hard_expectation_draw="batch"))
+    hard = self.config.replace(model=self.config.model.replace(
+        attention_mode="hard", hard_expectation_rate=0.5))
+    self.assertNotEqual(run_manifest.config_digest(changed), run_manifest.config_digest(hard))
+
   def test_a_reshuffled_vocabulary_is_refused_by_every_loader(self):
     path = os.path.join(self.rundir.vocab_dir, "source.vocab")
     shuffle_lines(path)

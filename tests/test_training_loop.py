@@ -137,6 +137,45 @@ class HardAttentionTest(tf.test.TestCase):
     # The position sampler's stream is checkpointed (no dropout here: it is the only one).
     rng = [n for n in reader.get_variable_to_shape_map() if n.startswith("rng/")]
     self.assertLen(rng, 1)
+    # The estimate's diagnostics, every log_every (5) steps.
+    events = tensorboard_events(run_dir)
+    for name in ("baseline", "advantage_mean", "advantage_std", "attention_entropy",
+                 "grad_norm_likelihood", "grad_norm_reinforce", "grad_norm_entropy",
+                 "sampled_share", "baseline_error"):
+      self.assertEqual([step for step, _ in events[f"reinforce/{name}"]], [5, 10], name)
+    entropy = [scalar(v) for _, v in events["reinforce/attention_entropy"]]
+    self.assertTrue(all(0.0 < e <= np.log(6.0) + 1e-5 for e in entropy), entropy)
+
+  def test_learned_baseline_and_reward_scale_train_and_resume(self):
+    """The learned baseline's head, its optimizer and sigma^2 are checkpointed and restored:
+    a run resumed at step 10 ends as the uninterrupted one."""
+    config = tiny_train_config(steps=20, eval_every=20, checkpoint_every=10)
+    config = config.replace(
+        model=dataclasses.replace(config.model, attention_mode="hard",
+                                  hard_expectation_rate=0.5, hard_expectation_draw="batch"),
+        train=dataclasses.replace(config.train, reinforce_baseline="learned",
+                                  reinforce_normalize=True, reinforce_reward="word",
+                                  reinforce_start=3))
+    whole = Trainer(config, tempfile.mkdtemp(), stream=io.StringIO())
+    whole.train()
+    run_dir = tempfile.mkdtemp()
+    first = Trainer(config.replace(train=dataclasses.replace(config.train, steps=10)), run_dir,
+                    stream=io.StringIO())
+    first.train()
+    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(
+        os.path.join(run_dir, "checkpoints")))
+    names = reader.get_variable_to_shape_map()
+    for prefix in ("reinforce_baseline_head/", "reinforce_baseline_optimizer/",
+                   "reward_variance/"):
+      self.assertTrue(any(n.startswith(prefix) for n in names), prefix)
+    resumed = Trainer(config, run_dir, stream=io.StringIO())
+    resumed.train()
+    self.assertGreater(float(whole.reward_variance.numpy()), 0.0)
+    self.assertAllClose(resumed.reward_variance.numpy(), whole.reward_variance.numpy(), rtol=1e-4)
+    for got, want in zip(resumed.baseline_head.weights, whole.baseline_head.weights):
+      self.assertAllClose(got, want, rtol=1e-3, atol=1e-5)
+    self.assertNotAllClose(whole.baseline_head.dense.kernel, tf.zeros_like(
+        whole.baseline_head.dense.kernel))
 
 
 class _RowModel:
@@ -220,7 +259,8 @@ class ReinforceSamplesTest(tf.test.TestCase):
 
   def test_step_is_the_mean_over_samples_with_their_own_baselines(self):
     for reward_kind, entropy_weight in (("sentence", 0.0), ("to_go", 0.0), ("to_go", 0.3)):
-      (loss_sum, reward_sum, grads), expected = self._step(reward_kind, entropy_weight)
+      (loss_sum, stats, grads, _, _), expected = self._step(reward_kind, entropy_weight)
+      reward_sum = stats["reward_sum"]
       self.assertAllClose(loss_sum, expected[0], rtol=1e-5)
       self.assertAllClose(reward_sum, expected[1], rtol=1e-5)
       self.assertAllClose(grads[0], expected[2][0], rtol=1e-4)

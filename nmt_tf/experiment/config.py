@@ -29,7 +29,8 @@ REMOVED_KEYS = {
 }
 PRECISIONS = ("auto", "float32", "float32_bf16_matmul", "mixed_bfloat16", "mixed_float16")
 STRATEGIES = ("default", "mirrored", "multi_worker")
-REINFORCE_REWARDS = ("sentence", "to_go")
+REINFORCE_REWARDS = ("sentence", "to_go", "word_mean", "word")
+REINFORCE_BASELINES = ("auto", "moving_average", "leave_one_out", "learned")
 CAPTION_CORPORA = ("shapes", "captions")  # images and captions (data/captions.py)
 
 
@@ -98,8 +99,20 @@ class TrainConfig:
       sample's baseline is the mean reward of the sentence's other N - 1 samples, in place of
       the moving average.
     reinforce_reward: hard attention's reward for the decision at step t: "sentence", the
-      sentence's log-likelihood R (Xu et al. 2015), or "to_go", R_t = sum_{t' >= t} log p(y_t'),
-      the words that decision reaches.
+      sentence's log-likelihood R (Xu et al. 2015); "word_mean", R / |y|, the mean per word
+      (Xu et al.'s code, `RL_sumCost`); "to_go", R_t = sum_{t' >= t} log p(y_t'), the words
+      that decision reaches; "word", r_t = log p(y_t), the word it is drawn for (biased: it
+      leaves out the decision's effect on the later words, for less variance).
+    reinforce_baseline: b: "moving_average" of the batches' mean reward (decay
+      reinforce_baseline_decay); "leave_one_out", the mean reward of the sentence's other
+      samples (reinforce_samples > 1); "learned", b(s_{t-1}) = w^T s_{t-1} + b_0 on the
+      state each decision is drawn from, regressed on the reward (Mnih et al. 2014);
+      "auto": leave_one_out with several samples, else moving_average.
+    reinforce_start: hard attention's first sampling step: before it, every sentence takes
+      the expected context sum_i alpha_i h_i (soft attention) and REINFORCE has no term; from
+      it on, model.hard_expectation_rate applies (0 = from the first step).
+    reinforce_normalize: divide R - b by max(1, sigma), sigma^2 a moving average of (R - b)^2
+      (decay reinforce_baseline_decay; Mnih and Gregor 2014).
     attention_entropy_weight: lambda_e, hard attention's bonus for the entropy of alpha_t
       (Xu et al. 2015, eq. 12).
     jit_compile: XLA-compile the train step.
@@ -131,6 +144,9 @@ class TrainConfig:
   reinforce_weight: float = 1.0
   reinforce_samples: int = 1
   reinforce_reward: str = "sentence"
+  reinforce_baseline: str = "auto"
+  reinforce_normalize: bool = False
+  reinforce_start: int = 0
   attention_entropy_weight: float = 0.0
   jit_compile: bool = False
   alignment_images: int = 3
@@ -143,12 +159,20 @@ class TrainConfig:
              f"Received train.{key}={value!r}; expected a positive integer.")
     _check(self.reinforce_reward in REINFORCE_REWARDS, "Received train.reinforce_reward="
            f"{self.reinforce_reward!r}; expected one of {REINFORCE_REWARDS}.")
+    _check(self.reinforce_baseline in REINFORCE_BASELINES, "Received train.reinforce_baseline="
+           f"{self.reinforce_baseline!r}; expected one of {REINFORCE_BASELINES}.")
+    _check(self.reinforce_baseline != "leave_one_out"
+           or (isinstance(self.reinforce_samples, int) and self.reinforce_samples > 1),
+           "Received train.reinforce_baseline='leave_one_out' with train.reinforce_samples="
+           f"{self.reinforce_samples!r}; it needs the other samples of a sentence: set "
+           "reinforce_samples to 2 or more.")
     _check(self.attention_entropy_weight >= 0, "Received train.attention_entropy_weight="
            f"{self.attention_entropy_weight!r}; expected a weight >= 0.")
     _check(isinstance(self.reinforce_samples, int) and self.reinforce_samples > 0,
            f"Received train.reinforce_samples={self.reinforce_samples!r}; expected a positive "
            "integer.")
-    for key in ("warmup_steps", "patience", "eval_max_sentences", "alignment_images"):
+    for key in ("warmup_steps", "patience", "eval_max_sentences", "alignment_images",
+                "reinforce_start"):
       value = getattr(self, key)
       _check(isinstance(value, int) and value >= 0,
              f"Received train.{key}={value!r}; expected an integer >= 0.")
@@ -288,6 +312,8 @@ class ExperimentConfig:
            "segmentations of sentence pairs: set tokenizer.kind='sentencepiece' or "
            "pipeline.subword_alpha=0.")
     hard_only = {"reinforce_samples": 1, "reinforce_reward": "sentence",
+                 "reinforce_baseline": "auto", "reinforce_normalize": False,
+                 "reinforce_start": 0,
                  "attention_entropy_weight": 0.0}
     changed = [f"train.{key}={getattr(self.train, key)!r}" for key, default in hard_only.items()
                if getattr(self.train, key) != default]

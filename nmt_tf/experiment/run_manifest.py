@@ -25,12 +25,18 @@ from nmt_tf import manifest
 from nmt_tf import write_path
 
 FIXED_SECTIONS = ("model", "data", "tokenizer")
+# Fields added to those sections after runs were recorded: at these values (their defaults,
+# what those runs trained with) they stay out of the digest, so the runs keep theirs.
+LATER_FIELDS = {("model", "hard_expectation_draw"): "sentence"}
 LOCK = ".manifest.lock"  # held while the manifest is rewritten (training and `average`)
 
 
 def config_digest(config):
   """SHA-256 of the sections of an ExperimentConfig that fix what its checkpoints mean."""
   values = json.loads(config.to_json())
+  for (section, field), default in LATER_FIELDS.items():
+    if values[section].get(field) == default:
+      del values[section][field]
   return manifest.digest_of({section: values[section] for section in FIXED_SECTIONS})
 
 

@@ -9,6 +9,8 @@
 * UNK replacement (Luong et al. 2015, "Addressing the rare word problem", here with the
   attention as the alignment model, as in Jean et al. 2015): every UNK emitted is replaced
   by the source word it attends to most (argmax over the real source words, EOS excluded).
+* Agreement of two models' alignments: the share of target tokens whose argmax lies within
+  one source token of the other model's (how diagonal hard attention is against soft).
 """
 
 
@@ -53,6 +55,18 @@ def hard_alignment(attention):
     if i != src_eos:
       links.append((i, j))
   return links
+
+
+def argmax_agreement(attention, reference, window=1):
+  """(hits, steps): the target steps whose attention argmax lies within `window` source
+  positions of the argmax of `reference` (another model's attention for the same sentence
+  pair), both [tgt_len, src_len] over the real positions (EOS row and column included)."""
+  attention, reference = np.asarray(attention), np.asarray(reference)
+  if attention.shape != reference.shape:
+    raise ValueError(f"Received attention of shape {attention.shape} and reference of shape "
+                     f"{reference.shape}; expected the same sentence pair's.")
+  distance = np.abs(np.argmax(attention, -1) - np.argmax(reference, -1))  # [tgt_len]
+  return int(np.sum(distance <= window)), int(distance.size)
 
 
 def pharaoh(links):

@@ -159,6 +159,10 @@ class CGRUDecoder(Decoder):
       outputs["d"] = self.target_summary(x["emb"], scores=x["score"])  # [batch, tgt_len, emb_dim]
     return outputs
 
+  @property
+  def attention_layer(self):
+    return self.cgru.attention
+
   def output_inputs(self, outputs, emb):
     inputs = {"state": outputs["s"], "context": outputs["context"]}
     if self.uses_summary:

@@ -15,6 +15,7 @@ DECODERS = ("encdec", "rnnsearch", "cgru", "luong", "self_attentive_residual", "
 ATTENTIONS = ("additive", "dot", "general", "concat")
 ATTENTION_MODES = ("soft", "hard")
 HARD_INFERENCE = ("expectation", "argmax")
+HARD_EXPECTATION_DRAWS = ("sentence", "batch")
 GRU_RESETS = ("before", "after")
 RNN_CELLS = ("gru", "lstm")
 SUMMARIES = ("avg", "cavg")
@@ -57,6 +58,8 @@ class ModelConfig:
     hard_expectation_rate: hard attention while training: the share of sentences (drawn per
       sentence and batch) whose every step takes the expected context sum_i alpha_i h_i
       instead of a sample and adds no REINFORCE term (Xu et al. 2015, sec. 4.1: 0.5).
+    hard_expectation_draw: "sentence", one draw per sentence, or "batch", one per batch for
+      all its sentences, as Xu et al.'s code does (capgen.py, `semi_sampling_p`).
     gru_reset: before | after; None = the paper's (before for encdec/rnnsearch, else after).
     rnn_cell: gru | lstm (luong decoder only).
     summary: avg | cavg (self_attentive_residual only).
@@ -117,6 +120,7 @@ class ModelConfig:
   attention_mode: str = "soft"
   hard_inference: str = "expectation"
   hard_expectation_rate: float = 0.0
+  hard_expectation_draw: str = "sentence"
   gru_reset: Optional[str] = None
   rnn_cell: str = "gru"
   summary: str = "avg"
@@ -217,6 +221,9 @@ class ModelConfig:
       raise ConfigError("Received lexical_model=True with decoder='encdec', which has no "
                         "attention to weight the source words; pick an attention decoder.")
     self._check_image()
+    if self.hard_expectation_draw not in HARD_EXPECTATION_DRAWS:
+      raise ConfigError(f"Received hard_expectation_draw={self.hard_expectation_draw!r}; "
+                        f"expected one of {HARD_EXPECTATION_DRAWS}.")
     if self.hard_expectation_rate and self.attention_mode != "hard":
       raise ConfigError(f"Received hard_expectation_rate={self.hard_expectation_rate} with "
                         "attention_mode='soft'; it mixes the expectation into hard attention: "

@@ -83,8 +83,10 @@ class Decoder(keras.layers.Layer):
       training: dropout, sampled hard attention, and the training loops.
 
     Returns:
-      logits [batch, tgt_len, vocab], attention [batch, tgt_len, src_len] float32,
-      log_prob [batch, tgt_len] float32 (hard attention's sampled log alpha, else zeros).
+      dict: logits [batch, tgt_len, vocab], attention [batch, tgt_len, src_len] float32,
+      log_prob [batch, tgt_len] float32 (hard attention's sampled log alpha, else zeros);
+      with hard attention while training also decision_state [batch, tgt_len, units]
+      (`decision_states`).
     """
     state = self.initial_state(context, tf.shape(emb)[1])
     if training:
@@ -95,7 +97,22 @@ class Decoder(keras.layers.Layer):
       step = lambda x_t, s, t: self.transition(x_t, s, context, t, training)
       outputs, _ = self.loops.scan(step, x, state)  # each [batch, tgt_len, ...]
     logits = self.output_layer(self.output_inputs(outputs, emb), training=training)
-    return logits, outputs["attention"], outputs["log_prob"]
+    result = {"logits": logits, "attention": outputs["attention"], "log_prob": outputs["log_prob"]}
+    if training and getattr(self.attention_layer, "mode", "soft") == "hard":
+      result["decision_state"] = self.decision_states(outputs, state)
+    return result
+
+  @property
+  def attention_layer(self):
+    """The attention over the source (layers/attention.py), or None (encdec)."""
+    return getattr(self, "attention", None)
+
+  def decision_states(self, outputs, state):
+    """The state that step t's attention decision is drawn from, before it: s_{t-1}, i.e.
+    s_0, then the steps' s shifted by one, [batch, tgt_len, units]. A learned REINFORCE
+    baseline b(s_{t-1}) reads it (training/reinforce.py): it does not depend on the decision
+    at t, so the estimate stays unbiased."""
+    return tf.concat([state["s"][:, tf.newaxis], outputs["s"][:, :-1]], axis=1)
 
   def step(self, emb_t, state, context, time, vocab=None):
     """One decoding step (inference mode).

@@ -97,6 +97,11 @@ class LuongDecoder(Decoder):
   def output_inputs(self, outputs, emb):
     return outputs["h_tilde"]
 
+  def decision_states(self, outputs, state):
+    """h~_{t-1} (h~_0 = 0), which input feeding gives the step t whose state s_t queries
+    the attention: [batch, tgt_len, units]."""
+    return tf.concat([state["h_tilde"][:, tf.newaxis], outputs["h_tilde"][:, :-1]], axis=1)
+
   def get_config(self):
     return {**super().get_config(), "units": self.units, "vocab_size": self.vocab_size,
             "memory_dim": self.memory_dim, **self.attention_config, "rnn_cell": self.rnn_cell,

@@ -162,7 +162,7 @@ class Seq2Seq(keras.Model):
     self.encoder.loops = kernels.TrainingLoops(resolve("encoder"))
     self.decoder.loops = kernels.TrainingLoops(resolve("decoder"))
 
-  def call(self, inputs, training=False, samples=1):
+  def call(self, inputs, training=False, samples=1, expectation_rate=None):
     """Teacher-forced forward pass.
 
     Args:
@@ -170,25 +170,44 @@ class Seq2Seq(keras.Model):
       training: dropout, sampled hard attention, and the training loops.
       samples: N, a Python int: the batch holds N consecutive copies of each sentence, which
         take the expected context together (`hard_expectation_rate`).
+      expectation_rate: optional scalar in place of `hard_expectation_rate` (the trainer's
+        `train.reinforce_start`: 1 before it, every sentence takes the expected context).
 
     Returns:
       dict: logits [batch, tgt_len, tgt_vocab], attention [batch, tgt_len, src_len] (float32),
-      attention_log_prob [batch, tgt_len] (hard attention's sampled log alpha, else zeros).
+      attention_log_prob [batch, tgt_len] (hard attention's sampled log alpha, else zeros);
+      with hard attention while training, decision_state [batch, tgt_len, units] (the state
+      each decision is drawn from, `Decoder.decision_states`) and attention_sampled [batch]
+      float32 (1 for the sentences that sampled, 0 for those given the expectation).
     """
     # The score kernel of a training pass is the decoder's choice (the scoring layers).
     with ops.forward_pass(self.matmul_dtype,
                           fused_scores=self.decoder.loops.choice.fused_attention):
       context = self.encode(inputs["source"], training=training)
       sampler = getattr(self, "expectation_sampler", None)
-      if training and sampler is not None:  # [batch] bool, one draw per sentence
+      rate = self.model_config.hard_expectation_rate if expectation_rate is None else \
+          expectation_rate
+      rows = tf.shape(inputs["target_in"])[:1]
+      if training and sampler is not None:  # [batch] bool, one draw per sentence or batch
         # With `samples` = N consecutive copies of each sentence, the copies share the draw.
-        batch = tf.shape(inputs["target_in"])[:1] // samples
-        draw = tf.repeat(keras.random.uniform(batch, seed=sampler), samples, axis=0)
-        context = {**context, "expect": draw < self.model_config.hard_expectation_rate}
+        if self.model_config.hard_expectation_draw == "batch":
+          draw = tf.broadcast_to(keras.random.uniform([1], seed=sampler), rows)
+        else:
+          draw = tf.repeat(keras.random.uniform(rows // samples, seed=sampler), samples, axis=0)
+        context = {**context, "expect": draw < rate}
+      elif training and expectation_rate is not None:  # no draws: all or none
+        context = {**context, "expect": tf.fill(rows, tf.convert_to_tensor(rate) >= 1.0)}
       emb = self.embed(inputs["target_in"], "target", training)  # [batch, tgt_len, e]
-      logits, attention, log_prob = self.decoder(emb, context, training=training)
-      logits = self._with_lexical(logits, attention, context)
-    return {"logits": logits, "attention": attention, "attention_log_prob": log_prob}
+      decoded = self.decoder(emb, context, training=training)
+      logits = self._with_lexical(decoded["logits"], decoded["attention"], context)
+    outputs = {"logits": logits, "attention": decoded["attention"],
+               "attention_log_prob": decoded["log_prob"]}
+    if "decision_state" in decoded:
+      outputs["decision_state"] = decoded["decision_state"]
+      outputs["attention_sampled"] = (tf.ones_like(decoded["log_prob"][:, 0])
+                                      if "expect" not in context else
+                                      1.0 - tf.cast(context["expect"], tf.float32))
+    return outputs
 
   def _with_lexical(self, logits, attention, context, vocab=None):
     """The decoder's logits plus the lexical model's, when the model has one."""

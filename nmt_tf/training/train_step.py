@@ -6,19 +6,22 @@ Per replica r with batch B_r (docs/EQUATIONS.md, "Training objective"):
   g = sum_r grad L_r                     (all-reduced), |g| its global norm,
   g <- g * min(1, clip_norm / |g|)       (Pascanu et al. 2013), then Adam.
 so the update is that of the mean token loss of the global batch whatever the replica count.
-Hard attention (Xu et al. 2015, sec. 4.1) adds
-  -lambda_r sum_s stop_gradient(R_s - b) log alpha(sampled) / S, R_s = log p(y_s | x_s, sampled),
-S the global number of sentences, and b <- decay * b + (1 - decay) * mean_s R_s after each step.
+Hard attention (Xu et al. 2015, sec. 4.1) adds the REINFORCE and entropy terms of
+`reinforce.terms` (means over the sentences, weighed by the replica's share S_r / S of the global
+batch's sentences) and updates the moving averages (baseline, reward scale) after each step.
 With N = train.reinforce_samples > 1, each sentence is decoded with N samples of attention
-decisions s^(k) (the Monte Carlo estimate of Xu et al.'s bound), both terms are means over the
-N, and sample k's baseline is b_k = sum_{j != k} R^(j) / (N - 1) (leave-one-out): it removes
-how hard the sentence is from the advantage, which then measures only the attention decisions.
+decisions (the Monte Carlo estimate of Xu et al.'s bound) and every term is the mean over the N.
+A learned baseline is fitted by its own optimizer; no gradient of its fit reaches the model.
+Every `log_every` steps the step also measures, for hard attention, the norm of each term's
+gradient on the attention's weights (`diagnose=True`; the update is the same).
 """
+
+import functools
 
 import tensorflow as tf
 
 from nmt_tf import special_tokens
-from nmt_tf.training import losses
+from nmt_tf.training import losses, reinforce
 
 SUM = tf.distribute.ReduceOp.SUM
 
@@ -37,10 +40,14 @@ class TrainStep:
       (losses.token_loss_sum; the same values, bench/bench_train.py compares their speed).
     weight_average: a weight_average.WeightAverage of the model's trainable variables,
       updated after each step, or None.
+    reward_variance: tf.Variable sigma^2 of `train.reinforce_normalize`, or None.
+    baseline_head, baseline_optimizer: the reinforce.LearnedBaseline of
+      `train.reinforce_baseline="learned"` and the optimizer that fits it, or None.
   """
 
   def __init__(self, model, optimizer, strategy, train_config, baseline, baseline_steps,
-               hard_attention=False, smoothing_labels="sparse", weight_average=None):
+               hard_attention=False, smoothing_labels="sparse", weight_average=None,
+               reward_variance=None, baseline_head=None, baseline_optimizer=None):
     losses.check_smoothing_labels(smoothing_labels)
     self.model = model
     self.optimizer = optimizer
@@ -51,13 +58,26 @@ class TrainStep:
     self.hard_attention = hard_attention
     self.smoothing_labels = smoothing_labels
     self.weight_average = weight_average
+    self.reward_variance = reward_variance
+    self.baseline_head = baseline_head
+    self.baseline_optimizer = baseline_optimizer
     self.loss_scaled = hasattr(optimizer, "scale_loss") and hasattr(optimizer, "dynamic_scale")
-    self._compute = tf.function(self._compute_gradients, jit_compile=train_config.jit_compile,
-                                reduce_retracing=True, autograph=False) if train_config.jit_compile else \
-        self._compute_gradients
-    self.function = tf.function(self._step, reduce_retracing=True, autograph=False)
+    compute = lambda diagnose: functools.partial(self._compute_gradients, diagnose=diagnose)
+    self._compute = {
+        diagnose: tf.function(compute(diagnose), jit_compile=True, reduce_retracing=True,
+                              autograph=False) if train_config.jit_compile else compute(diagnose)
+        for diagnose in (False, True)}
+    self.function = tf.function(functools.partial(self._step, diagnose=False),
+                                reduce_retracing=True, autograph=False)
+    self.diagnosing_function = tf.function(functools.partial(self._step, diagnose=True),
+                                           reduce_retracing=True, autograph=False)
 
-  def __call__(self, batch):
+  def __call__(self, batch, diagnose=False):
+    """One update; with `diagnose` (hard attention), also the gradient norm of each term on
+    the attention's weights: `grad_norm_likelihood`, `grad_norm_reinforce`,
+    `grad_norm_entropy`."""
+    if diagnose and self.hard_attention:
+      return self.diagnosing_function(batch)
     return self.function(batch)
 
   def trace(self, batch_spec):
@@ -65,52 +85,75 @@ class TrainStep:
     length dimensions are unknown), which every later batch then reuses: without it, the
     first batch's shapes are traced, and the second batch of another shape traces again."""
     self.function.get_concrete_function(batch_spec)
+    if self.hard_attention:
+      self.diagnosing_function.get_concrete_function(batch_spec)
 
-  def _compute_gradients(self, batch, global_tokens, global_sentences, baseline):
-    """Forward and backward pass of one replica (no collective: can be XLA-compiled)."""
+  def _compute_gradients(self, batch, global_tokens, global_sentences, baseline, scale=1.0,
+                         diagnose=False):
+    """Forward and backward pass of one replica (no collective: can be XLA-compiled).
+
+    Returns (loss_sum, stats, grads, head_grads, term_grads): the token loss summed over the
+    batch (a mean over samples), the REINFORCE statistics (`reinforce.terms`; empty without
+    hard attention), the gradients of the model's variables and of the learned baseline's,
+    and with `diagnose` {term: gradients of the attention's variables}.
+    """
     variables = self.model.trainable_variables
+    head_variables = self.baseline_head.trainable_variables if self.baseline_head else []
     samples = self.config.reinforce_samples if self.hard_attention else 1
     if samples > 1:  # each sentence N times in a row: [b * N, ...]
       batch = {key: tf.repeat(batch[key], samples, axis=0)
                for key in ("source", "target_in", "target_out")}
-    with tf.GradientTape() as tape:
+    extra = {}
+    if self.hard_attention and self.config.reinforce_start:
+      # Before train.reinforce_start every sentence takes the expected context (no sample).
+      extra["expectation_rate"] = tf.where(
+          self.optimizer.iterations < self.config.reinforce_start, 1.0,
+          self.model.model_config.hard_expectation_rate)
+    with tf.GradientTape(persistent=diagnose) as tape:
       outputs = self.model({"source": batch["source"], "target_in": batch["target_in"]},
-                           training=True, samples=samples)
+                           training=True, samples=samples, **extra)
       loss_sum, _ = losses.token_loss_sum(outputs["logits"], batch["target_out"],
                                           self.config.label_smoothing, self.smoothing_labels)
       loss_sum = loss_sum / samples  # the mean over the N samples of each sentence
-      loss = loss_sum / global_tokens
-      reward_sum = tf.constant(0.0)
+      likelihood = loss = loss_sum / global_tokens
+      stats, parts = {}, {}
       if self.hard_attention:
-        if self.config.reinforce_reward == "to_go":
-          step_reward = losses.reward_to_go(outputs["logits"], batch["target_out"])  # [b N, T]
-          reward = step_reward[:, 0]  # R_1 = R, the sentence's: [b N]
-        else:
-          reward = step_reward = losses.sentence_log_likelihood(
-              outputs["logits"], batch["target_out"])  # [b N]
-        if samples > 1:
-          baseline = losses.leave_one_out_baseline(step_reward, samples)  # like step_reward
-        sentences = tf.cast(tf.shape(reward)[0], tf.float32) / samples
-        term = self.config.reinforce_weight * losses.reinforce_loss(
-            outputs["attention_log_prob"], step_reward, baseline, batch["target_out"])
-        if self.config.attention_entropy_weight:
-          term -= self.config.attention_entropy_weight * tf.reduce_mean(
-              losses.attention_entropy(outputs["attention"], batch["target_out"]))
-        loss += term * sentences / global_sentences
-        reward_sum = tf.reduce_sum(reward) / samples
+        parts, stats = reinforce.terms(self.config, outputs, batch["target_out"], baseline,
+                                       scale, samples, self.baseline_head)
+        rows = tf.cast(tf.shape(batch["target_out"])[0], tf.float32)
+        share = rows / samples / global_sentences
+        parts = {key: value * share for key, value in parts.items()}
+        loss += parts["reinforce"] + parts["entropy"]
       scaled = self.optimizer.scale_loss(loss) if self.loss_scaled else loss
-    grads = tape.gradient(scaled, variables)
+      # The fit reaches only the head's variables (its input is held constant).
+      target = scaled + parts["baseline_fit"] if head_variables else scaled
+    grads = tape.gradient(target, variables + head_variables)
     grads = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
-             for g, v in zip(grads, variables)]
-    return loss_sum, reward_sum, grads
+             for g, v in zip(grads, variables + head_variables)]
+    term_grads = {}
+    if diagnose and self.hard_attention:
+      attention = reinforce.attention_variables(self.model)
+      for key, value in (("likelihood", likelihood), ("reinforce", parts["reinforce"]),
+                         ("entropy", parts["entropy"])):
+        term_grads[key] = [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+                           for g, v in zip(tape.gradient(value, attention), attention)]
+      del tape
+    return loss_sum, stats, grads[:len(variables)], grads[len(variables):], term_grads
 
-  def _replica_step(self, batch, baseline):
+  def _replica_step(self, batch, baseline, scale, diagnose):
     ctx = tf.distribute.get_replica_context()
     tokens = tf.reduce_sum(tf.cast(batch["target_out"] != special_tokens.PAD_ID, tf.float32))
     sentences = tf.cast(tf.shape(batch["target_out"])[0], tf.float32)
     global_tokens, global_sentences = ctx.all_reduce(SUM, [tokens, sentences])
-    loss_sum, reward_sum, grads = self._compute(batch, tf.maximum(global_tokens, 1.0),
-                                                tf.maximum(global_sentences, 1.0), baseline)
+    loss_sum, stats, grads, head_grads, term_grads = self._compute[diagnose](
+        batch, tf.maximum(global_tokens, 1.0), tf.maximum(global_sentences, 1.0), baseline,
+        scale)
+    out = dict(stats)
+    for key, value in term_grads.items():  # the norm of the global batch's gradient
+      out[f"grad_norm_{key}"] = tf.linalg.global_norm(ctx.all_reduce(SUM, value))
+    if head_grads:
+      self.baseline_optimizer.apply(ctx.all_reduce(SUM, head_grads),
+                                    self.baseline_head.trainable_variables)
     grads = ctx.all_reduce(SUM, grads)  # the gradient of the global batch
     scale = tf.cast(self.optimizer.dynamic_scale, tf.float32) if self.loss_scaled else 1.0
     norm = tf.linalg.global_norm(grads) / scale
@@ -121,26 +164,39 @@ class TrainStep:
       factor *= tf.minimum(1.0, self.config.clip_norm / tf.maximum(norm, 1e-12))
     grads = [g * factor for g in grads]
     self.optimizer.apply(grads, self.model.trainable_variables)
-    return {"loss_sum": loss_sum, "tokens": tokens, "sentences": sentences,
-            "reward_sum": reward_sum, "grad_norm": norm}
+    return {"loss_sum": loss_sum, "tokens": tokens, "sentences": sentences, "grad_norm": norm,
+            **out}
 
-  def _step(self, batch):
+  def _reward_scale(self):
+    """max(1, sigma) of `train.reinforce_normalize`, else 1."""
+    if self.reward_variance is None:
+      return tf.constant(1.0)
+    return tf.maximum(1.0, tf.sqrt(self.reward_variance.read_value()))
+
+  def _step(self, batch, diagnose=False):
     lr = self.optimizer.learning_rate
-    per_replica = self.strategy.run(self._replica_step, args=(batch, self.baseline.read_value()))
+    scale = self._reward_scale()
+    per_replica = self.strategy.run(self._replica_step, args=(
+        batch, self.baseline.read_value(), scale, diagnose))
     if self.weight_average is not None:
       self.weight_average.update()  # after the optimizer's update, in cross-replica context
+    mean_keys = [k for k in per_replica if k == "grad_norm" or k.startswith("grad_norm_")]
     out = {k: self.strategy.reduce(SUM, v, axis=None)
-           for k, v in per_replica.items() if k != "grad_norm"}
-    out["grad_norm"] = self.strategy.reduce(tf.distribute.ReduceOp.MEAN,
-                                            per_replica["grad_norm"], axis=None)
+           for k, v in per_replica.items() if k not in mean_keys}
+    out.update({k: self.strategy.reduce(tf.distribute.ReduceOp.MEAN, per_replica[k], axis=None)
+                for k in mean_keys})
     out["loss"] = out["loss_sum"] / tf.maximum(out["tokens"], 1.0)
     out["learning_rate"] = tf.cast(lr, tf.float32)
     if self.hard_attention:
-      mean_reward = out["reward_sum"] / tf.maximum(out["sentences"], 1.0)
+      first = self.baseline_steps <= 0
       decay = self.config.reinforce_baseline_decay
-      new = tf.where(self.baseline_steps > 0,
-                     decay * self.baseline + (1.0 - decay) * mean_reward, mean_reward)
-      self.baseline.assign(new)
+      average = lambda old, value: tf.where(first, value, decay * old + (1.0 - decay) * value)
+      mean_reward = out["reward_sum"] / tf.maximum(out["sentences"], 1.0)
+      self.baseline.assign(average(self.baseline, mean_reward))
+      if self.reward_variance is not None:
+        out["reward_scale"] = scale
+        self.reward_variance.assign(average(
+            self.reward_variance, out["raw_sq_sum"] / tf.maximum(out["decisions"], 1.0)))
       self.baseline_steps.assign_add(1.0)
       out["baseline"] = self.baseline.read_value()
     return out

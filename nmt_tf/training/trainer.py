@@ -45,6 +45,7 @@ from nmt_tf.training.optimizers import FusedAdam
 from nmt_tf.training.progress import ProgressPrinter
 from nmt_tf.training.schedules import learning_rate_schedule
 from nmt_tf.training.summaries import Summaries
+from nmt_tf.training import reinforce
 from nmt_tf.training.train_step import TrainStep
 from nmt_tf.training.validation import Validator
 from nmt_tf.training.weight_average import WeightAverage
@@ -70,7 +71,8 @@ def bf16_warning(precision, cpu_info=None, gpus=None):
 
 # The state of training options that a resumed run may turn on (train.moving_average_decay,
 # train.plateau_factor): a checkpoint written before holds none of it.
-OPTION_STATE = ("weight_average", "lr_scale")
+OPTION_STATE = ("weight_average", "lr_scale", "reward_variance", "reinforce_baseline_head",
+                "reinforce_baseline_optimizer")
 
 
 def seed_generator_states(model):
@@ -182,6 +184,18 @@ class Trainer:
         objects["weight_average"] = self.weight_average
       if self.lr_scale is not None:
         objects["lr_scale"] = self.lr_scale
+      hard = self.config.model.attention_mode == "hard"
+      self.reward_variance = self.baseline_head = self.baseline_optimizer = None
+      if hard and train_cfg.reinforce_normalize:  # sigma^2 of the reward (reinforce.py)
+        self.reward_variance = tf.Variable(0.0, trainable=False, name="reward_variance")
+        objects["reward_variance"] = self.reward_variance
+      if hard and reinforce.baseline_kind(train_cfg) == "learned":
+        self.baseline_head = reinforce.LearnedBaseline(name="reinforce_baseline_head")
+        self.baseline_head(tf.zeros([1, 1, self.config.model.decoder_units]))
+        self.baseline_optimizer = keras.optimizers.Adam(train_cfg.learning_rate)
+        self.baseline_optimizer.build(self.baseline_head.trainable_variables)
+        objects["reinforce_baseline_head"] = self.baseline_head
+        objects["reinforce_baseline_optimizer"] = self.baseline_optimizer
       states = seed_generator_states(self.model)
       if states:  # none without dropout and hard attention
         objects["rng"] = tf.Module(name="rng")
@@ -197,7 +211,10 @@ class Trainer:
     self.train_step = TrainStep(self.model, optimizer, self.strategy, train_cfg, self.baseline,
                                 self.baseline_steps,
                                 hard_attention=self.config.model.attention_mode == "hard",
-                                weight_average=self.weight_average)
+                                weight_average=self.weight_average,
+                                reward_variance=self.reward_variance,
+                                baseline_head=self.baseline_head,
+                                baseline_optimizer=self.baseline_optimizer)
 
   def prepare_data(self, config, corpus, accept_changed_corpus):
     """Sets config (with the vocabulary sizes), corpus, src_tok and tgt_tok for the run, and
@@ -281,7 +298,7 @@ class Trainer:
         seen = 0
         for batch in dataset:
           step_start = time.time()
-          out = self.train_step(batch)
+          out = self.train_step(batch, diagnose=(step + 1) % cfg.log_every == 0)
           loss = float(out["loss"])
           step, consumed, seen = step + 1, consumed + 1, seen + 1
           if not math.isfinite(loss):
@@ -308,6 +325,9 @@ class Trainer:
                 "learning_rate": float(out["learning_rate"]),
                 "grad_norm": float(out["grad_norm"]),
                 "tokens_per_sec": window_tokens / elapsed}, step, "train")
+            if "baseline" in out:  # hard attention: the REINFORCE estimate (reinforce.py)
+              summaries.scalars({key: float(value) for key, value in
+                                 reinforce.summary(out).items()}, step, "reinforce")
             window_tokens, window_start = 0.0, time.time()
           if budget and self._clock() >= budget and reason == "completed":
             reason = "time_budget"
