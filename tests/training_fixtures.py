@@ -62,8 +62,8 @@ def nan_loss_at(step):
   call = TrainStep.__call__
   calls = [0]
 
-  def poisoned(train_step, batch):
-    out = call(train_step, batch)
+  def poisoned(train_step, batch, diagnose=False):
+    out = call(train_step, batch, diagnose)
     calls[0] += 1
     if calls[0] == step:
       out = dict(out, loss=tf.constant(float("nan")))
