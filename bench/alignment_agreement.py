@@ -5,7 +5,7 @@ attention argmax lies within `--window` source pieces of the reference model's
 whether its alignments are as diagonal.
 
   python bench/alignment_agreement.py --run_dir HARD_RUN --reference_run SOFT_RUN \\
-      [--split test] [--window 1] [--sentences 0]
+      [--split test] [--window 1] [--sentences 0] [--checkpoint best] [--reference_checkpoint best]
 
 Both runs must share their tokenizers (the same recipe and data).
 """
@@ -25,9 +25,9 @@ from nmt_tf.inference.alignments import argmax_agreement
 from nmt_tf.inference.translator import Translator
 
 
-def _attention(run_dir, sources, targets, batch_size):
+def _attention(run_dir, sources, targets, batch_size, checkpoint="best"):
   """[(target ids, attention [tgt_len, src_len])] of each pair, teacher-forced."""
-  model, config, src_tok, tgt_tok = RunDir(run_dir).load_model()
+  model, config, src_tok, tgt_tok = RunDir(run_dir).load_model(checkpoint)
   translator = Translator(model, src_tok, tgt_tok, config.decode, config.data.max_length)
   result = []
   for start in range(0, len(sources), batch_size):
@@ -41,8 +41,10 @@ def _attention(run_dir, sources, targets, batch_size):
   return result
 
 
-def measure(run_dir, reference_run, split="test", window=1, sentences=0, batch_size=64):
-  """(share, steps) over the split's pairs."""
+def measure(run_dir, reference_run, split="test", window=1, sentences=0, batch_size=64,
+            checkpoint="best", reference_checkpoint="best"):
+  """(share, steps) over the split's pairs; each run's model from its `checkpoint` (best, last
+  or a checkpoint prefix)."""
   config = RunDir(reference_run).load_config()
   pairs = data.load_corpus(config.data)[split]
   sources, targets = list(pairs.sources), list(pairs.targets)
@@ -50,8 +52,8 @@ def measure(run_dir, reference_run, split="test", window=1, sentences=0, batch_s
     sources, targets = sources[:sentences], targets[:sentences]
   hits = steps = 0
   for (ids, attention), (ref_ids, reference) in zip(
-      _attention(run_dir, sources, targets, batch_size),
-      _attention(reference_run, sources, targets, batch_size)):
+      _attention(run_dir, sources, targets, batch_size, checkpoint),
+      _attention(reference_run, sources, targets, batch_size, reference_checkpoint)):
     if ids != ref_ids:
       raise ValueError(f"{run_dir} and {reference_run} tokenize the targets differently; "
                        "compare runs that share their tokenizers.")
@@ -67,9 +69,12 @@ def main():
   parser.add_argument("--split", default="test")
   parser.add_argument("--window", type=int, default=1)
   parser.add_argument("--sentences", type=int, default=0, help="the first N pairs (0 = all)")
+  parser.add_argument("--checkpoint", default="best", help="best, last or a checkpoint prefix")
+  parser.add_argument("--reference_checkpoint", default="best")
   args = parser.parse_args()
   share, steps = measure(args.run_dir, args.reference_run, args.split, args.window,
-                         args.sentences)
+                         args.sentences, checkpoint=args.checkpoint,
+                         reference_checkpoint=args.reference_checkpoint)
   print(f"argmax within {args.window} of the reference's: {share:.3f} of {steps} target pieces")
 
 
