@@ -270,7 +270,9 @@ def make_folder(path, flag=None):
 @contextlib.contextmanager
 def staged_folder(path):
   """Yields a hidden folder beside `path` to write a folder's files in; renamed to `path`
-  (which must not exist) when the block ends without error, else removed.
+  (which must not exist) when the block ends without error and no stop was requested
+  (`stop_requested`: TensorFlow may swallow the KeyboardInterrupt of Ctrl-C or SIGTERM),
+  else removed.
 
   Raises:
     WriteError: `path` exists, or a write inside it failed for lack of space.
@@ -282,6 +284,8 @@ def staged_folder(path):
   try:
     os.makedirs(tmp)
     yield tmp
+    if stop_requested():  # a stop that TensorFlow swallowed inside the block
+      raise Interrupted()
     os.rename(tmp, path)
   except WriteError as error:  # a file inside: named by the folder that was to appear
     _remove(tmp)

@@ -234,6 +234,30 @@ print(write_path.stop_requested())
     self.assertEqual(done.stderr, "stopped\n")  # the command's line, nothing printed before
     self.assertEqual(open(path + ".partial", encoding="utf-8").read(), "one\n")
 
+  def test_a_folder_whose_stop_tensorflow_swallowed_does_not_appear(self):
+    # As an export whose SIGTERM landed in tf.saved_model.save and was dropped there.
+    target = os.path.join(self.get_temp_dir(), "swallowed", "1")
+    script = f"""
+import os, signal, time
+from nmt_tf import write_path
+with write_path.termination_as_interrupt():
+  try:
+    with write_path.staged_folder({target!r}) as tmp:
+      write_path.write_text(os.path.join(tmp, "a.txt"), "a")
+      try:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)
+      except KeyboardInterrupt:
+        pass
+    print("renamed")
+  except KeyboardInterrupt:
+    print("stopped")
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, check=False)
+    self.assertEqual(done.stdout.split(), ["stopped"], done.stderr)
+    self.assertEqual(os.listdir(os.path.dirname(target)), [])
+
   def test_a_link_is_written_through_and_a_pipe_as_it_goes(self):
     target = os.path.join(self.get_temp_dir(), "target.txt")
     link = os.path.join(self.get_temp_dir(), "link.txt")
