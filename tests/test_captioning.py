@@ -95,6 +95,7 @@ class ImageEncoderTest(tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, "positive integer"):
       ImageEncoder(0)
 
+  @pytest.mark.slow  # saves and loads a whole backbone
   def test_backbone_weights_are_loaded_from_a_file_and_frozen(self):
     backbone = keras.applications.mobilenet_v2.MobileNetV2(
         include_top=False, weights=None, input_shape=(32, 32, 3))

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import sentencepiece as spm
 import tensorflow as tf
 
@@ -57,6 +58,7 @@ class SegmentationDrawsTest(tf.test.TestCase):
   def _log_prob(self, tokenizer, ids):
     return sum(tokenizer._processor.get_score(i) for i in ids)  # pylint: disable=protected-access
 
+  @pytest.mark.slow  # starts a process
   def test_another_process_draws_the_same_segmentations(self):
     texts = self.texts[:40]
     path = os.path.join(self.get_temp_dir(), "unigram.model")

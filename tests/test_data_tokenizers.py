@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import keras
+import pytest
 import tensorflow as tf
 
 from nmt_tf import data
@@ -111,6 +112,7 @@ class SentencePieceTest(TokenizerCases, tf.test.TestCase):
     with self.assertRaisesRegex(ValueError, "expected a vector"):
       self.tok.tokenize(tf.constant([["a"]]))
 
+  @pytest.mark.slow  # starts processes
   def test_the_commands_do_not_import_the_tensorflow_text_package(self):
     # Its import loads twenty op libraries (0.25-0.32 s of every command's start-up).
     tmp = self.get_temp_dir()

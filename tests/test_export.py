@@ -62,6 +62,7 @@ class ServingPrecisionTest(tf.test.TestCase):
                        precision)
 
 
+@pytest.mark.slow  # exports
 class ExportTest(tf.test.TestCase):
   """One word-tokenizer cgru run, exported once and shared by every test."""
 
