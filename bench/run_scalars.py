@@ -38,8 +38,7 @@ def read_scalars(run_dir):
                             "--run_dir of a run that has trained.")
   values = collections.defaultdict(dict)
   for path in files:
-    for record in tf.data.TFRecordDataset(path):
-      event = tf.compat.v1.Event.FromString(record.numpy())
+    for event in _events(path):
       for value in event.summary.value:
         if value.HasField("simple_value"):
           values[value.tag][event.step] = float(value.simple_value)
@@ -48,6 +47,16 @@ def read_scalars(run_dir):
           if tensor.dtype.kind == "f":  # a scalar; text and images are left out
             values[value.tag][event.step] = float(tensor)
   return dict(values)
+
+
+def _events(path):
+  """The events of one file, up to a record cut short (a run stopped while writing), as
+  TensorBoard reads them."""
+  try:
+    for record in tf.data.TFRecordDataset(path):
+      yield tf.compat.v1.Event.FromString(record.numpy())
+  except tf.errors.DataLossError:
+    return
 
 
 def format_lines(values, tags=None, steps=None):
@@ -83,7 +92,8 @@ def main(argv=None):
     print(f"error: {error}", file=sys.stderr)
     return 2
   tags = [t.strip() for t in args.tags.split(",") if t.strip()]
-  print("\n".join(format_lines(values, tags, steps)))
+  for line in format_lines(values, tags, steps):
+    print(line)
   return 0
 
 

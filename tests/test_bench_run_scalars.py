@@ -38,6 +38,16 @@ class RunScalarsTest(tf.test.TestCase):
     write_events(os.path.join(events, "resumed"), {"train/grad_norm": [(200, 3.0)],
                                                    "valid/bleu": [(200, 31.9661)]})
 
+  def test_a_file_cut_short_keeps_its_whole_records(self):
+    resumed = os.path.join(self.run_dir, "tensorboard", "resumed")
+    path = os.path.join(resumed, os.listdir(resumed)[0])
+    with open(path, "rb") as f:
+      data = f.read()
+    with open(path, "wb") as f:
+      f.write(data[:-7])  # the last record (the text summary) cut in its middle
+    values = run_scalars.read_scalars(self.run_dir)
+    self.assertAllClose(values["valid/bleu"], {200: 31.9661})
+
   def test_the_later_file_wins_and_tags_and_steps_select(self):
     values = run_scalars.read_scalars(self.run_dir)
     self.assertEqual(sorted(values), ["reinforce/baseline", "train/grad_norm", "valid/bleu"])
