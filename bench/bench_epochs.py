@@ -18,7 +18,6 @@ alone, bench/bench_data.py the pipeline alone).
 Prints one JSON object: tokens/s of every run and the median per interpreter.
 """
 
-import glob
 import json
 import os
 import shutil
@@ -30,7 +29,7 @@ from absl import flags
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # pylint: disable=g-import-not-at-top,wrong-import-position
-import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-position
+import run_scalars  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 flags.DEFINE_list("pythons", [sys.executable], "Interpreters, one per checkout to time.")
 flags.DEFINE_string("config", "multi30k:cgru", "The run's --config.")
@@ -42,15 +41,9 @@ FLAGS = flags.FLAGS
 
 def windows(run_dir):
   """[(step, wall time, tokens/s)] of the run's `train/tokens_per_sec` events, by step."""
-  rows = []
-  for path in glob.glob(os.path.join(run_dir, "tensorboard", "events.*")):
-    for event in tf.compat.v1.train.summary_iterator(path):
-      for value in event.summary.value:
-        if value.tag == "train/tokens_per_sec":
-          rate = (float(tf.make_ndarray(value.tensor)) if value.HasField("tensor")
-                  else value.simple_value)
-          rows.append((event.step, event.wall_time, rate))
-  return sorted(rows)
+  return sorted((step, wall_time, rate)
+                for tag, step, wall_time, rate in run_scalars.scalar_events(run_dir)
+                if tag == "train/tokens_per_sec")
 
 
 def tokens_per_second(rows):

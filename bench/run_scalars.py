@@ -18,34 +18,32 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf
 
 
-def _opened(path):
-  """(second the events file was opened, from its name; its last write): the order in which a
-  run wrote its events files."""
-  try:
-    second = int(os.path.basename(path).split(".")[3])
-  except (IndexError, ValueError):
-    second = 0
-  return second, os.path.getmtime(path)
-
-
-def read_scalars(run_dir):
-  """{tag: {step: value}} of the scalar summaries under run_dir/tensorboard, from every events
-  file in the order the run wrote them (a later value of a step replaces an earlier one)."""
+def scalar_events(run_dir):
+  """(tag, step, wall time, value) of every scalar summary under run_dir/tensorboard, file by
+  file in the order the run wrote them (of their last writes), so that where a resumed run
+  logged a step twice the later value comes last. Text and images are left out."""
   files = sorted(glob.glob(os.path.join(run_dir, "tensorboard", "**", "events.out.tfevents.*"),
-                           recursive=True), key=_opened)
+                           recursive=True), key=os.path.getmtime)
   if not files:
     raise FileNotFoundError(f"no TensorBoard events under {run_dir}/tensorboard; pass the "
                             "--run_dir of a run that has trained.")
-  values = collections.defaultdict(dict)
   for path in files:
     for event in _events(path):
       for value in event.summary.value:
         if value.HasField("simple_value"):
-          values[value.tag][event.step] = float(value.simple_value)
+          yield value.tag, event.step, event.wall_time, float(value.simple_value)
         elif value.HasField("tensor") and not value.tensor.tensor_shape.dim:
           tensor = tf.make_ndarray(value.tensor)
-          if tensor.dtype.kind == "f":  # a scalar; text and images are left out
-            values[value.tag][event.step] = float(tensor)
+          if tensor.dtype.kind == "f":
+            yield value.tag, event.step, event.wall_time, float(tensor)
+
+
+def read_scalars(run_dir):
+  """{tag: {step: value}} of the scalar summaries under run_dir/tensorboard (scalar_events),
+  a later value of a step replacing an earlier one."""
+  values = collections.defaultdict(dict)
+  for tag, step, _, value in scalar_events(run_dir):
+    values[tag][step] = value
   return dict(values)
 
 
