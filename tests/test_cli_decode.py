@@ -93,6 +93,57 @@ class DecodingProcessTest(tf.test.TestCase):
       self.assertFalse(hasattr(commands[name].run, "__wrapped__"), name)
 
 
+class HardInferenceFlagTest(tf.test.TestCase):
+  """--hard_inference: a hard-attention run decoded with the expectation or the argmax."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.tmp = tempfile.mkdtemp()
+    cls.run_path = os.path.join(cls.tmp, "hard")
+    _, _, corpus = make_tiny_run(cls.run_path, attention_mode="hard")
+    cls.files = {}
+    for name, lines in (("src", corpus["valid"].sources[:4]),
+                        ("tgt", corpus["valid"].targets[:4])):
+      cls.files[name] = os.path.join(cls.tmp, f"{name}.txt")
+      with open(cls.files[name], "w", encoding="utf-8") as f:
+        f.writelines(line + "\n" for line in lines)
+
+  def score(self, run_path, **flag_values):
+    code, out, err = run_command(score_cli, run_dir=run_path, source_file=self.files["src"],
+                                 target_file=self.files["tgt"], **flag_values)
+    return code, [float(line.split("\t")[0]) for line in out.splitlines()], err
+
+  def test_the_model_decodes_with_the_context_named(self):
+    self.assertEqual(RunDir(self.run_path).load_config().model.hard_inference, "expectation")
+    code, default, err = self.score(self.run_path)
+    self.assertEqual(code, 0, err)
+    code, expectation, err = self.score(self.run_path, hard_inference="expectation")
+    self.assertEqual(code, 0, err)
+    code, argmax, err = self.score(self.run_path, hard_inference="argmax")
+    self.assertEqual(code, 0, err)
+    self.assertAllClose(expectation, default)
+    # The untrained model's alpha is near uniform: its argmax annotation is no average.
+    self.assertGreater(np.max(np.abs(np.array(argmax) - np.array(expectation))), 1e-3)
+    model, config, _, _ = RunDir(self.run_path).load_model(hard_inference="argmax")
+    self.assertEqual(config.model.hard_inference, "argmax")
+    self.assertEqual(model.get_config()["config"]["hard_inference"], "argmax")
+    code, out, err = run_command(translate_cli, run_dir=self.run_path, hard_inference="argmax",
+                                 input_file=self.files["src"], beam_size=2)
+    self.assertEqual(code, 0, err)
+    self.assertLen(out.splitlines(), 4)
+
+  def test_a_soft_attention_run_refuses_it(self):
+    soft = os.path.join(self.tmp, "soft")
+    make_tiny_run(soft)
+    code, scores, err = self.score(soft, hard_inference="argmax")
+    self.assertEqual(code, 2)
+    self.assertEqual(scores, [])
+    self.assertEqual(err, f"error: hard_inference='argmax' applies to hard attention, and "
+                     f"{soft} was trained with model.attention_mode='soft'; leave "
+                     "hard_inference out.\n")
+
+
 @pytest.mark.slow  # ~3 min on 2 busy cores: every command loads the run and traces anew
 class DecodeCommandsTest(tf.test.TestCase):
 

@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 from nmt_tf import console
+from tests.run_fixtures import make_tiny_run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -108,6 +109,33 @@ class CommandLineErrorTest(tf.test.TestCase):
     self.assertEqual(line, f"error: {manifest} is empty or not valid JSON (the file has no "
                      "content); restore it from a backup or retrain the tokenizers in a new "
                      "--run_dir (the run's checkpoints need these vocabularies).")
+
+  def test_config_flags_that_a_decoding_command_would_ignore(self):
+    run_dir = os.path.join(tempfile.mkdtemp(), "run")
+    make_tiny_run(run_dir, attention_mode="hard")
+    config = os.path.join(run_dir, "config.json")
+    self.assertEqual(
+        self.error_line("evaluate", f"--run_dir={run_dir}", "--config.model.hard_inference=argmax"),
+        f"error: evaluate reads the run's config, {config}, where model.hard_inference is "
+        "'expectation', and --config gives 'argmax'; pass --hard_inference=argmax instead.")
+    self.assertEqual(
+        self.error_line("translate", f"--run_dir={run_dir}", "--config.decode.beam_size=2",
+                        "--config.train.steps=5"),
+        f"error: translate reads the run's config, {config}, where decode.beam_size is 3, and "
+        "--config gives 2; pass --beam_size=2 instead.")
+    line = self.error_line("export", f"--run_dir={run_dir}", "--config=generated:cgru")
+    self.assertStartsWith(line, f"error: export reads the run's config, {config}, where model.")
+    self.assertEndsWith(line, "; leave --config out, or train another --run_dir with it (the "
+                        "run's own config is what it was trained with).")
+    # The flags the run was trained with (training's own sections aside) pass.
+    source = os.path.join(os.path.dirname(run_dir), "in.txt")
+    with open(source, "w", encoding="utf-8") as f:
+      f.write("the boy helps the king\n")
+    proc = run_py("translate", f"--run_dir={run_dir}", f"--input_file={source}",
+                  "--config.decode.beam_size=3", "--config.model.attention_mode=hard",
+                  "--config.train.steps=5")
+    self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+    self.assertLen(proc.stdout.splitlines(), 1)
 
   def test_bad_streamed_training_shards(self):
     tmp = tempfile.mkdtemp()

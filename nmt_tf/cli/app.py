@@ -190,6 +190,11 @@ def main(argv):
   command = argv[1]
   if command not in COMMANDS:
     return _unknown_command(command)
+  from nmt_tf.cli import common  # pylint: disable=g-import-not-at-top  (with the commands)
+  ignored = common.config_flags_error(command, sys.argv)
+  if ignored:
+    print(f"error: {ignored}", file=sys.stderr)
+    return 2
   # SIGTERM stops a command as Ctrl-C does: its staged outputs are removed or kept
   # (nmt_tf/write_path.py), never left half-written; a command says what it kept.
   with write_path.termination_as_interrupt():

@@ -69,7 +69,7 @@ def read_images(paths, size):
 def load_captioner():
   """(Captioner, decode config) of --run_dir; RunDirError for a translation run."""
   model, config, _, tokenizer, _ = load_models(FLAGS.run_dir, FLAGS.checkpoint,
-                                               FLAGS.checkpoints)
+                                               FLAGS.checkpoints, FLAGS.hard_inference)
   if config.model.encoder != "image":
     raise RunDirError(f"{FLAGS.run_dir} is a translation run (model.encoder="
                       f"{config.model.encoder!r}); caption with a captioning run, or use "

@@ -41,6 +41,10 @@ flags.DEFINE_integer("shortlist", None, "Vocabulary shortlist (translate, evalua
                      "vocabulary; default: the config's decode.shortlist.")
 flags.DEFINE_integer("shortlist_frequent", None, "Most frequent target words always in the "
                      "shortlist; default: the config's decode.shortlist_frequent.")
+flags.DEFINE_enum("hard_inference", None, ["expectation", "argmax"], "A hard-attention "
+                  "run's context while decoding: expectation (the soft context, the sum of "
+                  "the annotations weighted by alpha) or argmax (the annotation alpha weighs "
+                  "most); default: the run's model.hard_inference.")
 flags.DEFINE_string("export_dir", None, "export: base directory of the exported models, default "
                     "RUN_DIR/export; the model goes to EXPORT_DIR/MODEL_NAME/VERSION. serve: "
                     "an export to serve instead of the run (EXPORT_DIR, EXPORT_DIR/MODEL_NAME "
@@ -80,6 +84,70 @@ def write_lines(path, lines, command):
   return 0
 
 
+# The fields of config.decode that a flag of the decoding commands sets: {field: flag}.
+DECODE_FLAGS = {"beam_size": "beam_size", "nbest": "nbest", "length_penalty": "length_penalty",
+                "coverage_penalty": "coverage_penalty", "batch_size": "decode_batch_size",
+                "precision": "precision", "shortlist": "shortlist",
+                "shortlist_frequent": "shortlist_frequent"}
+# The sections of a run's config.json that the commands other than train read (the pipeline
+# and train sections only shape training).
+READ_SECTIONS = ("model", "data", "tokenizer", "decode")
+# The commands that read the run's config.json, not --config (which train and main use).
+RUN_CONFIG_COMMANDS = ("average", "caption", "evaluate", "export", "score", "serve",
+                       "translate")
+
+
+def config_flags_error(command, argv):
+  """None, or the one-line error for --config flags that `command` would ignore.
+
+  The commands of RUN_CONFIG_COMMANDS read the run's config.json; a --config, or an override
+  --config.SECTION.KEY=VALUE, that gives a section it reads another value than the run's
+  would be dropped without a word (an evaluation believed to decode with argmax hard
+  attention would decode with the run's setting). Given --config=RECIPE, every field of
+  those sections is compared; given overrides alone, the fields they name. The same flags
+  the run was trained with pass, so that one set of flags serves train and evaluate. None
+  also when the run has no readable config.json: the command itself says what is missing.
+  """
+  recipe = any(arg == "--config" or arg.startswith("--config=") for arg in argv)
+  overridden = {arg[len("--config."):].split("=", 1)[0] for arg in argv
+                if arg.startswith("--config.")}  # {"section.key"}
+  if command not in RUN_CONFIG_COMMANDS or not (recipe or overridden):
+    return None
+  # pylint: disable=g-import-not-at-top  (TensorFlow, which the commands import anyway)
+  from nmt_tf.experiment import RunDir
+  from nmt_tf.experiment.run_dir import INIT_ONLY_MODEL_FIELDS
+  run = RunDir(FLAGS.run_dir)
+  try:
+    saved = run.load_config()
+  except RunDirError:
+    return None
+  try:
+    given = experiment_config()
+  except ConfigError as error:
+    return f"--config: {error}"
+  for section in READ_SECTIONS:
+    ours, theirs = getattr(given, section), getattr(saved, section)
+    for field in dataclasses.fields(ours):
+      key, value, kept = field.name, getattr(ours, field.name), getattr(theirs, field.name)
+      if not recipe and f"{section}.{key}" not in overridden:
+        continue  # the default recipe's value, which the command was not given
+      # The vocabulary sizes are the built vocabularies', and fields used only to initialise
+      # are kept from the run's creation.
+      if value == kept or (section == "model" and key in (
+          "src_vocab_size", "tgt_vocab_size") + INIT_ONLY_MODEL_FIELDS):
+        continue
+      if section == "decode" and key in DECODE_FLAGS:
+        fix = f"pass --{DECODE_FLAGS[key]}={value} instead"
+      elif (section, key) == ("model", "hard_inference"):
+        fix = f"pass --hard_inference={value} instead"
+      else:
+        fix = ("leave --config out, or train another --run_dir with it (the run's own "
+               "config is what it was trained with)")
+      return (f"{command} reads the run's config, {run.config_path}, where {section}.{key} is "
+              f"{kept!r}, and --config gives {value!r}; {fix}.")
+  return None
+
+
 def experiment_config():
   """The ExperimentConfig of --config (validated; unknown keys are errors)."""
   return ExperimentConfig.from_dict(FLAGS.config)
@@ -87,12 +155,8 @@ def experiment_config():
 
 def decode_config(config):
   """config.decode with the decoding flags that were given applied."""
-  overrides = {key: getattr(FLAGS, flag) for key, flag in (
-      ("beam_size", "beam_size"), ("nbest", "nbest"), ("length_penalty", "length_penalty"),
-      ("coverage_penalty", "coverage_penalty"), ("batch_size", "decode_batch_size"),
-      ("precision", "precision"), ("shortlist", "shortlist"),
-      ("shortlist_frequent", "shortlist_frequent"))
-      if getattr(FLAGS, flag) is not None}
+  overrides = {key: getattr(FLAGS, flag) for key, flag in DECODE_FLAGS.items()
+               if getattr(FLAGS, flag) is not None}
   if "beam_size" in overrides and "nbest" not in overrides:
     overrides["nbest"] = min(config.decode.nbest, overrides["beam_size"])
   return dataclasses.replace(config.decode, **overrides)

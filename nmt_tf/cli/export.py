@@ -59,6 +59,7 @@ def run(argv):
                        version=FLAGS.export_version, beam_size=decode.beam_size,
                        nbest=FLAGS.export_nbest, max_source_length=FLAGS.export_max_source_length,
                        decode_config=decode, checkpoints=FLAGS.checkpoints,
+                       hard_inference=FLAGS.hard_inference,
                        report=lambda text: print(text, file=sys.stderr))
     if run_dir.load_config().model.encoder == "image":
       if FLAGS.format == "litert":

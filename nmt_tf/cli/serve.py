@@ -48,11 +48,15 @@ def load_servable():
   """The Servable of the flags: --export_dir, else --checkpoint of --run_dir."""
   from nmt_tf.server import servable  # pylint: disable=g-import-not-at-top
   if FLAGS.export_dir:
+    if FLAGS.hard_inference:
+      raise ValueError("--hard_inference applies to a run (--run_dir); an export decodes as it "
+                       "was exported: export the run with --hard_inference and serve that.")
     served = servable.load_export(FLAGS.export_dir, FLAGS.export_model_name)
   else:
     decode = common.decode_config(_run_config())
     served = servable.load_run(FLAGS.run_dir, FLAGS.checkpoint, FLAGS.export_model_name,
-                               FLAGS.beam_size, FLAGS.nbest, decode)
+                               FLAGS.beam_size, FLAGS.nbest, decode,
+                               hard_inference=FLAGS.hard_inference)
   served.labels = _labels(FLAGS.version_labels, served.versions)
   servable.warm_up(served)
   return served

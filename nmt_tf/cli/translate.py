@@ -53,7 +53,7 @@ FLAGS = flags.FLAGS
 def build_translator():
   """(Translator, run config, decode config, checkpoint paths) from the flags."""
   model, config, src_tok, tgt_tok, paths = load_models(FLAGS.run_dir, FLAGS.checkpoint,
-                                                       FLAGS.checkpoints)
+                                                       FLAGS.checkpoints, FLAGS.hard_inference)
   if config.model.encoder == "image":
     raise RunDirError(f"{FLAGS.run_dir} is a captioning run (model.encoder='image'); caption "
                       "images with `nmt-tf caption --input_file=IMAGE_OR_FOLDER`.")

@@ -133,11 +133,17 @@ class RunDir:
                         "or a checkpoint prefix such as RUN/checkpoints/ckpt-3.")
     return which
 
-  def load_model(self, which="best"):
+  def load_model(self, which="best", hard_inference=None):
     """Builds the run's model and restores checkpoint `which` into it.
 
+    Args:
+      which: "best", "last" or a checkpoint prefix.
+      hard_inference: optional "expectation" or "argmax" in place of the run's
+        model.hard_inference (a hard-attention run only): the context a decoding step takes.
+
     Returns:
-      (model, config, source tokenizer, target tokenizer).
+      (model, config, source tokenizer, target tokenizer); config.model holds the
+      hard_inference the model decodes with.
     """
     config = self.load_config()
     src_tok, tgt_tok = self.load_tokenizers()
@@ -145,10 +151,23 @@ class RunDir:
       check_vocab_sizes(config, src_tok, tgt_tok, self.vocab_dir)
     path = self.checkpoint_path(which)
     run_manifest.verify_checkpoint(self, path)
+    if hard_inference is not None:
+      config = config.replace(model=with_hard_inference(config.model, hard_inference,
+                                                        self.path))
     # Every weight comes from `path`.
     model = build_model(config.model, initialize=False, checkpoint=path)
     restore_model(model, path, "pass --checkpoint=last or another checkpoint prefix")
     return model, config, src_tok, tgt_tok
+
+
+def with_hard_inference(model_config, hard_inference, run_path):
+  """model_config decoding hard attention with `hard_inference`; RunDirError for a run whose
+  attention is soft, where the option means nothing."""
+  if model_config.attention_mode != "hard":
+    raise RunDirError(f"hard_inference={hard_inference!r} applies to hard attention, and "
+                      f"{run_path} was trained with model.attention_mode="
+                      f"{model_config.attention_mode!r}; leave hard_inference out.")
+  return model_config.replace(hard_inference=hard_inference)
 
 
 def check_vocab_sizes(config, src_tok, tgt_tok, vocab_dir):

@@ -75,14 +75,15 @@ class CaptionServingModule(tf.Module):
 
 def export_captioner(run, checkpoint="best", export_dir=None, model_name="nmt_caption",
                      version=None, beam_size=None, nbest=None, decode_config=None,
-                     checkpoints=None, report=print):
+                     checkpoints=None, report=print, hard_inference=None):
   """Exports checkpoint `checkpoint` of the captioning run `run` (a RunDir); returns the path
   of the written version directory. The arguments are export_run's."""
   if checkpoints:
     raise ExportError("Ensembles of captioning runs are not exported; export one run "
                       "(leave --checkpoints out).")
   model_dir = check_destination(run, export_dir, model_name)
-  loaded = load_models(run.path, checkpoint)  # its files checked (manifest)
+  loaded = load_models(run.path, checkpoint,  # its files checked (manifest)
+                       hard_inference=hard_inference)
   with new_version(model_dir, version, report) as (path, tmp):
     _export(run, loaded, path, tmp, model_name, beam_size, nbest, decode_config)
   return path

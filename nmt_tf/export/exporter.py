@@ -150,7 +150,8 @@ def serving_decode_config(decode_config):
 
 def export_run(run_dir, checkpoint="best", export_dir=None, model_name="nmt", version=None,
                beam_size=None, nbest=None, max_source_length=DEFAULT_MAX_SOURCE_LENGTH,
-               decode_config=None, warmup=True, checkpoints=None, report=print):
+               decode_config=None, warmup=True, checkpoints=None, report=print,
+               hard_inference=None):
   """Exports checkpoint `checkpoint` of `run_dir`, or an ensemble, for TF Serving.
 
   Args:
@@ -170,6 +171,8 @@ def export_run(run_dir, checkpoint="best", export_dir=None, model_name="nmt", ve
       Serving replays before the version serves.
     report: called with a one-line note about unfinished exports found in the model's
       directory (the one of this version is removed, others are named).
+    hard_inference: optional "expectation" or "argmax" in place of the run's
+      model.hard_inference (hard-attention runs only).
 
   Returns:
     The path of the written version directory.
@@ -177,7 +180,8 @@ def export_run(run_dir, checkpoint="best", export_dir=None, model_name="nmt", ve
   run = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
   check_name_and_length(model_name, max_source_length)
   model_dir = check_destination(run, export_dir, model_name)
-  loaded = load_models(run.path, checkpoint, checkpoints)  # its files checked (manifest)
+  loaded = load_models(run.path, checkpoint, checkpoints,  # its files checked (manifest)
+                       hard_inference)
   with new_version(model_dir, version, report) as (path, tmp):
     _export(run, loaded, path, tmp, model_name, beam_size, nbest, max_source_length,
             decode_config, warmup)

@@ -128,7 +128,8 @@ def _convert_saved(path, names, quantization):
 def export_litert(run_dir, checkpoint="best", export_dir=None, model_name="nmt_litert",
                   version=None, beam_size=None, nbest=None,
                   max_source_length=litert_client.DEFAULT_MAX_SOURCE_LENGTH,
-                  decode_config=None, quantization="float32", checkpoints=None, report=print):
+                  decode_config=None, quantization="float32", checkpoints=None, report=print,
+                  hard_inference=None):
   """Exports checkpoint `checkpoint` of `run_dir` (or an ensemble) as a LiteRT model.
 
   Arguments as `export_run` (export/exporter.py), and quantization: "float32", "float16" or
@@ -143,7 +144,8 @@ def export_litert(run_dir, checkpoint="best", export_dir=None, model_name="nmt_l
                             f"{QUANTIZATIONS}.")
   exporter.check_name_and_length(model_name, max_source_length)
   model_dir = exporter.check_destination(run, export_dir, model_name)
-  loaded = load_models(run.path, checkpoint, checkpoints)  # its files checked (manifest)
+  loaded = load_models(run.path, checkpoint, checkpoints,  # its files checked (manifest)
+                       hard_inference)
   with exporter.new_version(model_dir, version, report) as (path, tmp):
     _export(run, loaded, tmp, beam_size, nbest, max_source_length, decode_config,
             quantization)

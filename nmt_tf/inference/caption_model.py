@@ -40,10 +40,13 @@ class CaptionModel:
   Args:
     run_dir: the run directory.
     checkpoint: "best" (default), "last" or a checkpoint prefix.
+    hard_inference: optional "expectation" or "argmax" in place of the run's
+      model.hard_inference (a hard-attention run only): the context a decoding step takes.
   """
 
-  def __init__(self, run_dir, checkpoint="best"):
-    model, config, _, tokenizer, self.checkpoints = load_models(run_dir, checkpoint)
+  def __init__(self, run_dir, checkpoint="best", hard_inference=None):
+    model, config, _, tokenizer, self.checkpoints = load_models(
+        run_dir, checkpoint, hard_inference=hard_inference)
     if config.model.encoder != "image":
       raise RunDirError(f"{run_dir} is a translation run (model.encoder="
                         f"{config.model.encoder!r}); load it with nmt_tf.load.")
@@ -115,6 +118,6 @@ class CaptionModel:
     return results[0] if single else results
 
 
-def load_captioner(run_dir, checkpoint="best"):
+def load_captioner(run_dir, checkpoint="best", hard_inference=None):
   """The CaptionModel of a trained captioning run."""
-  return CaptionModel(run_dir, checkpoint)
+  return CaptionModel(run_dir, checkpoint, hard_inference)

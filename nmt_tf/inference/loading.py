@@ -20,7 +20,7 @@ def _same_vocab(dir_a, dir_b):
   return not mismatch and not errors
 
 
-def load_models(run_dir, checkpoint="best", checkpoints=None):
+def load_models(run_dir, checkpoint="best", checkpoints=None, hard_inference=None):
   """The model to decode with and the run's config and tokenizers.
 
   Args:
@@ -29,6 +29,8 @@ def load_models(run_dir, checkpoint="best", checkpoints=None):
       directories listed in `checkpoints`.
     checkpoints: optional sequence of entries (see module docstring); two or more give a
       `ModelEnsemble`.
+    hard_inference: optional "expectation" or "argmax" in place of each model's
+      model.hard_inference (hard-attention runs only; RunDir.load_model).
 
   Returns:
     (model or ModelEnsemble, ExperimentConfig of run_dir, source tokenizer, target tokenizer,
@@ -40,7 +42,7 @@ def load_models(run_dir, checkpoint="best", checkpoints=None):
   run = RunDir(run_dir)
   entries = [e.strip() for e in (checkpoints or []) if e.strip()]
   if not entries:
-    model, config, src_tok, tgt_tok = run.load_model(checkpoint)
+    model, config, src_tok, tgt_tok = run.load_model(checkpoint, hard_inference)
     return model, config, src_tok, tgt_tok, [run.checkpoint_path(checkpoint)]
   models, paths, first = [], [], None
   for entry in entries:
@@ -48,7 +50,7 @@ def load_models(run_dir, checkpoint="best", checkpoints=None):
       member_run, which = RunDir(entry), checkpoint
     else:
       member_run, which = run, entry
-    loaded = member_run.load_model(which)
+    loaded = member_run.load_model(which, hard_inference)
     if first is None:
       first = (member_run,) + loaded[1:]
     elif not _same_vocab(first[0].vocab_dir, member_run.vocab_dir):

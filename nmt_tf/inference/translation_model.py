@@ -62,12 +62,14 @@ class TranslationModel:
     max_input_tokens: longer inputs are cut to this many tokens.
     shortlist: optional decode.shortlist for this model (translations per source word; 0 =
       the whole vocabulary); None keeps the run's.
+    hard_inference: optional "expectation" or "argmax" in place of the run's
+      model.hard_inference (a hard-attention run only): the context a decoding step takes.
   """
 
   def __init__(self, run_dir, checkpoint="best", checkpoints=None, max_input_tokens=200,
-               shortlist=None):
+               shortlist=None, hard_inference=None):
     model, config, src_tok, tgt_tok, self.checkpoints = load_models(run_dir, checkpoint,
-                                                                    checkpoints)
+                                                                    checkpoints, hard_inference)
     if shortlist is not None:
       config = dataclasses.replace(config, decode=dataclasses.replace(config.decode,
                                                                       shortlist=shortlist))
@@ -183,6 +185,8 @@ def _positive_int(name, value):
   return int(value)
 
 
-def load(run_dir, checkpoint="best", checkpoints=None, max_input_tokens=200, shortlist=None):
+def load(run_dir, checkpoint="best", checkpoints=None, max_input_tokens=200, shortlist=None,
+         hard_inference=None):
   """A TranslationModel of a trained run (see TranslationModel)."""
-  return TranslationModel(run_dir, checkpoint, checkpoints, max_input_tokens, shortlist)
+  return TranslationModel(run_dir, checkpoint, checkpoints, max_input_tokens, shortlist,
+                          hard_inference)

@@ -171,10 +171,12 @@ def _export_beam(version_dir):
 
 
 def load_run(run_dir, checkpoint="best", model_name=None, beam_size=None, nbest=None,
-             decode_config=None, max_source_length=DEFAULT_MAX_SOURCE_LENGTH):
+             decode_config=None, max_source_length=DEFAULT_MAX_SOURCE_LENGTH,
+             hard_inference=None):
   """Version 1: checkpoint `checkpoint` of run `run_dir`, decoded in this process by the
   signatures its export would have (greedy, beam_search, score; caption and beam_search for
-  a captioning run), named `model_name` (default nmt, or nmt_caption)."""
+  a captioning run), named `model_name` (default nmt, or nmt_caption); hard_inference as
+  export_run's."""
   # pylint: disable=g-import-not-at-top
   from nmt_tf.export.caption_export import CaptionServingModule
   from nmt_tf.export.exporter import beam_and_nbest
@@ -182,7 +184,8 @@ def load_run(run_dir, checkpoint="best", model_name=None, beam_size=None, nbest=
   from nmt_tf.inference.image_captioner import Captioner
   from nmt_tf.inference.loading import load_models
   from nmt_tf.inference.translator import Translator
-  model, config, src_tok, tgt_tok, _ = load_models(run_dir, checkpoint)
+  model, config, src_tok, tgt_tok, _ = load_models(run_dir, checkpoint,
+                                                   hard_inference=hard_inference)
   decode_config = decode_config or config.decode
   beam_size, nbest = beam_and_nbest(beam_size, nbest, decode_config)
 
