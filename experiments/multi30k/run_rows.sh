@@ -140,7 +140,7 @@ ablation tied_all cgru_joint8k_de-en_2500steps \
   "${AS_RECORDED[@]}" --config.tokenizer.shared=True --config.model.tie_embeddings=all
 # Hard attention (Xu et al. 2015) against the same soft model: soft attention for the first
 # 1,000 steps, then half of the sentences sample, trained with Xu et al.'s estimate at the
-# REINFORCE weight that came within 0.31 BLEU of soft attention at step 2,000 (0.1; 1 cost
+# REINFORCE weight that came within 0.53 BLEU of soft attention at step 2,500 (0.1; 1 cost
 # 7.38 BLEU at step 1,500: docs/MODELS.md, "Hard attention on Multi30k"). How diagonal its
 # alignments are against a soft run of this machine:
 #   python bench/alignment_agreement.py --run_dir HARD_RUN --reference_run SOFT_RUN
