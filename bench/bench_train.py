@@ -4,14 +4,14 @@ FLOPs/s as a fraction of this machine's measured matmul peak.
 Usage: .venv/bin/python bench/bench_train.py [--precisions float32,mixed_bfloat16]
            [--jit false,true] [--fused_attention true,false,xla] [--bucket_widths 2,5]
            [--optimizers fused,keras] [--smoothing_labels sparse,dense]
-           [--gru_backward manual,autodiff,autodiff_encoder,autodiff_decoder]
+           [--compiled_cell auto,off]
            [--defer_gradients auto,true,false]
            [--decoders cgru,rnnsearch,luong,encdec,sar_avg,sar_cavg,...]
            [--models ,layer_norm=True,hidden_dropout=0.2+embedding_dropout=0.2]
            [--moving_average_decays 0,0.999] [--interleave]
            [--batches 30] [--batch_tokens 2000] [--peak]
 For each (decoder, precision, jit_compile, fused attention score, bucket width, Adam,
-smoothed-loss form, backward pass of the recurrences, deferred gradients) setting the
+smoothed-loss form, GRU cell, deferred gradients) setting the
 reference model
 (recipe multi30k:cgru: emb 256, BiGRU 2x512, cGRU 512, deep output, SentencePiece 8k,
 dropout 0.2, Adam, clipping, label smoothing 0.1; with --decoders another decoder, or a model
@@ -78,12 +78,9 @@ flags.DEFINE_list("smoothing_labels", ["sparse"], "Label-smoothed loss forms to 
                   "(TrainStep's smoothing_labels): sparse (training/losses.py "
                   "smoothed_cross_entropy, the Trainer's) and dense (one-hot label tensor and "
                   "softmax_cross_entropy_with_logits).")
-flags.DEFINE_list("gru_backward", ["manual"], "Backward passes of the recurrences to time "
-                  "(KernelOptions.gru_backward): manual (hand-written: "
-                  "layers/kernels/gru_sequence.py for the encoder, attention_sequence.py for the "
-                  "decoder; the training default), autodiff (TensorFlow's gradient of the "
-                  "scan_time loops), autodiff_encoder and autodiff_decoder (autodiff for that "
-                  "part only).")
+flags.DEFINE_list("compiled_cell", ["auto"], "The GRU steps' elementwise work to time "
+                  "(KernelOptions.compiled_cell, layers/kernels/cells.py): auto (the compiled "
+                  "cell of gru_cell.cc for float32 activations, the default), off (plain ops).")
 flags.DEFINE_list("defer_gradients", ["auto"], "Gradients of the loop-invariant operands of "
                   "the scan_time loops to time (KernelOptions.defer_gradients, "
                   "layers/kernels/deferred.py): auto (after the loop for loops with bfloat16 "
@@ -132,7 +129,7 @@ def _bools(values):
 
 # One timed configuration: precision, jit_compile, bucket width, Adam implementation, form of the
 # label-smoothed loss (--smoothing_labels), the model's KernelOptions (--fused_attention,
-# --gru_backward, --defer_gradients) and decoder (--decoders).
+# --compiled_cell, --defer_gradients) and decoder (--decoders).
 Setting = collections.namedtuple(
     "Setting", "name precision jit width optimizer labels options decoder overrides average")
 OPTIMIZERS = {"fused": FusedAdam, "keras": keras.optimizers.Adam}
@@ -204,11 +201,11 @@ def main(argv):
   batch_sets = {w: make_batches(corpus, src_tok, tgt_tok, FLAGS.batches, FLAGS.batch_tokens, w)
                 for w in widths}
   settings = []
-  for (decoder, overrides, precision, jit, fused, width, optimizer, labels, gru,
+  for (decoder, overrides, precision, jit, fused, width, optimizer, labels, cell,
        defer, average) in itertools.product(
       FLAGS.decoders, FLAGS.models, FLAGS.precisions, _bools(FLAGS.jit),
       [_choice("fused_attention", f.lower(), FUSED_ATTENTION) for f in FLAGS.fused_attention],
-      widths, FLAGS.optimizers, FLAGS.smoothing_labels, FLAGS.gru_backward,
+      widths, FLAGS.optimizers, FLAGS.smoothing_labels, FLAGS.compiled_cell,
       [d.lower() for d in FLAGS.defer_gradients],
       [float(d) for d in FLAGS.moving_average_decays]):
     score = {"auto": "", "off": "_unfused"}.get(fused, f"_score_{fused}")
@@ -218,11 +215,11 @@ def main(argv):
             f"{f'_bucket{width}' if len(widths) > 1 else ''}"
             f"{'' if optimizer == 'fused' else '_' + optimizer + '_adam'}"
             f"{'' if labels == 'sparse' else '_dense_labels'}"
-            f"{'' if gru == 'manual' else '_gru_' + gru}"
+            f"{'' if cell == 'auto' else '_cell_' + cell}"
             f"{'' if defer == 'auto' else '_defer_' + defer}"
             f"{f'_average{average:g}' if average else ''}")
     _choice("smoothing_labels", labels, {form: form for form in losses.SMOOTHING_LABELS})
-    options = KernelOptions(gru_backward=gru, fused_attention=fused,
+    options = KernelOptions(compiled_cell=cell, fused_attention=fused,
                             defer_gradients=_choice("defer_gradients", defer, DEFER_GRADIENTS))
     settings.append(Setting(name, precision, jit, width, optimizer, labels, options, decoder,
                             overrides, average))

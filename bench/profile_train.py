@@ -2,8 +2,9 @@
 few steps of the reference model under tf.profiler.
 
 Usage: .venv/bin/python bench/profile_train.py [--precision float32_bf16_matmul] [--steps 3]
-           [--top 25] [--detail AddN,ConcatV2]
-Builds the model and `TrainStep` as bench/bench_train.py does, warms up on the profiled batches
+           [--top 25] [--detail AddN,ConcatV2] [--decoders cgru]
+Builds the model (the first of `--decoders` in the reference model) and `TrainStep` as
+bench/bench_train.py does, warms up on the profiled batches
 (tracing), then records `--steps` steps with tf.profiler. Prints one JSON object: the op time
 per step summed over every thread of the host (so it exceeds the step's wall time, and ops that
 wrap others, such as While and the function calls, are left out), each op type's share, and for
@@ -46,7 +47,8 @@ def main(argv):
   keras.utils.set_random_seed(0)
   train_cfg = TrainConfig(precision=FLAGS.precision, clip_norm=1.0, label_smoothing=0.1,
                           learning_rate=5e-4)
-  model = build_model(ModelConfig(**common.reference_model_config(*vocab)), FLAGS.precision)
+  model = build_model(ModelConfig(**{**common.reference_model_config(*vocab),
+                                     "decoder": FLAGS.decoders[0]}), FLAGS.precision)
   optimizer = FusedAdam(learning_rate=5e-4)  # the Trainer's
   optimizer.build(model.trainable_variables)
   step = TrainStep(model, optimizer, tf.distribute.get_strategy(), train_cfg, tf.Variable(0.0),

@@ -41,3 +41,6 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || [ ! -x .venv/bin/nmt
   fi
   echo "$want" > "$stamp"
 fi
+# The compiled GRU cell (nmt_tf/layers/kernels/compiled.py): built once per TensorFlow version
+# and CPU into ~/.cache/nmt_tf; where it cannot be, training runs on plain ops and says so.
+TF_CPP_MIN_LOG_LEVEL=3 .venv/bin/python -m nmt_tf.layers.kernels.compiled

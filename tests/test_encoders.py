@@ -196,8 +196,8 @@ class RNNEncoderTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(*RNN_VARIANTS)
   def test_training_path_same_values_and_gradients(self, kwargs):
-    # While training, the GRUs run in kernels.gru_sequences (hand-written backward pass); the
-    # result and every gradient must equal the autodiff path's.
+    # While training, the GRU steps take the compiled cell (layers/kernels/cells.py); the
+    # result and every gradient must equal the plain ops' and the inference values.
     layer = build_rnn(**kwargs)
     x, mask = batch(12)
     x = tf.constant(x)
@@ -206,18 +206,17 @@ class RNNEncoderTest(tf.test.TestCase, parameterized.TestCase):
     d_summary = tf.constant(np.random.RandomState(14).normal(
         size=(BATCH, layer.output_dim)).astype(np.float32))
 
-    def run(training, choice=kernels.DEFAULT_CHOICE):
-      layer.loops = kernels.TrainingLoops(choice)
+    def run(training, compiled_cell=True):
       with tf.GradientTape() as tape:
         tape.watch(x)
-        memory, summary = layer(x, tf.constant(mask), training=training)
+        with kernels.precision_scope(compiled_cell=training and compiled_cell):
+          memory, summary = layer(x, tf.constant(mask), training=training)
         loss = tf.reduce_sum(memory * d_memory) + tf.reduce_sum(summary * d_summary)
       return [memory, summary] + tape.gradient(loss, [x] + layer.trainable_variables)
 
     inference = run(False)
     training = tf.function(lambda: run(True))()
-    autodiff_choice = kernels.KernelOptions(gru_backward="autodiff").resolve("encoder")
-    autodiff = tf.function(lambda: run(True, autodiff_choice))()
+    autodiff = tf.function(lambda: run(True, compiled_cell=False))()
     for got, auto, want in zip(training, autodiff, inference):
       self.assertAllClose(got, want, atol=1e-5)
       self.assertAllClose(auto, want, atol=1e-5)

@@ -162,7 +162,7 @@ class FusedScoreTest(tf.test.TestCase, parameterized.TestCase):
   def test_chosen_for_bfloat16_products_of_float32_keys(self):
     # KernelOptions resolve once, where the model is built, with its precision.
     resolve = lambda mode="auto", **precision: kernels.KernelOptions(
-        fused_attention=mode).resolve("decoder", **precision).fused_attention
+        fused_attention=mode).resolve(**precision).fused_attention
     self.assertFalse(resolve())  # float32 products: measured slower
     self.assertEqual(resolve(matmul_dtype="bfloat16"), "xla")
     self.assertFalse(resolve(compute_dtype="bfloat16"))  # mixed_bfloat16: not measured
@@ -176,7 +176,7 @@ class FusedScoreTest(tf.test.TestCase, parameterized.TestCase):
     query, memory, mask = data(2, q_dim)
 
     def compiled(options, training=True):
-      fused = options.resolve("decoder").fused_attention
+      fused = options.resolve().fused_attention
       def run():
         with kernels.precision_scope(fused_scores=fused):  # as Seq2Seq.call enters it
           return attend(layer, query, memory, mask, training=training)
@@ -193,7 +193,7 @@ class FusedScoreTest(tf.test.TestCase, parameterized.TestCase):
     layer, q_dim = layer_for(score)
     query, memory, mask = data(2, q_dim)
     # The choice of a model with bfloat16 products: the fused kernels while training.
-    choice = kernels.DEFAULT_OPTIONS.resolve("decoder", matmul_dtype="bfloat16")
+    choice = kernels.DEFAULT_OPTIONS.resolve(matmul_dtype="bfloat16")
     self.assertEqual(choice.fused_attention, "xla")
     # training: the fused kernels; inference: plain ops
     with kernels.precision_scope("bfloat16", fused_scores=choice.fused_attention):

@@ -12,8 +12,7 @@ import pytest
 import tensorflow as tf
 
 from nmt_tf.experiment import TrainConfig
-from nmt_tf.layers import kernels
-from nmt_tf.layers.kernels import loops
+from nmt_tf.layers import kernels, ops
 from nmt_tf.models import Seq2Seq, build_model
 from nmt_tf.training.optimizers import FusedAdam
 from nmt_tf.training.train_step import TrainStep
@@ -25,28 +24,19 @@ class KernelOptionsTest(tf.test.TestCase):
   def test_defaults_are_the_training_paths(self):
     options = kernels.KernelOptions()
     self.assertEqual(options, kernels.DEFAULT_OPTIONS)
-    self.assertEqual((options.gru_backward, options.defer_gradients, options.fused_attention),
-                     ("manual", None, "auto"))
-    self.assertTrue(options.manual_backward("encoder"))
-    self.assertTrue(options.manual_backward("decoder"))
-
-  def test_gru_backward_parts(self):
-    expected = {"manual": (True, True), "autodiff": (False, False),
-                "autodiff_encoder": (False, True), "autodiff_decoder": (True, False)}
-    for value, (encoder, decoder) in expected.items():
-      options = kernels.KernelOptions(gru_backward=value)
-      self.assertEqual((options.manual_backward("encoder"), options.manual_backward("decoder")),
-                       (encoder, decoder), value)
+    self.assertEqual((options.defer_gradients, options.fused_attention, options.compiled_cell),
+                     (None, "auto", "auto"))
+    self.assertTrue(options.resolve().compiled_cell)
+    self.assertFalse(options.resolve(compute_dtype="bfloat16").compiled_cell)  # float32 only
+    self.assertFalse(kernels.KernelOptions(compiled_cell="off").resolve().compiled_cell)
 
   def test_bad_values(self):
-    with self.assertRaisesRegex(ValueError, "gru_backward='autodiff_encoders'"):
-      kernels.KernelOptions(gru_backward="autodiff_encoders")
+    with self.assertRaisesRegex(ValueError, "compiled_cell='on'"):
+      kernels.KernelOptions(compiled_cell="on")
     with self.assertRaisesRegex(ValueError, "defer_gradients=1; expected None, True or False"):
       kernels.KernelOptions(defer_gradients=1)
     with self.assertRaisesRegex(ValueError, "fused_attention='true'"):
       kernels.KernelOptions(fused_attention="true")
-    with self.assertRaisesRegex(ValueError, "part='attention'"):
-      kernels.DEFAULT_OPTIONS.manual_backward("attention")
 
   def test_frozen_and_hashable(self):
     options = kernels.KernelOptions(defer_gradients=True)
@@ -56,7 +46,8 @@ class KernelOptionsTest(tf.test.TestCase):
 
 
 class OptionsReachTheLayersTest(tf.test.TestCase):
-  """The model's options, or those of one call, choose the paths of its encoder and decoder."""
+  """The model's options, or those of one call, choose the kernels of its encoder and
+  decoder."""
 
   def setUp(self):
     super().setUp()
@@ -65,25 +56,21 @@ class OptionsReachTheLayersTest(tf.test.TestCase):
     self.batch = batch()
     self.model(self.batch)
 
-  def paths(self, kernel_options=None):
-    """(hand-written encoder loop used, hand-written decoder loop used) in a training pass."""
-    used = []
-    gru_sequences = loops.gru_sequences
-    cgru_sequence = loops.cgru_sequence
-    with (mock.patch.object(loops, "gru_sequences",
-                            lambda *a: used.append("encoder") or gru_sequences(*a)),
-          mock.patch.object(loops, "cgru_sequence",
-                            lambda *a, **k: used.append("decoder") or cgru_sequence(*a, **k))):
+  def cell_scopes(self, kernel_options=None, training=True):
+    """The compiled_cell setting of the pass scope each GRU step of one pass ran in."""
+    seen = []
+    reset_after = ops.gru_reset_after
+    with mock.patch.object(ops, "gru_reset_after", lambda *a: seen.append(
+        kernels.precision.trace_state.get("pass_scope").compiled_cell) or reset_after(*a)):
       if kernel_options is not None:
         self.model.kernel_options = kernel_options
-      self.model(self.batch, training=True)
-    return "encoder" in used, "decoder" in used
+      self.model(self.batch, training=training)
+    return set(seen)
 
-  def test_options_choose_the_paths(self):
-    self.assertEqual(self.paths(), (True, True))
-    for value, expected in (("autodiff", (False, False)), ("autodiff_encoder", (False, True)),
-                            ("autodiff_decoder", (True, False))):
-      self.assertEqual(self.paths(kernels.KernelOptions(gru_backward=value)), expected, value)
+  def test_options_choose_the_cell(self):
+    self.assertEqual(self.cell_scopes(), {True})
+    self.assertEqual(self.cell_scopes(training=False), {False})  # decoding: plain ops
+    self.assertEqual(self.cell_scopes(kernels.KernelOptions(compiled_cell="off")), {False})
 
   def test_resolved_once_where_the_model_is_built(self):
     # The encoder and the decoder hold the TrainingLoops of the resolved choice; changing the
@@ -91,14 +78,12 @@ class OptionsReachTheLayersTest(tf.test.TestCase):
     model = Seq2Seq(tiny_config(decoder="memory_rnn"), matmul_dtype="bfloat16")
     decoder = model.decoder
     self.assertEqual(decoder.loops.choice.fused_attention, "xla")
-    self.assertTrue(model.encoder.loops.choice.manual_backward)
+    self.assertIs(model.encoder.loops, decoder.loops)
     self.assertFalse(decoder.loops.choice.defer_gradients)  # float32 inputs
     model.matmul_dtype = None
     self.assertFalse(decoder.loops.choice.fused_attention)
-    model.kernel_options = kernels.KernelOptions(gru_backward="autodiff_encoder",
-                                                 defer_gradients=True)
-    self.assertFalse(model.encoder.loops.choice.manual_backward)
-    self.assertTrue(decoder.loops.choice.manual_backward)
+    model.kernel_options = kernels.KernelOptions(compiled_cell="off", defer_gradients=True)
+    self.assertFalse(model.encoder.loops.choice.compiled_cell)
     self.assertTrue(decoder.loops.choice.defer_gradients)
     # No layer holds a choice: the layers' equations do not name the kernels.
     for layer in (decoder.cgru.attention, decoder.state_memory, decoder.cgru):
@@ -106,13 +91,19 @@ class OptionsReachTheLayersTest(tf.test.TestCase):
 
   def test_model_options_and_config(self):
     config = self.model.get_config()
-    self.model.kernel_options = kernels.KernelOptions(gru_backward="autodiff")
-    self.assertEqual(self.paths(), (False, False))
+    self.model.kernel_options = kernels.KernelOptions(compiled_cell="off")
+    self.assertEqual(self.cell_scopes(), {False})
     self.assertEqual(self.model.get_config(), config)  # how it computes, not what
     model = build_model(tiny_config(decoder="cgru"),
                         kernel_options=kernels.KernelOptions(fused_attention="off"))
     self.assertEqual(model.kernel_options.fused_attention, "off")
     self.assertEqual(Seq2Seq.from_config(config).kernel_options, kernels.DEFAULT_OPTIONS)
+
+  def test_an_xla_train_step_takes_the_plain_cell(self):
+    model = build_model(tiny_config(decoder="cgru"))
+    TrainStep(model, FusedAdam(learning_rate=1e-3), tf.distribute.get_strategy(),
+              TrainConfig(jit_compile=True), tf.Variable(0.0), tf.Variable(0.0))
+    self.assertEqual(model.kernel_options.compiled_cell, "off")
 
   @pytest.mark.slow  # traces two training steps
   def test_the_loss_form_reaches_the_train_step(self):

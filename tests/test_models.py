@@ -11,7 +11,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from nmt_tf.layers import kernels
-from nmt_tf.layers.kernels import loops
+from nmt_tf.layers import GRUCell
 from nmt_tf.models import ConfigError, ModelConfig, Seq2Seq
 from nmt_tf.models import factory
 from nmt_tf.training import losses
@@ -160,7 +160,7 @@ class WerlenAppendixTest(tf.test.TestCase, parameterized.TestCase):
   """The self-attentive decoders of Werlen et al. (2018) against a numpy transcription of
   appendix A.3.1 (d_t over y_1..y_{t-1}, d_1 = 0) and A.3.3 (the cgru recurrence; s~_t over
   s_1..s_{t-1} queried with s_t, s~_1 = 0), on a padded batch, with random non-zero biases:
-  teacher-forced in inference and in training (the hand-written cGRU loop) and step by step."""
+  teacher-forced in inference and in training (the compiled cell) and step by step."""
 
   @parameterized.named_parameters(
       ("residual_avg", dict(decoder="self_attentive_residual", summary="avg")),
@@ -227,8 +227,8 @@ class GraphModeStepTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(full["logits"], stepwise[0], atol=1e-5, rtol=1e-5)
 
 
-# The kernel options that take TensorFlow's gradient of scan_time for every recurrence.
-AUTODIFF = kernels.KernelOptions(gru_backward="autodiff")
+# The kernel options whose GRU steps run on plain ops in training too.
+PLAIN_CELL = kernels.KernelOptions(compiled_cell="off")
 
 
 def mean_token_nll(logits, targets, label_smoothing=0.0):
@@ -296,36 +296,80 @@ class DeferredGradientTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(kernels.score(m, q), tf.einsum("bnd,bd->bn", m, q))
 
 
-@pytest.mark.slow  # every decoder forward and backward, twice
-class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
-  """While training, the encoder's GRUs and the encdec decoder's (kernels.gru_sequences) and
-  the cgru (with or without the state memory of the memory RNN), rnnsearch and luong decoders'
-  loops (TrainingLoops: cgru_sequence, rnnsearch_sequence, luong_sequence) run with hand-written
-  backward passes: the logits, attention and every gradient equal the autodiff path's
-  (KernelOptions(gru_backward="autodiff"): scan_time), eager and in graph mode (against the
-  eager autodiff outputs), in float32 and with bfloat16 products (plain and XLA score kernels). The
-  others (hard attention, luong with LSTM or the concat score, cgru/rnnsearch with non-additive
-  scores) keep autodiff (`test_other_decoders_keep_autodiff`)."""
+def _op_types(fn):
+  """The op types of fn's traced graph and of every function it calls (loop bodies, their
+  gradients)."""
+  graph = tf.function(fn).get_concrete_function().graph
+  types = {op.type for op in graph.get_operations()}
+  for function in graph.as_graph_def().library.function:
+    types.update(node.op for node in function.node_def)
+  return types
+
+
+class OneImplementationTest(tf.test.TestCase, parameterized.TestCase):
+  """The layers' `step` is what trains: scaling GRUCell.step's output, or an attention's
+  score, moves the training logits and loss of every model variant, as it moves the
+  inference logits (there is no second copy of the equations for training)."""
+
+  @parameterized.named_parameters(*[(name, name) for name in VARIANTS])
+  def test_patched_step_changes_training(self, variant):
+    keras.utils.set_random_seed(11)
+    model = Seq2Seq(tiny_config(**VARIANTS[variant]))
+    b = batch()
+    model(b)
+    generators = [layer.seed_generator for layer in model._flatten_layers()
+                  if getattr(layer, "seed_generator", None) is not None]
+
+    def training_loss():
+      for generator in generators:  # the same dropout masks and samples every time
+        generator.state.assign([7, 0])
+      out = model(b, training=True)
+      return out["logits"], mean_token_nll(out["logits"], b["target_out"])
+
+    logits, loss = training_loss()
+    patches = []
+    if model.model_config.encoder in ("birnn", "rnn") or model.model_config.decoder != "luong" \
+        or model.model_config.rnn_cell == "gru":
+      original_step = GRUCell.step
+      patches.append(mock.patch.object(
+          GRUCell, "step", lambda cell, *a, **k: 0.5 * original_step(cell, *a, **k)))
+    attention = model.decoder.attention_layer
+    if attention is not None:
+      original_score = type(attention).score
+      patches.append(mock.patch.object(
+          type(attention), "score", lambda layer, *a, **k: 3.0 * original_score(layer, *a, **k)))
+    for patch in patches:
+      with patch:
+        patched_logits, patched_loss = training_loss()
+      self.assertGreater(float(tf.reduce_max(tf.abs(patched_logits - logits))), 1e-3,
+                         f"{variant}: {patch.attribute}")
+      self.assertNotAllClose(patched_loss, loss, msg=f"{variant}: {patch.attribute}")
+
+
+@pytest.mark.slow  # every decoder forward and backward, three times
+class CompiledCellTest(tf.test.TestCase, parameterized.TestCase):
+  """While training, the GRU steps take the compiled cell (layers/kernels/gru_cell.cc) where
+  its library loads: the logits, attention and every gradient equal those of the plain ops
+  (KernelOptions(compiled_cell="off")), eager and in graph mode, in float32 and with bfloat16
+  products (plain and XLA score kernels); inference and export keep the plain ops."""
 
   @parameterized.named_parameters(
       *[(name, name) for name in ("cgru", "cgru_rnn_reversed", "rnnsearch",
                                   "rnnsearch_reset_after", "encdec_birnn_2layers",
                                   "self_attentive_residual", "self_attentive_residual_cavg",
-                                  "memory_rnn", "self_attentive_rnn", "luong", "luong_dot",
-                                  "cgru_layer_norm", "memory_rnn_deep_ln",
+                                  "memory_rnn", "self_attentive_rnn", "luong", "luong_lstm_dot",
+                                  "cgru_layer_norm", "memory_rnn_deep_ln", "cgru_hard",
                                   "cgru_deep_transition")])
-  def test_same_outputs_and_gradients_as_autodiff(self, variant):
+  def test_same_outputs_and_gradients_as_plain_ops(self, variant):
     keras.utils.set_random_seed(7)
     overrides = {"rnnsearch_reset_after": dict(decoder="rnnsearch", gru_reset="after"),
-                 "luong_dot": dict(decoder="luong", attention="dot", decoder_units=16,
-                                   encoder_units=8),
                  "cgru_layer_norm": dict(decoder="cgru", layer_norm=True),
                  "cgru_deep_transition": dict(decoder="cgru", decoder_transition_depth=4),
                  }.get(variant) or VARIANTS[variant]
     model = Seq2Seq(tiny_config(**overrides))
     b = batch()
     model(b)
-    # Dropout masks: the same seeds for both runs.
+    # Dropout masks and hard attention's samples: the same seeds for both runs.
     generators = [layer.seed_generator for layer in model._flatten_layers()
                   if getattr(layer, "seed_generator", None) is not None]
 
@@ -339,61 +383,36 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
         loss += 0.1 * tf.reduce_sum(out["attention"] * tf.range(5, dtype=tf.float32))
       return [out["logits"], out["attention"]] + tape.gradient(loss, model.trainable_variables)
 
-    calls = []
-    original = {"cgru": loops.cgru_sequence, "rnnsearch": loops.rnnsearch_sequence,
-                "luong": loops.luong_sequence}
-    wrapped = {name: (lambda *args, name=name, **kwargs: calls.append(name)
-                      or original[name](*args, **kwargs)) for name in original}
-    expected_calls = {"cgru": ["cgru"], "cgru_rnn_reversed": ["cgru"],
-                      "self_attentive_residual": ["cgru"],
-                      "self_attentive_residual_cavg": ["cgru"], "memory_rnn": ["cgru"],
-                      "self_attentive_rnn": ["cgru"], "rnnsearch": ["rnnsearch"],
-                      "cgru_layer_norm": ["cgru"], "memory_rnn_deep_ln": ["cgru"],
-                      "cgru_deep_transition": ["cgru"], "rnnsearch_reset_after": ["rnnsearch"],
-                      "luong": ["luong"], "luong_dot": ["luong"],
-                      "encdec_birnn_2layers": []}[variant]  # encdec: the GRU loop only
     settings = [(None, None, "float32 eager"), (None, tf.function, "float32 graph"),
                 ("bfloat16", tf.function, "bfloat16 products, XLA score")]
-    references = {}  # the autodiff path's outputs by precision: float32 graph gets eager's
     for matmul_dtype, wrap, name in settings:
       model.matmul_dtype = matmul_dtype
       run = wrap(outputs_and_gradients) if wrap else outputs_and_gradients
-      with (mock.patch.object(loops, "cgru_sequence", wrapped["cgru"]),
-            mock.patch.object(loops, "rnnsearch_sequence", wrapped["rnnsearch"]),
-            mock.patch.object(loops, "luong_sequence", wrapped["luong"])):
-        manual = run()
-      self.assertEqual(calls, expected_calls, name)
-      calls.clear()
-      if matmul_dtype not in references:
-        autodiff = lambda: outputs_and_gradients(AUTODIFF)
-        references[matmul_dtype] = wrap(autodiff)() if wrap else autodiff()
-      auto = references[matmul_dtype]
-      tolerance = 1e-5 if matmul_dtype is None else 2e-2
+      fused = run()
+      plain = wrap(lambda: outputs_and_gradients(PLAIN_CELL))() if wrap else \
+          outputs_and_gradients(PLAIN_CELL)
       names = ["logits", "attention"] + [v.path for v in model.trainable_variables]
-      for label, got, want in zip(names, manual, auto):
+      # The cell's tanh and logistic differ from TensorFlow's by float32 rounding, which the
+      # bfloat16 operands of the products' gradients can round up to bfloat16's precision.
+      tolerance = 1e-5 if matmul_dtype is None else 1e-2
+      for label, got, want in zip(names, fused, plain):
         got, want = tf.convert_to_tensor(got), tf.convert_to_tensor(want)
         scale = float(tf.reduce_max(tf.abs(want))) + 1e-6
         self.assertAllClose(got / scale, want / scale, atol=tolerance, msg=f"{name} {label}")
-
-  def test_other_decoders_keep_autodiff(self):
-    """Hard attention, luong with an LSTM or the concat score, and rnnsearch/cgru with a
-    non-additive score have no hand-written loop: they train in scan_time (the encoder's
-    hand-written GRUs, tested above, feed them)."""
-    called = []
-    for name in ("cgru_hard", "rnnsearch_general", "luong_concat", "luong_lstm_dot"):
-      model = Seq2Seq(tiny_config(**VARIANTS[name]))
-      with (mock.patch.object(loops, "cgru_sequence", side_effect=called.append),
-            mock.patch.object(loops, "rnnsearch_sequence", side_effect=called.append),
-            mock.patch.object(loops, "luong_sequence", side_effect=called.append)):
-        out = train_forward(model, batch())
-      self.assertEqual(called, [], name)
-      self.assertEqual(out["logits"].shape, (3, 4, TINY["tgt_vocab_size"]), name)
+    model.matmul_dtype = None
+    cell_ops = {op for op in _op_types(lambda: train_forward(model, b)) if op.startswith("Nmt")}
+    if kernels.compiled.library() is not None:  # the encoder's GRUs at least
+      self.assertNotEmpty(cell_ops)
+    else:
+      self.assertEmpty(cell_ops)
+    self.assertEmpty({op for op in _op_types(lambda: model(b)) if op.startswith("Nmt")})
+    self.assertEmpty({op for op in _op_types(lambda: train_forward(model, b, PLAIN_CELL))
+                      if op.startswith("Nmt")})
 
   @parameterized.named_parameters(("cgru", "cgru"), ("rnnsearch", "rnnsearch"),
                                   ("luong", "luong"))
   def test_mixed_bfloat16(self, variant):
-    # bfloat16 states, gates and products: the two paths round in a different order, so they
-    # agree within bfloat16 accuracy only.
+    # bfloat16 states and gates: the cell is float32 only, so the plain ops run.
     previous = keras.mixed_precision.global_policy()
     keras.mixed_precision.set_global_policy("mixed_bfloat16")
     try:
@@ -403,75 +422,15 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
       model(b)
     finally:
       keras.mixed_precision.set_global_policy(previous)
-
-    def outputs_and_gradients(kernel_options=None):
-      with tf.GradientTape() as tape:
-        out = train_forward(model, b, kernel_options)
-        loss = mean_token_nll(out["logits"], b["target_out"])
-      return [out["logits"]] + tape.gradient(loss, model.trainable_variables)
-
-    manual = tf.function(outputs_and_gradients)()
-    auto = tf.function(lambda: outputs_and_gradients(AUTODIFF))()
-    self.assertEqual(manual[0].dtype, tf.bfloat16)
-    for label, got, want in zip(["logits"] + [v.path for v in model.trainable_variables],
-                                manual, auto):
-      got = tf.cast(tf.convert_to_tensor(got), tf.float32)
-      want = tf.cast(tf.convert_to_tensor(want), tf.float32)
-      scale = float(tf.reduce_max(tf.abs(want))) + 1e-6
-      self.assertAllClose(got / scale, want / scale, atol=0.06, msg=label)
-
-  def test_mixed_bfloat16_state_memory(self):
-    # The memory RNN's W_m bias and W_s gradients are sums of nearly cancelling terms, which
-    # bfloat16 rounds differently on the two paths, so each path is compared with the float32
-    # model of the same weights: averaged over 8 batches, the hand-written one is about as
-    # close as autodiff or closer. On one batch the closer path is a matter of rounding and of
-    # the CPU's bfloat16 kernels: for W_m's bias on the fixture batch the hand-written path was
-    # 0.07 of the gradient's scale off and autodiff 0.19 on an AMD EPYC with AVX512_BF16,
-    # 0.11 and 0.07 on an AVX2-only one, whose 8-batch means are 0.07 and 0.09 (runs with the
-    # errors printed).
-    def build(policy):
-      previous = keras.mixed_precision.global_policy()
-      keras.mixed_precision.set_global_policy(policy)
-      try:
-        keras.utils.set_random_seed(5)
-        model = Seq2Seq(tiny_config(decoder="memory_rnn"))
-        model(batch())
-      finally:
-        keras.mixed_precision.set_global_policy(previous)
-      return model
-
-    model, reference = build("mixed_bfloat16"), build("float32")
-    for v, w in zip(reference.trainable_variables, model.trainable_variables):
-      v.assign(w)
-
-    def outputs_and_gradients(model, b, kernel_options=None):
-      with tf.GradientTape() as tape:
-        out = train_forward(model, b, kernel_options)
-        loss = mean_token_nll(tf.cast(out["logits"], tf.float32), b["target_out"])
-      return [out["logits"]] + tape.gradient(loss, model.trainable_variables)
-
-    manual = tf.function(lambda b: outputs_and_gradients(model, b))
-    truth = tf.function(lambda b: outputs_and_gradients(reference, b))
-    auto = tf.function(lambda b: outputs_and_gradients(model, b, AUTODIFF))
-    labels = ["logits"] + [v.path for v in model.trainable_variables]
-    errors = {label: [] for label in labels}  # (hand-written, autodiff) per batch
-    for b in _batches_like(batch(), 8, src_vocab=TINY["src_vocab_size"],
-                           tgt_vocab=TINY["tgt_vocab_size"]):
-      other_values = auto(b)
-      got_values = manual(b)
-      self.assertEqual(got_values[0].dtype, tf.bfloat16)
-      for label, got, other, want in zip(labels, got_values, other_values, truth(b)):
-        got, other, want = [tf.cast(tf.convert_to_tensor(g), tf.float32)
-                            for g in (got, other, want)]
-        scale = float(tf.reduce_max(tf.abs(want))) + 1e-6
-        errors[label].append((float(tf.reduce_max(tf.abs(got - want))) / scale,
-                              float(tf.reduce_max(tf.abs(other - want))) / scale))
-    for label, pairs in errors.items():
-      error, autodiff_error = np.mean(pairs, axis=0)
-      self.assertLessEqual(error, max(0.06, 1.25 * autodiff_error), label)
+    self.assertFalse(model.decoder.loops.choice.compiled_cell)
+    out = train_forward(model, b)
+    self.assertEqual(out["logits"].dtype, tf.bfloat16)
+    self.assertEmpty({op for op in _op_types(lambda: train_forward(model, b))
+                      if op.startswith("Nmt")})
 
   def test_xla_compiled_training(self):
-    # train.jit_compile=True compiles the whole train step, the hand-written loops included.
+    # train.jit_compile=True compiles the whole train step: XLA cannot compile the custom op,
+    # so the TrainStep takes the plain ops (training/train_step.py).
     for variant in ("cgru", "luong", "self_attentive_rnn"):
       keras.utils.set_random_seed(5)
       model = Seq2Seq(tiny_config(**VARIANTS[variant]))
@@ -484,43 +443,11 @@ class HandWrittenBackwardTest(tf.test.TestCase, parameterized.TestCase):
           loss = mean_token_nll(out["logits"], b["target_out"])
         return [loss] + tape.gradient(loss, model.trainable_variables)
 
-      compiled = tf.function(loss_and_gradients, jit_compile=True)()
-      plain = tf.function(lambda: loss_and_gradients(AUTODIFF))()
+      compiled = tf.function(lambda: loss_and_gradients(PLAIN_CELL), jit_compile=True)()
+      plain = tf.function(loss_and_gradients)()
       for got, want in zip(compiled, plain):
         self.assertAllClose(tf.convert_to_tensor(got), tf.convert_to_tensor(want), atol=1e-5,
                             msg=variant)
-
-  def test_inference_takes_the_step_path(self):
-    keras.utils.set_random_seed(8)
-    model = Seq2Seq(tiny_config(decoder="cgru"))
-    b = batch()
-    with mock.patch.object(loops, "cgru_sequence",
-                           side_effect=AssertionError("used outside training")):
-      model(b)
-      model(b, training=False)
-
-  def test_weights_are_typed(self):
-    # The loops take typed structures: a missing field fails where the structure is built.
-    gru = kernels.GRUWeights(tf.zeros([4, 12]), tf.zeros([12]))
-    attention = kernels.AdditiveWeights(tf.zeros([4, 5]), tf.zeros([5]))
-    with self.assertRaisesRegex(TypeError, "context_bias"):
-      kernels.CGRUWeights(gru1=gru, attention=attention, context_kernel=tf.zeros([6, 12]),
-                          gru2=gru)
-    weights = kernels.CGRUWeights(gru, attention, tf.zeros([6, 12]), tf.zeros([12]), gru)
-    self.assertIsNone(weights.state_memory)
-    self.assertIsNone(kernels.GRUWeights(tf.zeros([4, 12])).bias)  # reset-before
-
-  def test_sequence_needs_soft_additive_attention(self):
-    keras.utils.set_random_seed(9)
-    model = Seq2Seq(tiny_config(**VARIANTS["cgru_hard"]))
-    b = batch()
-    model(b)
-    self.assertFalse(model.decoder.cgru.has_sequence)
-    context = model.encode(b["source"])
-    emb = model.tgt_embedding(b["target_in"])
-    state = model.decoder.initial_state(context, tf.shape(emb)[1])
-    self.assertIsNone(model.decoder.sequence(model.decoder.precompute(emb), state,
-                                             context))  # scan_time takes it
 
 
 @pytest.mark.slow  # trains under each precision

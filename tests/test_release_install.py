@@ -288,10 +288,22 @@ class InstalledWheelTest(tf.test.TestCase):
                            f"{out.stderr[-3000:]}")
     return out
 
+  def test_the_installed_wheel_builds_its_compiled_cell(self):
+    # From the wheel's own source, into an empty cache: one progress line, then it loads.
+    out = self.process([self.python, "-c", "from nmt_tf.layers.kernels import compiled; "
+                        "print(compiled.library() is not None, compiled.SOURCE)"],
+                       cwd=self.home, env={**self.env, "NMT_TF_CACHE_DIR": self.tmp + "/cache"})
+    built, source = out.stdout.split()
+    self.assertEqual(built, "True", out.stderr[-2000:])
+    self.assertStartsWith(source, os.path.join(self.tmp, "venv"))
+    self.assertIn("nmt_tf: compiling the GRU cell", out.stderr)
+
   def test_wheel_holds_every_module(self):
     names = set(zipfile.ZipFile(self.wheel).namelist())
-    tracked = subprocess.run(["git", "ls-files", "nmt_tf/*.py", "nmt_tf/server/static"], cwd=ROOT,
+    tracked = subprocess.run(["git", "ls-files", "nmt_tf/*.py", "nmt_tf/server/static",
+                              "nmt_tf/*.cc"], cwd=ROOT,
                              capture_output=True, text=True, check=True).stdout.split()
+    self.assertIn("nmt_tf/layers/kernels/gru_cell.cc", tracked)
     self.assertNotEmpty(tracked)
     self.assertEqual([path for path in tracked if path not in names], [])
     out = self.process([self.python, "-c", "import nmt_tf.cli.app, nmt_tf; print(nmt_tf.__file__)"],

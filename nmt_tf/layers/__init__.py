@@ -1,8 +1,9 @@
 """Custom Keras layers: recurrent cells, attention, conditional GRU, self-attention, outputs.
 
-The layers state their equations with the vocabulary of layers/ops.py; how its products and
-the training loops run fast is the subpackage `nmt_tf.layers.kernels`, which a model part
-meets through one TrainingLoops, chosen where the model is built.
+The layers state their equations with the vocabulary of layers/ops.py, and their `step` is
+what trains, decodes and exports; how its products and a GRU step's gates run fast (the
+compiled cell) is the subpackage `nmt_tf.layers.kernels`, which a model part meets through one
+TrainingLoops, chosen where the model is built.
 """
 
 from nmt_tf.layers import kernels

@@ -95,12 +95,6 @@ class ConditionalGRUCell(keras.layers.Layer):
       s = cell.transition(s, drop)  # [batch, units]
     return s, context, weights, log_prob
 
-  @property
-  def has_sequence(self):
-    """Whether the training loop of the cGRU (TrainingLoops.cgru) applies: soft additive
-    (Bahdanau) attention."""
-    return isinstance(self.attention, BahdanauAttention) and self.attention.mode == "soft"
-
   def get_config(self):
     return {
         **super().get_config(),

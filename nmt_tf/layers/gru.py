@@ -99,7 +99,6 @@ class GRUCell(keras.layers.Layer):
       h: [batch, units].
     """
     d = self.units
-    x_z, x_r, x_h = tf.split(x_proj, 3, axis=-1)  # 3 x [batch, units]
     if self.reset_after:
       read = h_prev if drop is None else h_prev * tf.cast(drop, h_prev.dtype)
       hu = ops.matmul(read, self.recurrent_kernel)  # U h [batch, 3*units]
@@ -107,27 +106,19 @@ class GRUCell(keras.layers.Layer):
         hu = self.normalize(hu, self.recurrent_gain, self.recurrent_bias)
       else:
         hu = hu + tf.cast(self.recurrent_bias, h_prev.dtype)  # U h + b_U
-      h_z, h_r, h_h = tf.split(hu, 3, axis=-1)  # 3 x [batch, units]
-      z = tf.sigmoid(x_z + h_z)
-      r = tf.sigmoid(x_r + h_r)
-      h_tilde = tf.tanh(x_h + r * h_h)
-    else:
-      if drop is not None:
-        raise ValueError("Recurrent dropout needs the reset-after GRU (reset_after=True).")
-      # U = [U_zr, U_h]: each part cast and sliced once per forward pass, not at every step.
-      # U_zr h [batch, 2*units]
-      hu = ops.matmul(h_prev, self.recurrent_kernel, columns=(0, 2 * d))
-      h_z, h_r = tf.split(hu, 2, axis=-1)  # 2 x [batch, units]
-      z = tf.sigmoid(x_z + h_z)
-      r = tf.sigmoid(x_r + h_r)
-      # U_h (r (.) h) [batch, units]
-      u_rh = ops.matmul(r * h_prev, self.recurrent_kernel, columns=(2 * d, 3 * d))
-      h_tilde = tf.tanh(x_h + u_rh)
-    return z * h_prev + (1.0 - z) * h_tilde  # [batch, units]
+      return ops.gru_reset_after(x_proj, hu, h_prev)  # [batch, units]
+    if drop is not None:
+      raise ValueError("Recurrent dropout needs the reset-after GRU (reset_after=True).")
+    # U = [U_zr, U_h]: each part cast and sliced once per forward pass, not at every step.
+    hu = ops.matmul(h_prev, self.recurrent_kernel, columns=(0, 2 * d))  # U_zr h [batch, 2*units]
+    zr, rh = ops.gru_reset_gates(x_proj, hu, h_prev)  # [z, r] [batch, 2*units], r (.) h
+    u_rh = ops.matmul(rh, self.recurrent_kernel, columns=(2 * d, 3 * d))  # U_h (r (.) h)
+    return ops.gru_update(x_proj, u_rh, h_prev, zr)  # [batch, units]
 
   def transition(self, h_prev, drop=None):
     """One step of a GRU without input (built with input_dim 0): `step` from x = b."""
-    return self.step(tf.cast(self.bias, h_prev.dtype)[None], h_prev, drop)  # [batch, units]
+    x = tf.broadcast_to(tf.cast(self.bias, h_prev.dtype), [tf.shape(h_prev)[0], 3 * self.units])
+    return self.step(x, h_prev, drop)  # [batch, units]
 
   def call(self, x, h_prev):
     """One step from raw inputs: x [batch, input_dim], h_prev [batch, units] -> [batch, units]."""

@@ -11,6 +11,9 @@ gradients of loop-invariant operands deferred inside time loops), which no layer
                           e_i = v^T tanh(k_i + q)                     [b, n, u], [b, u] -> [b, n]
   masked_softmax(e, mask) alpha = softmax of e over real positions    [..., n] -> [..., n] f32
   segment_norm(a, units)  a GRU projection normalized per segment     [..., 3u] -> ([..., 3u], _)
+  gru_reset_after(x, hu, h), gru_reset_gates(x, hu_zr, h), gru_update(x, u, h, zr)
+                          a GRU step's gates and new state from its products (kernels/cells.py:
+                          plain ops, or the compiled cell in a training pass)
   forward_pass(dtype)     the context of one forward pass of a model (its product dtype)
   project, project_on_table, dense, masked_mean: the helpers below.
 """
@@ -26,6 +29,9 @@ score = kernels.score
 additive_score = kernels.additive_score
 masked_softmax = kernels.masked_softmax
 segment_norm = kernels.segment_norm
+gru_reset_after = kernels.cells.reset_after
+gru_reset_gates = kernels.cells.reset_gates
+gru_update = kernels.cells.update
 forward_pass = kernels.precision_scope
 
 

@@ -13,8 +13,7 @@ StateMemory (A.3.2, memory RNN): over previous decoder states s_0 .. s_{t-1},
   e_i = v^T tanh(W_m s_i + W_s s_{t-1}),  s~_t = sum_i softmax(e)_i s_i
 read by the recurrence instead of s_{t-1}. The paper prints s_t in the score, which is circular
 here (s~_t makes s_t), so the query is s_{t-1}, and s_0 is the only memory at t = 1. W_m s_i is
-computed once when s_i is written to the buffer, not at every later step. While training, the
-cGRU decoder's training loop (TrainingLoops.cgru) runs the same arithmetic.
+computed once when s_i is written to the buffer, not at every later step.
 
 StateAttention (A.3.3, self-attentive RNN): over the previous outputs of the recurrence
 s_1 .. s_{t-1}, queried with the current state s_t (known when the output layer needs s~_t,

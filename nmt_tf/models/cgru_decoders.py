@@ -104,8 +104,6 @@ class CGRUDecoder(Decoder):
       state["summary"] = self.target_summary.initial_state(tf.shape(s0)[0],
                                                            self.embedding_dim)
     if self.uses_memory:
-      # Read by `transition` only: in the training tf.function, where `sequence` reads just "s",
-      # TensorFlow prunes the unread buffers from the graph (docs/PERFORMANCE.md).
       state["memory"] = self.state_memory.initial_state(s0, max_length)
     if self.uses_state_attention:
       state["memory"] = self.state_attention.initial_state(s0, max_length)
@@ -118,7 +116,9 @@ class CGRUDecoder(Decoder):
       x["score"] = self.target_summary.scores(emb)  # [...] float32
     return x
 
-  def transition(self, x_t, state, context, t, training):
+  def recurrence(self, x_t, state, context, t, training):
+    """The recurrent part of step t: the cGRU, which the memory RNN feeds with s~_t.
+    (outputs_t, new_state) with the state's "s" (and the memory RNN's "memory")."""
     s_prev = state["s"]
     new_state = {}
     if self.uses_memory:
@@ -132,29 +132,29 @@ class CGRUDecoder(Decoder):
     new_state["s"] = s
     if self.uses_memory:
       new_state["memory"] = self.state_memory.write(state["memory"], s, t + 1)
+    return outputs, new_state
+
+  def transition(self, x_t, state, context, t, training):
+    outputs, new_state = self.recurrence(x_t, state, context, t, training)
     if self.uses_state_attention:
-      outputs["s_tilde"], new_state["memory"] = self.state_attention.step(s, state["memory"], t)
+      outputs["s_tilde"], new_state["memory"] = self.state_attention.step(outputs["s"],
+                                                                          state["memory"], t)
     if self.uses_summary:
       outputs["d"], new_state["summary"] = self.target_summary.step(
           x_t["emb"], state["summary"], t, score=x_t["score"])
     return outputs, new_state
 
   def sequence(self, x, state, context):
-    """With soft additive attention (every variant): the cGRU's training loop, with the state
-    memory of the memory RNN; the target summary d_t, which does not depend on the states,
-    and the self-attentive RNN's s~_t, which the recurrence does not read, are computed for
-    all steps at once with causal masks (no loop)."""
-    if not self.cgru.has_sequence:
+    """The self-attentive variants' training steps: the recurrence in one loop; the target
+    summary d_t, which does not depend on the states, and the self-attentive RNN's s~_t,
+    which the recurrence does not read, for all steps at once with causal masks (the same
+    layers' `call`, no loop)."""
+    if not (self.uses_summary or self.uses_state_attention):
       return None
-    run = self.loops.cgru(self.cgru, x["gru"], state["s"], context["memory"], context["keys"],
-                          context["mask"], self.state_memory if self.uses_memory else None,
-                          context.get("drops"))
-    if run is None:
-      return None
-    s, c, alpha = run  # [batch, tgt_len, ...] each
-    outputs = {"s": s, "context": c, "attention": alpha, "log_prob": tf.zeros_like(alpha[..., 0])}
+    step = lambda x_t, s, t: self.recurrence(x_t, s, context, t, True)
+    outputs, _ = self.loops.scan(step, {"gru": x["gru"]}, {"s": state["s"]})
     if self.uses_state_attention:
-      outputs["s_tilde"] = self.state_attention(s)  # [batch, tgt_len, units]
+      outputs["s_tilde"] = self.state_attention(outputs["s"])  # [batch, tgt_len, units]
     if self.uses_summary:
       outputs["d"] = self.target_summary(x["emb"], scores=x["score"])  # [batch, tgt_len, emb_dim]
     return outputs

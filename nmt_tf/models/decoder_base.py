@@ -4,8 +4,9 @@ A decoder defines
   precompute(emb)                       step-independent input projections, any leading dims;
   transition(x_t, state, context, t, training) -> (outputs_t, new_state), one target step;
   output_inputs(outputs, emb)           the named inputs of its output layer;
-  sequence(x, state, context)           optionally, all training steps at once through one
-                                        of its TrainingLoops' loops (None: use `transition`).
+  sequence(x, state, context)           optionally, all training steps at once: the parts
+                                        that do not recur computed outside the loop (None:
+                                        `transition` in the loop).
 `call` precomputes for all target positions, runs `transition` in one graph-mode loop
 (`loops.scan`) and applies the output layer once to all steps; `step` does the same for one
 position. Hence step-by-step decoding reproduces the teacher-forced logits. The model hands
@@ -69,9 +70,9 @@ class Decoder(keras.layers.Layer):
     return context
 
   def sequence(self, x, state, context):
-    """Optionally, all of a training pass's steps at once through one of `loops`' training
-    loops: the outputs `transition` would give, stacked [batch, tgt_len, ...]; None = run
-    `transition` in `loops.scan`."""
+    """Optionally, all of a training pass's steps at once: the outputs `transition` would
+    give, stacked [batch, tgt_len, ...], with what does not recur computed outside the loop;
+    None = run `transition` in `loops.scan`."""
     return None
 
   def call(self, emb, context, training=False):
@@ -80,7 +81,7 @@ class Decoder(keras.layers.Layer):
     Args:
       emb: [batch, tgt_len, e], embeddings of BOS y_1 .. y_{n-1} (target_in).
       context: from `make_context`.
-      training: dropout, sampled hard attention, and the training loops.
+      training: dropout, sampled hard attention, and `sequence`.
 
     Returns:
       dict: logits [batch, tgt_len, vocab], attention [batch, tgt_len, src_len] float32,

@@ -43,15 +43,11 @@ def _check_positive(**values):
       raise ValueError(f"Received {key}={value!r}; expected a positive integer.")
 
 
-def _run_cells(cells, projected, initial, training, loops, drops=None):
+def _run_cells(cells, projected, initial, loops, drops=None):
   """The cells' states over time, [batch, src_len, units] each, from their input projections:
-  while training in the GRUs' training loop (`loops.gru_stack`), else (or with autodiff)
-  their `step` in `loops.scan`. drops: per cell a recurrent dropout mask [batch, units]
-  (layers/gru.py), or None.
+  their `step` in one loop (`loops.scan`). drops: per cell a recurrent dropout mask
+  [batch, units] (layers/gru.py), or None.
   """
-  outputs = loops.gru_stack(cells, projected, initial, drops) if training else None
-  if outputs is not None:
-    return outputs
   drops = drops or [None] * len(cells)
 
   def step(x_t, states, t):
@@ -142,7 +138,7 @@ class RNNEncoder(keras.layers.Layer):
       if training and self.hidden_dropout:  # one mask per sentence and GRU
         drops = [self.state_dropout(tf.ones_like(h), training=True) for h in initial]
       # list of [batch, src_len, units]
-      outputs = _run_cells(cells, projected, initial, training, self.loops, drops)
+      outputs = _run_cells(cells, projected, initial, self.loops, drops)
       if self.bidirectional:
         outputs[1] = _reverse(outputs[1], lengths)  # back to source order
       x = _zero_padding(tf.concat(outputs, axis=-1), mask)  # [batch, src_len, output_dim]

@@ -12,7 +12,6 @@ import keras
 import tensorflow as tf
 
 from nmt_tf.layers import ops
-from nmt_tf.layers.attention import LuongAttention
 from nmt_tf.layers.deep_output import Bridge, OutputProjection
 from nmt_tf.layers.gru import GRUCell
 from nmt_tf.layers.lstm import LSTMCell
@@ -67,19 +66,6 @@ class LuongDecoder(Decoder):
 
   def precompute(self, emb):
     return {"rnn": self.rnn.project_inputs(emb)}  # [..., gates*units]
-
-  def sequence(self, x, state, context):
-    """With a GRU and a soft dot or general score: all steps in the Luong training loop."""
-    attention = self.attention
-    if not (self.rnn_cell == "gru" and isinstance(attention, LuongAttention)
-            and attention.score_type in ("dot", "general") and attention.mode == "soft"):
-      return None
-    run = self.loops.luong(self.feed_proj, self.rnn, self.combine, x["rnn"], state["s"],
-                           context["memory"], context["keys"], context["mask"])
-    if run is None:
-      return None
-    h_tilde, alpha = run  # [batch, tgt_len, ...] each
-    return {"h_tilde": h_tilde, "attention": alpha, "log_prob": tf.zeros_like(alpha[..., 0])}
 
   def transition(self, x_t, state, context, t, training):
     x_proj = x_t["rnn"] + ops.dense(self.feed_proj, state["h_tilde"])

@@ -15,7 +15,6 @@ import keras
 import tensorflow as tf
 
 from nmt_tf.layers import ops
-from nmt_tf.layers.attention import BahdanauAttention
 from nmt_tf.layers.deep_output import Bridge, DeepOutput
 from nmt_tf.layers.gru import GRUCell
 from nmt_tf.models.decoder_base import Decoder
@@ -72,23 +71,6 @@ class EncDecDecoder(Decoder):
         "log_prob": tf.zeros(tf.shape(mask)[:1], tf.float32),
     }, {"s": s}
 
-  def sequence(self, x, state, context):
-    """The GRU over all steps in one training loop; its inputs W_y E y_t + C c do not depend
-    on the states."""
-    inputs = x["gru"] + context["summary_proj"][:, None, :]  # [batch, tgt_len, 3*units]
-    run = self.loops.gru_stack([self.gru], [inputs], [state["s"]])
-    if run is None:
-      return None
-    s = run[0]  # [batch, tgt_len, units]
-    steps = tf.shape(inputs)[1]
-    mask = context["mask"]
-    return {
-        "s": s,  # [batch, tgt_len, units]
-        "context": tf.tile(context["summary"][:, None, :], [1, steps, 1]),
-        "attention": tf.zeros([tf.shape(mask)[0], steps, tf.shape(mask)[1]], tf.float32),
-        "log_prob": tf.zeros([tf.shape(mask)[0], steps], tf.float32),
-    }
-
   def output_inputs(self, outputs, emb):
     return _deep_inputs(outputs, emb)
 
@@ -140,17 +122,6 @@ class RNNSearchDecoder(Decoder):
 
   def precompute(self, emb):
     return {"gru": self.gru.project_inputs(emb)}  # [..., 3*units]
-
-  def sequence(self, x, state, context):
-    """With soft additive attention: all steps in the RNNsearch training loop."""
-    if not (isinstance(self.attention, BahdanauAttention) and self.attention.mode == "soft"):
-      return None
-    run = self.loops.rnnsearch(self.attention, self.context_proj, self.gru, x["gru"],
-                               state["s"], context["memory"], context["keys"], context["mask"])
-    if run is None:
-      return None
-    s, c, alpha = run  # [batch, tgt_len, ...] each
-    return {"s": s, "context": c, "attention": alpha, "log_prob": tf.zeros_like(alpha[..., 0])}
 
   def transition(self, x_t, state, context, t, training):
     s_prev = state["s"]

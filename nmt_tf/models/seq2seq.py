@@ -157,17 +157,17 @@ class Seq2Seq(keras.Model):
   def _resolve_kernels(self):
     """Hands the encoder and the decoder the TrainingLoops that the options resolve to with
     this precision (kernels.KernelOptions.resolve), once: no layer decides at call time."""
-    resolve = lambda part: self._kernel_options.resolve(part, self._matmul_dtype,
-                                                        self.compute_dtype)
-    self.encoder.loops = kernels.TrainingLoops(resolve("encoder"))
-    self.decoder.loops = kernels.TrainingLoops(resolve("decoder"))
+    loops = kernels.TrainingLoops(self._kernel_options.resolve(self._matmul_dtype,
+                                                               self.compute_dtype))
+    self.encoder.loops = loops
+    self.decoder.loops = loops
 
   def call(self, inputs, training=False, samples=1, expectation_rate=None):
     """Teacher-forced forward pass.
 
     Args:
       inputs: dict with `source` and `target_in`.
-      training: dropout, sampled hard attention, and the training loops.
+      training: dropout, sampled hard attention, and the compiled cell.
       samples: N, a Python int: the batch holds N consecutive copies of each sentence, which
         take the expected context together (`hard_expectation_rate`).
       expectation_rate: optional scalar in place of `hard_expectation_rate` (the trainer's
@@ -180,9 +180,10 @@ class Seq2Seq(keras.Model):
       each decision is drawn from, `Decoder.decision_states`) and attention_sampled [batch]
       float32 (1 for the sentences that sampled, 0 for those given the expectation).
     """
-    # The score kernel of a training pass is the decoder's choice (the scoring layers).
-    with ops.forward_pass(self.matmul_dtype,
-                          fused_scores=self.decoder.loops.choice.fused_attention):
+    # The score kernel and the compiled cell of a training pass, as the options resolved.
+    choice = self.decoder.loops.choice
+    with ops.forward_pass(self.matmul_dtype, fused_scores=choice.fused_attention,
+                          compiled_cell=training and choice.compiled_cell):
       context = self.encode(inputs["source"], training=training)
       sampler = getattr(self, "expectation_sampler", None)
       rate = self.model_config.hard_expectation_rate if expectation_rate is None else \

@@ -16,6 +16,7 @@ Every `log_every` steps the step also measures, for hard attention, the norm of 
 gradient on the attention's weights (`diagnose=True`; the update is the same).
 """
 
+import dataclasses
 import functools
 
 import tensorflow as tf
@@ -62,6 +63,10 @@ class TrainStep:
     self.baseline_head = baseline_head
     self.baseline_optimizer = baseline_optimizer
     self.loss_scaled = hasattr(optimizer, "scale_loss") and hasattr(optimizer, "dynamic_scale")
+    options = getattr(model, "kernel_options", None)
+    if train_config.jit_compile and options is not None and options.compiled_cell != "off":
+      # XLA compiles stock ops only: the XLA-compiled step takes the GRU steps' plain ops.
+      model.kernel_options = dataclasses.replace(options, compiled_cell="off")
     compute = lambda diagnose: functools.partial(self._compute_gradients, diagnose=diagnose)
     self._compute = {
         diagnose: tf.function(compute(diagnose), jit_compile=True, reduce_retracing=True,

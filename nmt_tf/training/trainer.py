@@ -30,6 +30,7 @@ import numpy as np
 import tensorflow as tf
 
 from nmt_tf import cpu
+from nmt_tf.layers import kernels
 from nmt_tf.write_path import write_json, write_text
 from nmt_tf.experiment import corpus_fingerprint, ExperimentConfig, RunDir, run_manifest
 from nmt_tf.experiment.run_dir import restore_model
@@ -67,6 +68,19 @@ def bf16_warning(precision, cpu_info=None, gpus=None):
           "(docs/PERFORMANCE.md); set "
           "--config.train.precision=float32 on this machine, unless the run is to be compared "
           "with runs trained in bfloat16 products.")
+
+
+def compiled_cell_notice(model, train_cfg):
+  """One line when the model's GRU steps train on plain ops although the compiled cell would
+  serve them (layers/kernels/compiled.py says why), else None."""
+  choice = model.decoder.loops.choice
+  if not choice.compiled_cell or train_cfg.jit_compile:
+    return None
+  reason = kernels.compiled.unavailable_reason()
+  if reason is None:
+    return None
+  return (f"The compiled GRU cell is unavailable ({reason}): training runs the same steps on "
+          "plain TensorFlow ops, more slowly.")
 
 
 # The state of training options that a resumed run may turn on (train.moving_average_decay,
@@ -154,6 +168,9 @@ class Trainer:
     data_position = tf.Variable("", dtype=tf.string, trainable=False, name="data_position")
     with self.strategy.scope():
       self.model = build_model(self.config.model, self.precision)
+      cell = compiled_cell_notice(self.model, train_cfg)
+      if cell and self.worker.is_chief:
+        self._warn(cell)
       # k of the learning rate's decay on plateaus (schedules.py), when train.plateau_factor.
       self.lr_scale = (tf.Variable(1.0, trainable=False, name="lr_scale")
                        if train_cfg.plateau_factor else None)

@@ -21,12 +21,14 @@ this package:
   masked_softmax(e, mask)         the attention weights over real positions (masking.py)
   segment_norm(a, units)          a GRU projection layer-normalized per gates/proposal segment
                                   (layer_norm.py)
+  cells                           a GRU step's gates and state from its products: plain ops,
+                                  or the compiled cell (gru_cell.cc, built and loaded by
+                                  compiled.py) in a training pass whose scope asks for it
   scan_time, without_tensor_lists the graph-mode time loop of every recurrence (scan.py)
-  TrainingLoops, DEFAULT_LOOPS    the training loops of one model part: scan_time or the loops
-                                  with hand-written backward passes (loops.py)
+  TrainingLoops, DEFAULT_LOOPS    the loops of one model part: scan_time over the layers'
+                                  `step`, with the choice's deferred gradients (loops.py)
   KernelOptions, DEFAULT_OPTIONS  the paths a user or benchmark asks for (options.py)
-  KernelChoice, DEFAULT_CHOICE    what they resolve to for one part of one model, once, where
-                                  the model is built
+  KernelChoice, DEFAULT_CHOICE    what they resolve to for one model, once, where it is built
 
 The trace-time state these functions share (the pass's scope, the deferring loop, the LiteRT
 loop form) is the one thread-local of nmt_tf, in trace_state.py. This package imports nothing
@@ -35,23 +37,19 @@ else of nmt_tf.
 
 import tensorflow as tf
 
+from nmt_tf.layers.kernels import cells
+from nmt_tf.layers.kernels import compiled
 from nmt_tf.layers.kernels import deferred
 from nmt_tf.layers.kernels import fused
 from nmt_tf.layers.kernels import precision
-from nmt_tf.layers.kernels.attention_sequence import cgru_sequence, rnnsearch_sequence
 from nmt_tf.layers.kernels.deferred import attend, score
-from nmt_tf.layers.kernels.gru_sequence import gru_sequences
 from nmt_tf.layers.kernels.layer_norm import segment_norm
 from nmt_tf.layers.kernels.loops import DEFAULT_LOOPS, TrainingLoops
-from nmt_tf.layers.kernels.luong_sequence import luong_sequence
 from nmt_tf.layers.kernels.masking import NEG_INF, masked_softmax
 from nmt_tf.layers.kernels.options import DEFAULT_CHOICE, DEFAULT_OPTIONS, KernelChoice
 from nmt_tf.layers.kernels.options import KernelOptions
 from nmt_tf.layers.kernels.precision import weight
 from nmt_tf.layers.kernels.scan import scan_time, without_tensor_lists
-from nmt_tf.layers.kernels.weights import AdditiveWeights, CGRUWeights, GRUWeights
-from nmt_tf.layers.kernels.weights import LuongWeights, RNNSearchWeights, StateMemoryWeights
-from nmt_tf.layers.kernels.weights import TransitionWeights, gru_weights
 
 precision_scope = precision.scope
 matmul_dtype_for = precision.matmul_dtype_for
@@ -125,10 +123,7 @@ def _dim(x, axis):
 
 __all__ = [
     "precision_scope", "matmul_dtype_for", "matmul", "matmul_transposed", "weight", "attend",
-    "score", "additive_score", "segment_norm", "NEG_INF", "masked_softmax", "scan_time",
-    "without_tensor_lists", "TrainingLoops", "DEFAULT_LOOPS", "gru_sequences", "cgru_sequence",
-    "rnnsearch_sequence", "luong_sequence", "GRUWeights", "AdditiveWeights",
-    "StateMemoryWeights", "TransitionWeights", "CGRUWeights", "RNNSearchWeights",
-    "LuongWeights", "gru_weights", "KernelOptions", "DEFAULT_OPTIONS", "KernelChoice",
-    "DEFAULT_CHOICE",
+    "score", "additive_score", "segment_norm", "NEG_INF", "masked_softmax", "cells", "compiled",
+    "scan_time", "without_tensor_lists", "TrainingLoops", "DEFAULT_LOOPS", "KernelOptions",
+    "DEFAULT_OPTIONS", "KernelChoice", "DEFAULT_CHOICE",
 ]

@@ -48,14 +48,6 @@ def _plain_score_grad(keys, query, v, d_score):
 _score_grad = tf.function(_plain_score_grad, jit_compile=True)
 
 
-def score_gradient(keys, query, v, d_score, fused=False):
-  """(dk [batch, src_len, units], dq [batch, units], dv [units]) of the score for its
-  gradient d_score [batch, src_len]: the XLA kernel when `fused`, else the same arithmetic in
-  plain ops (used by attention_sequence.py)."""
-  return (_score_grad if fused else _plain_score_grad)(keys, query, v,
-                                                       tf.cast(d_score, keys.dtype))
-
-
 @tf.custom_gradient
 def _fused_score(keys, query, v):
   def grad(d_score):

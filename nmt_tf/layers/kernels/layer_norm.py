@@ -8,12 +8,7 @@ layer_normalize):
   a^ = (a - mu) / sqrt(sigma^2 + eps),   mu, sigma^2 the mean and variance of the segment,
 
 and the layer then scales it by a learnt gain g [3*units] (started at 1) and adds its bias, so
-LN(a) = g (.) a^ + b. Backward, for the gradient d^ of a^ (the gain's part, d^ = dLN (.) g):
-
-  da = (d^ - mean(d^) - a^ (.) mean(d^ (.) a^)) / sqrt(sigma^2 + eps)   per segment.
-
-`segment_norm` is the forward pass of the layers' step code and of the hand-written loops,
-`segment_norm_backward` that of the loops (gru_sequence.py, attention_sequence.py).
+LN(a) = g (.) a^ + b.
 """
 
 import tensorflow as tf
@@ -35,13 +30,3 @@ def segment_norm(a, units):
     hats.append((part - mean) * inv)
     invs.append(inv)
   return tf.concat(hats, -1), tf.concat(invs, -1)
-
-
-def segment_norm_backward(d_hat, hat, inv, units):
-  """The gradient of a [..., 3*units] from that of a^ = segment_norm(a)[0]."""
-  grads = []
-  for i, (d, h) in enumerate(zip(_segments(d_hat, units), _segments(hat, units))):
-    mean_d = tf.reduce_mean(d, -1, keepdims=True)
-    mean_dh = tf.reduce_mean(d * h, -1, keepdims=True)
-    grads.append((d - mean_d - h * mean_dh) * inv[..., i:i + 1])
-  return tf.concat(grads, -1)

@@ -1,5 +1,4 @@
-"""The softmax over real positions shared by the layers' step code and the kernels' loops, so
-that both compute the same attention weights."""
+"""The attention weights: a softmax over the real positions of a padded sequence."""
 
 import tensorflow as tf
 

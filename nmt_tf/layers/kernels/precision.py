@@ -23,14 +23,15 @@ from nmt_tf.layers.kernels import trace_state
 
 class _Scope:
 
-  def __init__(self, matmul_dtype, fused_scores):
+  def __init__(self, matmul_dtype, fused_scores, compiled_cell):
     self.matmul_dtype = None if matmul_dtype is None else tf.as_dtype(matmul_dtype)
     self.fused_scores = fused_scores
+    self.compiled_cell = compiled_cell
     self.casts = {}  # id(variable), dtype -> (variable, cast tensor)
 
 
 @contextlib.contextmanager
-def scope(matmul_dtype=None, prefetch=(), fused_scores=False):
+def scope(matmul_dtype=None, prefetch=(), fused_scores=False, compiled_cell=False):
   """One forward pass: products in `matmul_dtype` (None = the inputs' dtype), cached casts.
 
   A nested scope with the same dtype, or with None, reuses the enclosing one (encode inside
@@ -39,6 +40,7 @@ def scope(matmul_dtype=None, prefetch=(), fused_scores=False):
   steps would otherwise make them inside the loop (with a matmul_dtype only).
   `fused_scores`: the tanh scores of a training pass take the XLA kernels (`fused_scores`,
   fused.py), as the model's KernelOptions resolved.
+  `compiled_cell`: the float32 GRU steps take the compiled cell (cells.py), as resolved too.
   """
   outer = trace_state.get("pass_scope")
   if matmul_dtype == "float32":
@@ -47,7 +49,8 @@ def scope(matmul_dtype=None, prefetch=(), fused_scores=False):
                             or outer.matmul_dtype == tf.as_dtype(matmul_dtype)):
     yield outer
     return
-  with trace_state.setting("pass_scope", _Scope(matmul_dtype, fused_scores)) as active:
+  with trace_state.setting("pass_scope", _Scope(matmul_dtype, fused_scores,
+                                                          compiled_cell)) as active:
     if active.matmul_dtype is not None:
       for w in prefetch:
         if w.dtype == tf.float32 and len(w.shape) == 2:  # kernels (embeddings are gathered)
