@@ -2,7 +2,7 @@
 FLOPs/s as a fraction of this machine's measured matmul peak.
 
 Usage: .venv/bin/python bench/bench_train.py [--precisions float32,mixed_bfloat16]
-           [--jit false,true] [--fused_attention true,false,xla] [--bucket_widths 2,5]
+           [--jit false,true] [--bucket_widths 2,5]
            [--optimizers fused,keras] [--smoothing_labels sparse,dense]
            [--compiled_cell auto,off]
            [--defer_gradients auto,true,false]
@@ -10,7 +10,7 @@ Usage: .venv/bin/python bench/bench_train.py [--precisions float32,mixed_bfloat1
            [--models ,layer_norm=True,hidden_dropout=0.2+embedding_dropout=0.2]
            [--moving_average_decays 0,0.999] [--interleave]
            [--batches 30] [--batch_tokens 2000] [--peak]
-For each (decoder, precision, jit_compile, fused attention score, bucket width, Adam,
+For each (decoder, precision, jit_compile, bucket width, Adam,
 smoothed-loss form, GRU cell, deferred gradients) setting the
 reference model
 (recipe multi30k:cgru: emb 256, BiGRU 2x512, cGRU 512, deep output, SentencePiece 8k,
@@ -66,11 +66,6 @@ flags.DEFINE_list("precisions", ["float32", "mixed_bfloat16"], "Precisions to ti
 flags.DEFINE_list("jit", ["false"], "jit_compile settings to time (false, true).")
 flags.DEFINE_integer("batches", 30, "Distinct training batches (warm-up pass + timed pass).")
 flags.DEFINE_integer("batch_tokens", 2000, "Padded token budget per batch.")
-flags.DEFINE_list("fused_attention", ["true"], "Kernels of the tanh attention score to time "
-                  "(KernelOptions.fused_attention, layers/kernels/fused.py): true = the "
-                  "default choice (XLA only with bfloat16 products; also "
-                  "'auto'), false = plain ops always (also 'off'), xla = the XLA kernels "
-                  "whatever the precision.")
 flags.DEFINE_list("optimizers", ["fused"], "Adam implementations to time: fused "
                   "(training/optimizers.py FusedAdam, the Trainer's) and keras "
                   "(keras.optimizers.Adam).")
@@ -128,13 +123,11 @@ def _bools(values):
 
 
 # One timed configuration: precision, jit_compile, bucket width, Adam implementation, form of the
-# label-smoothed loss (--smoothing_labels), the model's KernelOptions (--fused_attention,
-# --compiled_cell, --defer_gradients) and decoder (--decoders).
+# label-smoothed loss (--smoothing_labels), the model's KernelOptions (--compiled_cell,
+# --defer_gradients) and decoder (--decoders).
 Setting = collections.namedtuple(
     "Setting", "name precision jit width optimizer labels options decoder overrides average")
 OPTIMIZERS = {"fused": FusedAdam, "keras": keras.optimizers.Adam}
-# --fused_attention value -> KernelOptions.fused_attention
-FUSED_ATTENTION = {"true": "auto", "auto": "auto", "false": "off", "off": "off", "xla": "xla"}
 # --defer_gradients value -> KernelOptions.defer_gradients
 DEFER_GRADIENTS = {"auto": None, "true": True, "false": False}
 
@@ -201,17 +194,15 @@ def main(argv):
   batch_sets = {w: make_batches(corpus, src_tok, tgt_tok, FLAGS.batches, FLAGS.batch_tokens, w)
                 for w in widths}
   settings = []
-  for (decoder, overrides, precision, jit, fused, width, optimizer, labels, cell,
+  for (decoder, overrides, precision, jit, width, optimizer, labels, cell,
        defer, average) in itertools.product(
       FLAGS.decoders, FLAGS.models, FLAGS.precisions, _bools(FLAGS.jit),
-      [_choice("fused_attention", f.lower(), FUSED_ATTENTION) for f in FLAGS.fused_attention],
       widths, FLAGS.optimizers, FLAGS.smoothing_labels, FLAGS.compiled_cell,
       [d.lower() for d in FLAGS.defer_gradients],
       [float(d) for d in FLAGS.moving_average_decays]):
-    score = {"auto": "", "off": "_unfused"}.get(fused, f"_score_{fused}")
     name = (f"{'' if decoder == 'cgru' else decoder + '_'}"
             f"{overrides.replace('+', '_') + '_' if overrides else ''}"
-            f"{precision}{'_xla' if jit else ''}{score}"
+            f"{precision}{'_xla' if jit else ''}"
             f"{f'_bucket{width}' if len(widths) > 1 else ''}"
             f"{'' if optimizer == 'fused' else '_' + optimizer + '_adam'}"
             f"{'' if labels == 'sparse' else '_dense_labels'}"
@@ -219,7 +210,7 @@ def main(argv):
             f"{'' if defer == 'auto' else '_defer_' + defer}"
             f"{f'_average{average:g}' if average else ''}")
     _choice("smoothing_labels", labels, {form: form for form in losses.SMOOTHING_LABELS})
-    options = KernelOptions(compiled_cell=cell, fused_attention=fused,
+    options = KernelOptions(compiled_cell=cell,
                             defer_gradients=_choice("defer_gradients", defer, DEFER_GRADIENTS))
     settings.append(Setting(name, precision, jit, width, optimizer, labels, options, decoder,
                             overrides, average))

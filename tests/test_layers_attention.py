@@ -155,78 +155,63 @@ class SoftAttentionTest(tf.test.TestCase, parameterized.TestCase):
       attend(layer, data(q_dim=4)[0], memory, mask)
 
 
-class FusedScoreTest(tf.test.TestCase, parameterized.TestCase):
-  """The XLA-fused tanh score used while training (layers/kernels/fused.py) against the plain
-  ops."""
-
-  def test_chosen_for_bfloat16_products_of_float32_keys(self):
-    # KernelOptions resolve once, where the model is built, with its precision.
-    resolve = lambda mode="auto", **precision: kernels.KernelOptions(
-        fused_attention=mode).resolve(**precision).fused_attention
-    self.assertFalse(resolve())  # float32 products: measured slower
-    self.assertEqual(resolve(matmul_dtype="bfloat16"), "xla")
-    self.assertFalse(resolve(compute_dtype="bfloat16"))  # mixed_bfloat16: not measured
-    self.assertFalse(resolve("off", matmul_dtype="bfloat16"))  # benchmarks choose the kernel
-    self.assertEqual(resolve("xla"), "xla")  # float32 products too
-    with self.assertRaisesRegex(ValueError, "fused_attention='cuda'"):
-      kernels.KernelOptions(fused_attention="cuda")
+class CompiledScoreTest(tf.test.TestCase, parameterized.TestCase):
+  """The additive score of a training pass takes the compiled cell (layers/kernels/cells.py,
+  gru_cell.cc): the values and gradients of the plain ops."""
 
   def test_the_layer_takes_the_kernel_of_its_forward_pass(self):
     layer, q_dim = layer_for("additive")
     query, memory, mask = data(2, q_dim)
 
-    def compiled(options, training=True):
-      fused = options.resolve().fused_attention
+    def ops_of(compiled_cell, training=True):
       def run():
-        with kernels.precision_scope(fused_scores=fused):  # as Seq2Seq.call enters it
+        with kernels.precision_scope(compiled_cell=compiled_cell):  # as Seq2Seq.call enters it
           return attend(layer, query, memory, mask, training=training)
-      library = tf.function(run).get_concrete_function().graph.as_graph_def().library.function
-      return [f.signature.name for f in library if f.attr["_XlaMustCompile"].b]
+      graph = tf.function(run).get_concrete_function().graph
+      return {op.type for op in graph.get_operations()}
 
-    xla = kernels.KernelOptions(fused_attention="xla")
-    self.assertEmpty(compiled(kernels.DEFAULT_OPTIONS))  # float32 products: plain ops
-    self.assertNotEmpty(compiled(xla))
-    self.assertEmpty(compiled(xla, training=False))  # decoding and export: plain ops
+    if kernels.compiled.library() is None:
+      self.skipTest(f"the compiled cell is unavailable: {kernels.compiled.unavailable_reason()}")
+    self.assertIn("NmtAdditiveScore", ops_of(True))
+    self.assertNotIn("NmtAdditiveScore", ops_of(False))  # decoding and export: plain ops
 
-  @parameterized.parameters(("additive",), ("concat",))
-  def test_training_equals_inference_with_bfloat16_products(self, score):
+  @parameterized.parameters(("additive", None), ("concat", None), ("additive", "bfloat16"))
+  def test_training_equals_inference(self, score, matmul_dtype):
     layer, q_dim = layer_for(score)
     query, memory, mask = data(2, q_dim)
-    # The choice of a model with bfloat16 products: the fused kernels while training.
-    choice = kernels.DEFAULT_OPTIONS.resolve(matmul_dtype="bfloat16")
-    self.assertEqual(choice.fused_attention, "xla")
-    # training: the fused kernels; inference: plain ops
-    with kernels.precision_scope("bfloat16", fused_scores=choice.fused_attention):
+    with kernels.precision_scope(matmul_dtype, compiled_cell=True):
       got = attend(layer, query, memory, mask, training=True)
-      want = attend(layer, query, memory, mask, training=False)
-    # Equal up to float rounding: XLA's tanh rounds differently from TensorFlow's.
+    with kernels.precision_scope(matmul_dtype):
+      want = attend(layer, query, memory, mask, training=True)
+    # Equal up to float rounding: the cell's tanh rounds differently from TensorFlow's.
     self.assertAllClose(got[0], want[0], rtol=1e-5, atol=1e-6)  # context
     self.assertAllClose(got[1], want[1], rtol=1e-5, atol=1e-6)  # weights
     self.assertAllEqual(got[2], want[2])
 
   @parameterized.parameters((tf.float32, 1e-5), (tf.bfloat16, 2e-2))
   def test_values_and_gradients_in_a_time_loop(self, dtype, tol):
+    # bfloat16 keys (mixed_bfloat16) take the plain ops: the cell is float32 only.
     rng = np.random.RandomState(0)
     v = tf.Variable(rng.normal(size=[UNITS]).astype(np.float32))
 
     @tf.function(reduce_retracing=True)
-    def run(keys, queries, fused):  # keys [b, n, u], queries [time, b, u]
-      with tf.GradientTape() as tape:
+    def run(keys, queries, compiled_cell):  # keys [b, n, u], queries [time, b, u]
+      with tf.GradientTape() as tape, kernels.precision_scope(compiled_cell=compiled_cell):
         tape.watch([keys, queries])
         def body(t, total):
-          e = kernels.additive_score(tf.cast(keys, dtype), tf.cast(queries[t], dtype), v, fused)
+          e = kernels.additive_score(tf.cast(keys, dtype), tf.cast(queries[t], dtype), v)
           weights = tf.range(1.0, tf.cast(tf.shape(e)[1], tf.float32) + 1.0)  # [n]
           return t + 1, total + tf.reduce_sum(tf.cast(e, tf.float32) ** 2 * weights)
         _, total = tf.while_loop(lambda t, _: t < tf.shape(queries)[0], body, (0, 0.0))
       return total, tape.gradient(total, [keys, queries, v])
 
-    for batch, src in ((3, 5), (2, 9)):  # one compilation per shape
+    for batch, src in ((3, 5), (2, 9)):
       keys = tf.constant(rng.normal(size=[batch, src, UNITS]).astype(np.float32))
       queries = tf.constant(rng.normal(size=[4, batch, UNITS]).astype(np.float32))
       plain, plain_grads = run(keys, queries, False)
-      fused, fused_grads = run(keys, queries, "xla")
-      self.assertAllClose(fused, plain, rtol=tol)
-      for got, want in zip(fused_grads, plain_grads):
+      compiled, compiled_grads = run(keys, queries, True)
+      self.assertAllClose(compiled, plain, rtol=tol)
+      for got, want in zip(compiled_grads, plain_grads):
         self.assertAllClose(got, want, rtol=tol, atol=tol * float(tf.reduce_max(abs(want))))
 
 

@@ -2,8 +2,9 @@
 reset placements run over sequences by scan_time with the compiled cell give the values of
 the plain ops and of the numpy reference of docs/EQUATIONS.md "GRU conventions", and every
 gradient of the plain ops (TensorFlow's autodiff of the same step), eager and in graph mode,
-with float32 and bfloat16 products, layer norm and recurrent dropout; the ops refuse bad
-shapes; the library builds once into its cache, and without it the steps run on plain ops."""
+with float32 and bfloat16 products, layer norm and recurrent dropout; so does the additive
+score; the ops refuse bad shapes; the library builds once into its cache, and without it the
+steps run on plain ops."""
 
 import os
 import subprocess
@@ -229,11 +230,34 @@ class CompiledOpsTest(tf.test.TestCase, parameterized.TestCase):
     for got, want in zip(run(True), run(False)):
       self.assertAllClose(got, want, atol=1e-6, rtol=1e-6)
 
+  def test_additive_score(self, matmul_dtype):
+    rng = np.random.default_rng(1)
+    keys = tf.constant(rng.normal(size=(3, 6, 5)), tf.float32)
+    query = tf.constant(rng.normal(size=(3, 5)), tf.float32)
+    v = tf.constant(rng.normal(size=(5,)), tf.float32)
+    d_scores = tf.constant(rng.normal(size=(3, 6)) * (np.arange(6) < 4), tf.float32)
+
+    def run(on):
+      with kernels.precision_scope(matmul_dtype, compiled_cell=on):
+        with tf.GradientTape() as tape:
+          tape.watch([keys, query, v])
+          e = cells.additive_score(keys, query, v)
+          loss = tf.reduce_sum(e * d_scores)
+        return [e] + tape.gradient(loss, [keys, query, v])
+
+    got, want = run(True), run(False)
+    for a, b in zip(got, want):
+      self.assertAllClose(a, b, atol=1e-5, rtol=1e-5)
+    self.assertAllEqual(got[1][:, 4:], tf.zeros([3, 2, 5]))  # no gradient reaches padding
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "expected keys"):
+      LIBRARY.nmt_additive_score(keys, query, tf.zeros([4]))
+
   def test_bad_shapes(self, matmul_dtype):
     del matmul_dtype
     with self.assertRaisesRegex((tf.errors.InvalidArgumentError, ValueError), "must be|Dimension"):
       LIBRARY.nmt_gru_gates(tf.zeros([2, 12]), tf.zeros([2, 12]), tf.zeros([2, 5]))
-    with self.assertRaisesRegex((tf.errors.InvalidArgumentError, ValueError), "3 \\* units|divisible"):
+    with self.assertRaisesRegex((tf.errors.InvalidArgumentError, ValueError),
+                                "3 \\* units|divisible"):
       LIBRARY.nmt_gru_gates(tf.zeros([2, 13]), tf.zeros([2, 13]), tf.zeros([2, 4]))
 
 

@@ -24,8 +24,7 @@ class KernelOptionsTest(tf.test.TestCase):
   def test_defaults_are_the_training_paths(self):
     options = kernels.KernelOptions()
     self.assertEqual(options, kernels.DEFAULT_OPTIONS)
-    self.assertEqual((options.defer_gradients, options.fused_attention, options.compiled_cell),
-                     (None, "auto", "auto"))
+    self.assertEqual((options.defer_gradients, options.compiled_cell), (None, "auto"))
     self.assertTrue(options.resolve().compiled_cell)
     self.assertFalse(options.resolve(compute_dtype="bfloat16").compiled_cell)  # float32 only
     self.assertFalse(kernels.KernelOptions(compiled_cell="off").resolve().compiled_cell)
@@ -35,8 +34,6 @@ class KernelOptionsTest(tf.test.TestCase):
       kernels.KernelOptions(compiled_cell="on")
     with self.assertRaisesRegex(ValueError, "defer_gradients=1; expected None, True or False"):
       kernels.KernelOptions(defer_gradients=1)
-    with self.assertRaisesRegex(ValueError, "fused_attention='true'"):
-      kernels.KernelOptions(fused_attention="true")
 
   def test_frozen_and_hashable(self):
     options = kernels.KernelOptions(defer_gradients=True)
@@ -77,11 +74,11 @@ class OptionsReachTheLayersTest(tf.test.TestCase):
     # options or the precision resolves again.
     model = Seq2Seq(tiny_config(decoder="memory_rnn"), matmul_dtype="bfloat16")
     decoder = model.decoder
-    self.assertEqual(decoder.loops.choice.fused_attention, "xla")
+    self.assertTrue(decoder.loops.choice.compiled_cell)
     self.assertIs(model.encoder.loops, decoder.loops)
     self.assertFalse(decoder.loops.choice.defer_gradients)  # float32 inputs
     model.matmul_dtype = None
-    self.assertFalse(decoder.loops.choice.fused_attention)
+    self.assertTrue(decoder.loops.choice.compiled_cell)
     model.kernel_options = kernels.KernelOptions(compiled_cell="off", defer_gradients=True)
     self.assertFalse(model.encoder.loops.choice.compiled_cell)
     self.assertTrue(decoder.loops.choice.defer_gradients)
@@ -95,8 +92,8 @@ class OptionsReachTheLayersTest(tf.test.TestCase):
     self.assertEqual(self.cell_scopes(), {False})
     self.assertEqual(self.model.get_config(), config)  # how it computes, not what
     model = build_model(tiny_config(decoder="cgru"),
-                        kernel_options=kernels.KernelOptions(fused_attention="off"))
-    self.assertEqual(model.kernel_options.fused_attention, "off")
+                        kernel_options=kernels.KernelOptions(defer_gradients=True))
+    self.assertTrue(model.kernel_options.defer_gradients)
     self.assertEqual(Seq2Seq.from_config(config).kernel_options, kernels.DEFAULT_OPTIONS)
 
   def test_an_xla_train_step_takes_the_plain_cell(self):

@@ -256,13 +256,6 @@ def _loss_gradients(model, b, kernel_options=None):
   return tape.gradient(loss, model.trainable_variables)
 
 
-def _compiled_functions(fn):
-  """Names of the XLA-compiled functions (jit_compile=True) in fn's traced graph."""
-  graph = tf.function(fn).get_concrete_function().graph
-  return [f.signature.name for f in graph.as_graph_def().library.function
-          if f.attr["_XlaMustCompile"].b]
-
-
 @pytest.mark.slow  # every decoder's gradients, twice
 class DeferredGradientTest(tf.test.TestCase, parameterized.TestCase):
   """Weight gradients taken after the time loop (layers/kernels/deferred.py) equal the
@@ -497,25 +490,26 @@ class PrecisionTest(tf.test.TestCase):
       self.assertAllEqual(tf.function(lambda: kernels.weight(v, tf.float32) * 2.0)(),
                           tf.fill([2, 3], 2.0))
 
-  def test_bf16_matmul_training_fuses_the_tanh_scores(self):
-    # layers/kernels/fused.py: with bfloat16 products, training computes every tanh score (source
-    # attention, and the memory RNN's attention over previous states) with the XLA kernels;
-    # the gradients equal those of the plain ops up to float rounding.
+  def test_bf16_matmul_training_takes_the_compiled_scores(self):
+    # With bfloat16 products, training computes every tanh score (source attention, and the
+    # memory RNN's attention over previous states) in the compiled cell; the gradients equal
+    # those of the plain ops up to float rounding.
     for variant in ("cgru", "memory_rnn", "luong_concat"):
       keras.utils.set_random_seed(6)
       model = Seq2Seq(tiny_config(**VARIANTS[variant]))
       model.matmul_dtype = "bfloat16"
       b = batch()
       model(b)
-      unfused = kernels.KernelOptions(fused_attention="off")
-      self.assertNotEmpty(_compiled_functions(lambda: _loss_gradients(model, b)), variant)
-      self.assertEmpty(_compiled_functions(lambda: _loss_gradients(model, b, unfused)), variant)
-      fused = _loss_gradients(model, b)
-      plain = _loss_gradients(model, b, unfused)
-      for v, g, h in zip(model.trainable_variables, fused, plain):
+      if kernels.compiled.library() is not None:
+        self.assertIn("NmtAdditiveScore", _op_types(lambda: _loss_gradients(model, b)))
+      self.assertNotIn("NmtAdditiveScore",
+                       _op_types(lambda: _loss_gradients(model, b, PLAIN_CELL)))
+      compiled = _loss_gradients(model, b)
+      plain = _loss_gradients(model, b, PLAIN_CELL)
+      for v, g, h in zip(model.trainable_variables, compiled, plain):
         g, h = tf.convert_to_tensor(g), tf.convert_to_tensor(h)
         scale = float(tf.reduce_max(tf.abs(h))) + 1e-6
-        self.assertAllClose(g / scale, h / scale, atol=1e-4, msg=f"{variant} {v.path}")
+        self.assertAllClose(g / scale, h / scale, atol=1e-2, msg=f"{variant} {v.path}")
 
   def test_mixed_bfloat16_loops_defer_with_the_same_gradients(self):
     import keras  # pylint: disable=g-import-not-at-top

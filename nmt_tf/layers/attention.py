@@ -48,7 +48,7 @@ class _Attention(keras.layers.Layer):
     """Step-independent key projections: memory [batch, src_len, mem_dim] -> keys."""
     raise NotImplementedError
 
-  def score(self, query, keys, training=False):
+  def score(self, query, keys):
     """Scores e [batch, src_len] of query [batch, q_dim] against precomputed keys."""
     raise NotImplementedError
 
@@ -69,7 +69,7 @@ class _Attention(keras.layers.Layer):
       context [batch, mem_dim], weights alpha [batch, src_len] float32, and log_prob [batch]
       float32: log alpha of the sampled position (hard mode while training), else zeros.
     """
-    scores = self.score(query, keys, training)  # e [batch, src_len]
+    scores = self.score(query, keys)  # e [batch, src_len]
     weights = ops.masked_softmax(scores, mask)  # alpha [batch, src_len]
     log_prob = tf.zeros_like(weights[:, 0])  # [batch]
     if self.mode == "hard" and (training or self.hard_inference == "argmax"):
@@ -127,9 +127,9 @@ class BahdanauAttention(_Attention):
       self.build()
     return ops.dense(self.key_dense, memory)  # [batch, src_len, units]
 
-  def score(self, query, keys, training=False):
+  def score(self, query, keys):
     query = ops.dense(self.query_dense, query)  # W_a q [batch, units]
-    return ops.additive_score(keys, query, self.v, training)  # [batch, src_len]
+    return ops.additive_score(keys, query, self.v)  # [batch, src_len]
 
   def get_config(self):
     return {**super().get_config(), "units": self.units}
@@ -178,10 +178,10 @@ class LuongAttention(_Attention):
     # general: W_a h_i [batch, src_len, q_dim]; concat: W_h h_i + b [batch, src_len, units]
     return ops.dense(self.key_dense, memory)
 
-  def score(self, query, keys, training=False):
+  def score(self, query, keys):
     if self.score_type == "concat":
       query = ops.dense(self.query_dense, query)  # W_q q [batch, units]
-      return ops.additive_score(keys, query, self.v, training)  # [batch, src_len]
+      return ops.additive_score(keys, query, self.v)  # [batch, src_len]
     if query.shape[-1] != keys.shape[-1]:
       raise ValueError(
           f"Luong score={self.score_type!r} received a query of size {query.shape[-1]} and keys "

@@ -7,8 +7,7 @@ gradients of loop-invariant operands deferred inside time loops), which no layer
   matmul(x, w)            x W for a weight reused by every step       [..., in] -> [..., out]
   attend(a, m)            c = sum_i a_i m_i                           [b, n], [b, n, d] -> [b, d]
   score(m, q)             e_i = m_i . q                               [b, n, d], [b, d] -> [b, n]
-  additive_score(k, q, v, training)
-                          e_i = v^T tanh(k_i + q)                     [b, n, u], [b, u] -> [b, n]
+  additive_score(k, q, v) e_i = v^T tanh(k_i + q)                     [b, n, u], [b, u] -> [b, n]
   masked_softmax(e, mask) alpha = softmax of e over real positions    [..., n] -> [..., n] f32
   segment_norm(a, units)  a GRU projection normalized per segment     [..., 3u] -> ([..., 3u], _)
   gru_reset_after(x, hu, h), gru_reset_gates(x, hu_zr, h), gru_update(x, u, h, zr)

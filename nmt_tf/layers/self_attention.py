@@ -171,7 +171,7 @@ class StateMemory(PastStates):
     """s~_t over entries 0..time: s_prev [batch, d] -> (s~ [batch, d], weights [batch, L])."""
     query = ops.dense(self.query_dense, s_prev)  # W_s s_{t-1} [batch, units]
     keys = memory["keys"]  # [batch, L, units]
-    scores = ops.additive_score(keys, query, self.v, training)  # [batch, L]
+    scores = ops.additive_score(keys, query, self.v)  # [batch, L]
     valid = tf.range(tf.shape(scores)[1]) <= time  # [L]
     weights = ops.masked_softmax(scores, valid[None, :])  # [batch, L]
     summary = tf.matmul(tf.cast(weights, s_prev.dtype)[:, None, :], memory["states"])[:, 0]

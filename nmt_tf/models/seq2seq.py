@@ -180,10 +180,9 @@ class Seq2Seq(keras.Model):
       each decision is drawn from, `Decoder.decision_states`) and attention_sampled [batch]
       float32 (1 for the sentences that sampled, 0 for those given the expectation).
     """
-    # The score kernel and the compiled cell of a training pass, as the options resolved.
-    choice = self.decoder.loops.choice
-    with ops.forward_pass(self.matmul_dtype, fused_scores=choice.fused_attention,
-                          compiled_cell=training and choice.compiled_cell):
+    # The compiled cell serves a training pass, as the options resolved.
+    with ops.forward_pass(self.matmul_dtype,
+                          compiled_cell=training and self.decoder.loops.choice.compiled_cell):
       context = self.encode(inputs["source"], training=training)
       sampler = getattr(self, "expectation_sampler", None)
       rate = self.model_config.hard_expectation_rate if expectation_rate is None else \

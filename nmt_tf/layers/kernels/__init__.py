@@ -15,9 +15,8 @@ this package:
   matmul_dtype_for(precision)     the precision_scope dtype of a train/decode precision name
   weight(w, dtype)                W cast (and sliced) once per pass
   attend(a, m), score(m, q)       sum_i a_i m_i and m_i . q with m loop-invariant (deferred.py)
-  additive_score(k, q, v, training)
-                                  v^T tanh(k_i + q); in a training pass whose scope asks for
-                                  it, one XLA kernel each way (fused.py)
+  additive_score(k, q, v)         v^T tanh(k_i + q); in a training pass whose scope asks for
+                                  it, the compiled cell (cells.py)
   masked_softmax(e, mask)         the attention weights over real positions (masking.py)
   segment_norm(a, units)          a GRU projection layer-normalized per gates/proposal segment
                                   (layer_norm.py)
@@ -40,8 +39,8 @@ import tensorflow as tf
 from nmt_tf.layers.kernels import cells
 from nmt_tf.layers.kernels import compiled
 from nmt_tf.layers.kernels import deferred
-from nmt_tf.layers.kernels import fused
 from nmt_tf.layers.kernels import precision
+from nmt_tf.layers.kernels.cells import additive_score
 from nmt_tf.layers.kernels.deferred import attend, score
 from nmt_tf.layers.kernels.layer_norm import segment_norm
 from nmt_tf.layers.kernels.loops import DEFAULT_LOOPS, TrainingLoops
@@ -99,21 +98,6 @@ def matmul_transposed(x, table, take=None):
   lead = tf.shape(x)[:-1]
   y = precision.matmul(tf.reshape(x, [-1, x.shape[-1]]), t, transpose_b=True)  # [n, out]
   return tf.reshape(y, tf.concat([lead, [_dim(t, 0)]], 0))  # [..., out]
-
-
-def additive_score(keys, query, v, training=False):
-  """e [batch, src_len] = v^T tanh(keys + query) over the last axis (fused.additive_score):
-  the XLA kernels in a training pass whose precision_scope asks for them, else plain ops.
-
-  Args:
-    keys: [batch, src_len, units] (any [batch, ..., src_len, units] that broadcasts against
-      the query outside the fused kernels).
-    query: [batch, units] (or [batch, ..., units]), the projected query.
-    v: [units] variable or tensor.
-    training: whether this is a training pass.
-  """
-  kernel = precision.fused_scores_kernel() if training else False
-  return fused.additive_score(keys, query, v, kernel)  # [batch, src_len]
 
 
 def _dim(x, axis):

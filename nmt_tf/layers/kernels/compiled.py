@@ -7,9 +7,8 @@ default g++) and `tf.sysconfig`'s flags into the cache folder (`$NMT_TF_CACHE_DI
 version and the CPU's instruction sets, then loaded with `tf.load_op_library`. Concurrent
 processes build it once (a file lock). Where that is impossible (no compiler, a build that
 fails) or `NMT_TF_COMPILED_CELL=0`, `library()` is None and the GRU steps run on plain ops
-(cells.py); `unavailable_reason()` says why in one line.
-
-The gradients of the forward ops are registered here: each calls its *Grad op.
+(cells.py); `unavailable_reason()` says why in one line. The ops' gradients are registered
+in cells.py.
 """
 
 import fcntl
@@ -118,30 +117,6 @@ def unavailable_reason():
   """Why `library()` is None, in one line; None when it is loaded."""
   library()
   return _state["reason"]
-
-
-def _zeros_if_none(grad, like):
-  return tf.zeros_like(like) if grad is None else grad
-
-
-@tf.RegisterGradient("NmtGruGates")
-def _gru_gates_grad(op, d_h_next, _):
-  x, hu, h = op.inputs
-  return library().nmt_gru_gates_grad(_zeros_if_none(d_h_next, h), hu, h, op.outputs[1])
-
-
-@tf.RegisterGradient("NmtGruResetGates")
-def _gru_reset_gates_grad(op, d_zr, d_rh):
-  _, _, h = op.inputs
-  zr, rh = op.outputs
-  return library().nmt_gru_reset_gates_grad(_zeros_if_none(d_zr, zr), _zeros_if_none(d_rh, rh),
-                                            zr, h)
-
-
-@tf.RegisterGradient("NmtGruUpdate")
-def _gru_update_grad(op, d_h_next, _):
-  _, _, h, zr = op.inputs
-  return library().nmt_gru_update_grad(_zeros_if_none(d_h_next, h), h, zr, op.outputs[1])
 
 
 if __name__ == "__main__":  # set-up: build now, say whether it loads

@@ -1,4 +1,5 @@
-// The elementwise work of one GRU step, forward and backward, as TensorFlow CPU ops.
+// The elementwise work of one recurrent step, forward and backward, as TensorFlow CPU ops: the
+// GRU's gates and the additive attention score.
 //
 // docs/EQUATIONS.md, "GRU conventions"; x = W x_t + b = [x_z, x_r, x_h] and the products
 // with the recurrent kernel U stay TensorFlow's (layers/gru.py `GRUCell.step` makes them):
@@ -225,6 +226,116 @@ struct GruUpdateGrad : Rows {
   }
 };
 
+// ---- additive attention score --------------------------------------------------------------
+//   NmtAdditiveScore   keys k [b, n, u], query q [b, u], v [u] -> e [b, n],
+//                        e_i = v^T tanh(k_i + q)
+//   NmtAdditiveScoreGrad  (k, q, v, de [b, n]) -> dk [b, n, u], dq [b, u], dv [u]:
+//                        dk_i = de_i v (.) (1 - tanh^2(k_i + q)), dq = sum_i dk_i,
+//                        dv = sum_b sum_i de_i tanh(k_i + q)   (the tanh recomputed, not kept)
+// One pass over the keys per call, rows b shared out over the intra-op threads.
+
+class ScoreKernel : public OpKernel {
+ public:
+  explicit ScoreKernel(OpKernelConstruction* context) : OpKernel(context) {}
+
+ protected:
+  // Checks k [b, n, u], q [b, u], v [u]; sets batch_, length_, units_.
+  bool Shapes(OpKernelContext* context) {
+    const Tensor &k = context->input(0), &q = context->input(1), &v = context->input(2);
+    bool ok = k.dims() == 3 && q.dims() == 2 && v.dims() == 1 &&
+              q.dim_size(0) == k.dim_size(0) && q.dim_size(1) == k.dim_size(2) &&
+              v.dim_size(0) == k.dim_size(2);
+    if (!ok) {
+      context->SetStatus(tensorflow::errors::InvalidArgument(
+          "expected keys [batch, n, units], query [batch, units] and v [units], got ",
+          k.shape().DebugString(), ", ", q.shape().DebugString(), ", ",
+          v.shape().DebugString()));
+      return false;
+    }
+    batch_ = k.dim_size(0);
+    length_ = k.dim_size(1);
+    units_ = k.dim_size(2);
+    return true;
+  }
+
+  template <typename F>
+  void ForRows(OpKernelContext* context, int64_t flops_per_key, F row) {
+    auto* workers = context->device()->tensorflow_cpu_worker_threads();
+    tensorflow::Shard(workers->num_threads, workers->workers, batch_,
+                      flops_per_key * length_ * units_, [&](int64_t begin, int64_t end) {
+                        for (int64_t b = begin; b < end; ++b) row(b);
+                      });
+  }
+
+  int64_t batch_ = 0, length_ = 0, units_ = 0;
+};
+
+class AdditiveScore : public ScoreKernel {
+ public:
+  using ScoreKernel::ScoreKernel;
+  void Compute(OpKernelContext* context) override {
+    if (!Shapes(context)) return;
+    Tensor* e = nullptr;
+    OP_REQUIRES_OK(context, context->allocate_output(0, TensorShape({batch_, length_}), &e));
+    const float* k = context->input(0).flat<float>().data();
+    const float* q = context->input(1).flat<float>().data();
+    ConstRow v(context->input(2).flat<float>().data(), units_);
+    float* out = e->flat<float>().data();
+    ForRows(context, 20, [&](int64_t b) {
+      ConstRow query(q + b * units_, units_);
+      for (int64_t i = 0; i < length_; ++i) {
+        ConstRow key(k + (b * length_ + i) * units_, units_);
+        out[b * length_ + i] = ((key + query).tanh() * v).sum();
+      }
+    });
+  }
+};
+
+class AdditiveScoreGrad : public ScoreKernel {
+ public:
+  using ScoreKernel::ScoreKernel;
+  void Compute(OpKernelContext* context) override {
+    if (!Shapes(context)) return;
+    Tensor *dk = nullptr, *dq = nullptr, *dv = nullptr;
+    OP_REQUIRES_OK(context, context->allocate_output(
+                                0, TensorShape({batch_, length_, units_}), &dk));
+    OP_REQUIRES_OK(context, context->allocate_output(1, TensorShape({batch_, units_}), &dq));
+    OP_REQUIRES_OK(context, context->allocate_output(2, TensorShape({units_}), &dv));
+    Tensor dv_rows;  // per row b, summed after the rows
+    OP_REQUIRES_OK(context, context->allocate_temp(tensorflow::DT_FLOAT,
+                                                   TensorShape({batch_, units_}), &dv_rows));
+    const float* k = context->input(0).flat<float>().data();
+    const float* q = context->input(1).flat<float>().data();
+    ConstRow v(context->input(2).flat<float>().data(), units_);
+    const float* de = context->input(3).flat<float>().data();
+    float* dk_data = dk->flat<float>().data();
+    float* dq_data = dq->flat<float>().data();
+    float* dv_data = dv_rows.flat<float>().data();
+    ForRows(context, 30, [&](int64_t b) {
+      ConstRow query(q + b * units_, units_);
+      Row d_query(dq_data + b * units_, units_), d_v(dv_data + b * units_, units_);
+      d_query.setZero();
+      d_v.setZero();
+      for (int64_t i = 0; i < length_; ++i) {
+        const float g = de[b * length_ + i];
+        ConstRow key(k + (b * length_ + i) * units_, units_);
+        Row d_key(dk_data + (b * length_ + i) * units_, units_);
+        if (g == 0.0f) {  // a padded position: nothing flows back
+          d_key.setZero();
+          continue;
+        }
+        d_key = (key + query).tanh();  // t, then dk = g v (.) (1 - t^2)
+        d_v += g * d_key;
+        d_key = g * v * (1.0f - d_key * d_key);
+        d_query += d_key;
+      }
+    });
+    Row total(dv->flat<float>().data(), units_);
+    total.setZero();
+    for (int64_t b = 0; b < batch_; ++b) total += ConstRow(dv_data + b * units_, units_);
+  }
+};
+
 }  // namespace
 
 // Each op: its inputs and outputs, and which input gives the units (index, width in units).
@@ -251,6 +362,24 @@ NMT_OP("NmtGruUpdateGrad",
        .Output("dx: float").Output("du: float").Output("dh: float").Output("dzr: float"), 1, 1,
        3, 1, 1, 2);
 
+REGISTER_OP("NmtAdditiveScore")
+    .Input("keys: float").Input("query: float").Input("v: float").Output("scores: float")
+    .SetShapeFn([](InferenceContext* c) {
+      ShapeHandle keys;
+      TF_RETURN_IF_ERROR(c->WithRank(c->input(0), 3, &keys));
+      c->set_output(0, c->Matrix(c->Dim(keys, 0), c->Dim(keys, 1)));
+      return tensorflow::OkStatus();
+    });
+REGISTER_OP("NmtAdditiveScoreGrad")
+    .Input("keys: float").Input("query: float").Input("v: float").Input("d_scores: float")
+    .Output("d_keys: float").Output("d_query: float").Output("d_v: float")
+    .SetShapeFn([](InferenceContext* c) {
+      for (int i = 0; i < 3; ++i) c->set_output(i, c->input(i));
+      return tensorflow::OkStatus();
+    });
+
+REGISTER_KERNEL_BUILDER(Name("NmtAdditiveScore").Device(DEVICE_CPU), AdditiveScore);
+REGISTER_KERNEL_BUILDER(Name("NmtAdditiveScoreGrad").Device(DEVICE_CPU), AdditiveScoreGrad);
 REGISTER_KERNEL_BUILDER(Name("NmtGruGates").Device(DEVICE_CPU), CallKernel<GruGates>);
 REGISTER_KERNEL_BUILDER(Name("NmtGruGatesGrad").Device(DEVICE_CPU), CallKernel<GruGatesGrad>);
 REGISTER_KERNEL_BUILDER(Name("NmtGruResetGates").Device(DEVICE_CPU), CallKernel<GruResetGates>);

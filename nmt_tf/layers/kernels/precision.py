@@ -23,24 +23,22 @@ from nmt_tf.layers.kernels import trace_state
 
 class _Scope:
 
-  def __init__(self, matmul_dtype, fused_scores, compiled_cell):
+  def __init__(self, matmul_dtype, compiled_cell):
     self.matmul_dtype = None if matmul_dtype is None else tf.as_dtype(matmul_dtype)
-    self.fused_scores = fused_scores
     self.compiled_cell = compiled_cell
     self.casts = {}  # id(variable), dtype -> (variable, cast tensor)
 
 
 @contextlib.contextmanager
-def scope(matmul_dtype=None, prefetch=(), fused_scores=False, compiled_cell=False):
+def scope(matmul_dtype=None, prefetch=(), compiled_cell=False):
   """One forward pass: products in `matmul_dtype` (None = the inputs' dtype), cached casts.
 
   A nested scope with the same dtype, or with None, reuses the enclosing one (encode inside
   call; a model's forward pass inside a search that chose the dtype).
   `prefetch`: variables whose casts are made on entry, e.g. before a decoding loop whose
   steps would otherwise make them inside the loop (with a matmul_dtype only).
-  `fused_scores`: the tanh scores of a training pass take the XLA kernels (`fused_scores`,
-  fused.py), as the model's KernelOptions resolved.
-  `compiled_cell`: the float32 GRU steps take the compiled cell (cells.py), as resolved too.
+  `compiled_cell`: the float32 recurrent steps (GRU gates, additive scores) take the compiled
+  cell (cells.py), as the model's KernelOptions resolved for a training pass.
   """
   outer = trace_state.get("pass_scope")
   if matmul_dtype == "float32":
@@ -49,20 +47,12 @@ def scope(matmul_dtype=None, prefetch=(), fused_scores=False, compiled_cell=Fals
                             or outer.matmul_dtype == tf.as_dtype(matmul_dtype)):
     yield outer
     return
-  with trace_state.setting("pass_scope", _Scope(matmul_dtype, fused_scores,
-                                                          compiled_cell)) as active:
+  with trace_state.setting("pass_scope", _Scope(matmul_dtype, compiled_cell)) as active:
     if active.matmul_dtype is not None:
       for w in prefetch:
         if w.dtype == tf.float32 and len(w.shape) == 2:  # kernels (embeddings are gathered)
           weight(w, tf.float32)
     yield active
-
-
-def fused_scores_kernel():
-  """The kernel of the tanh scores of a training pass in this scope: "xla" (fused.py) or
-  False (plain ops)."""
-  active = trace_state.get("pass_scope")
-  return False if active is None else active.fused_scores
 
 
 def matmul_dtype_for(precision):

@@ -4,8 +4,8 @@ While a forward pass is traced, three things hold for everything traced inside i
 worth an argument of every layer's `call` and `step`, every search and every export
 signature:
 
-  pass_scope      the pass's product dtype, its cache of cast weights, and whether the tanh
-                  scores of a training pass take the fused XLA kernels (precision.py `scope`)
+  pass_scope      the pass's product dtype, its cache of cast weights, and whether its
+                  recurrent steps take the compiled cell (precision.py `scope`)
   deferring       the time loop whose steps' products defer their invariant operands'
                   gradients to after the loop (deferred.py)
   without_lists   time loops built without TensorArrays, for the LiteRT converter (scan.py)
