@@ -45,3 +45,13 @@ def batch():
   target_in = tf.constant([[2, 5, 6, 7], [2, 8, 0, 0], [2, 9, 4, 0]], tf.int32)
   target_out = tf.constant([[5, 6, 7, 3], [8, 3, 0, 0], [9, 4, 3, 0]], tf.int32)
   return {"source": source, "target_in": target_in, "target_out": target_out}
+
+
+def op_types(fn):
+  """The op types of fn's traced graph and of every function it calls (loop bodies, their
+  gradients): where a test looks for the compiled cell's ops."""
+  graph = tf.function(fn).get_concrete_function().graph
+  types = {op.type for op in graph.get_operations()}
+  for function in graph.as_graph_def().library.function:
+    types.update(node.op for node in function.node_def)
+  return types

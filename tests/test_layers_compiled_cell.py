@@ -18,6 +18,7 @@ from absl.testing import parameterized
 from nmt_tf.layers import GRUCell, kernels, scan_time
 from nmt_tf.layers.kernels import cells, compiled
 from tests import numpy_reference as ref
+from tests.model_fixtures import op_types
 
 BATCH, IN_DIM, UNITS, TIME = 3, 5, 4, 6
 LIBRARY = compiled.library()
@@ -64,16 +65,6 @@ def values_and_gradients(cells_, xs, h0s, d_outs, compiled_cell, matmul_dtype=No
     loss = tf.add_n([tf.reduce_sum(o * d) for o, d in zip(outputs, d_outs)])
   grads = tape.gradient(loss, xs + h0s + variables)
   return outputs, grads
-
-
-def op_types(fn):
-  """The op types of fn's traced graph and of every function it calls (loop bodies, their
-  gradients)."""
-  graph = tf.function(fn).get_concrete_function().graph
-  types = {op.type for op in graph.get_operations()}
-  for function in graph.as_graph_def().library.function:
-    types.update(node.op for node in function.node_def)
-  return types
 
 
 class CompiledCellSequencesTest(tf.test.TestCase, parameterized.TestCase):

@@ -16,7 +16,7 @@ from nmt_tf.models import ConfigError, ModelConfig, Seq2Seq
 from nmt_tf.models import factory
 from nmt_tf.training import losses
 from tests import numpy_reference as ref
-from tests.model_fixtures import TINY, VARIANTS, batch, tiny_config
+from tests.model_fixtures import TINY, VARIANTS, batch, op_types, tiny_config
 from tests.training_fixtures import recipe
 
 # Every decoder type plus hard attention; the encoder variants share the cgru training path.
@@ -289,16 +289,6 @@ class DeferredGradientTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(kernels.score(m, q), tf.einsum("bnd,bd->bn", m, q))
 
 
-def _op_types(fn):
-  """The op types of fn's traced graph and of every function it calls (loop bodies, their
-  gradients)."""
-  graph = tf.function(fn).get_concrete_function().graph
-  types = {op.type for op in graph.get_operations()}
-  for function in graph.as_graph_def().library.function:
-    types.update(node.op for node in function.node_def)
-  return types
-
-
 class OneImplementationTest(tf.test.TestCase, parameterized.TestCase):
   """The layers' `step` is what trains: scaling GRUCell.step's output, or an attention's
   score, moves the training logits and loss of every model variant, as it moves the
@@ -393,13 +383,13 @@ class CompiledCellTest(tf.test.TestCase, parameterized.TestCase):
         scale = float(tf.reduce_max(tf.abs(want))) + 1e-6
         self.assertAllClose(got / scale, want / scale, atol=tolerance, msg=f"{name} {label}")
     model.matmul_dtype = None
-    cell_ops = {op for op in _op_types(lambda: train_forward(model, b)) if op.startswith("Nmt")}
+    cell_ops = {op for op in op_types(lambda: train_forward(model, b)) if op.startswith("Nmt")}
     if kernels.compiled.library() is not None:  # the encoder's GRUs at least
       self.assertNotEmpty(cell_ops)
     else:
       self.assertEmpty(cell_ops)
-    self.assertEmpty({op for op in _op_types(lambda: model(b)) if op.startswith("Nmt")})
-    self.assertEmpty({op for op in _op_types(lambda: train_forward(model, b, PLAIN_CELL))
+    self.assertEmpty({op for op in op_types(lambda: model(b)) if op.startswith("Nmt")})
+    self.assertEmpty({op for op in op_types(lambda: train_forward(model, b, PLAIN_CELL))
                       if op.startswith("Nmt")})
 
   @parameterized.named_parameters(("cgru", "cgru"), ("rnnsearch", "rnnsearch"),
@@ -418,7 +408,7 @@ class CompiledCellTest(tf.test.TestCase, parameterized.TestCase):
     self.assertFalse(model.decoder.loops.choice.compiled_cell)
     out = train_forward(model, b)
     self.assertEqual(out["logits"].dtype, tf.bfloat16)
-    self.assertEmpty({op for op in _op_types(lambda: train_forward(model, b))
+    self.assertEmpty({op for op in op_types(lambda: train_forward(model, b))
                       if op.startswith("Nmt")})
 
   def test_xla_compiled_training(self):
@@ -501,9 +491,9 @@ class PrecisionTest(tf.test.TestCase):
       b = batch()
       model(b)
       if kernels.compiled.library() is not None:
-        self.assertIn("NmtAdditiveScore", _op_types(lambda: _loss_gradients(model, b)))
+        self.assertIn("NmtAdditiveScore", op_types(lambda: _loss_gradients(model, b)))
       self.assertNotIn("NmtAdditiveScore",
-                       _op_types(lambda: _loss_gradients(model, b, PLAIN_CELL)))
+                       op_types(lambda: _loss_gradients(model, b, PLAIN_CELL)))
       compiled = _loss_gradients(model, b)
       plain = _loss_gradients(model, b, PLAIN_CELL)
       for v, g, h in zip(model.trainable_variables, compiled, plain):
