@@ -123,6 +123,7 @@ class CompiledCellSequencesTest(tf.test.TestCase, parameterized.TestCase):
 
   @parameterized.named_parameters(("eager", False, None), ("graph", True, None),
                                   ("bfloat16_products", True, "bfloat16"))
+  @pytest.mark.slow
   def test_layer_norm_matches_plain_ops(self, graph, matmul_dtype):
     # The normalization stays plain ops around the cell; gains and biases included.
     tolerance = 1e-5 if matmul_dtype is None else 1e-4

@@ -289,13 +289,16 @@ class DeferredGradientTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(kernels.score(m, q), tf.einsum("bnd,bd->bn", m, q))
 
 
-class OneImplementationTest(tf.test.TestCase, parameterized.TestCase):
+# The papers' four decoders, in the quick tier; the other variants in the full suite.
+PATCHED_QUICK = ("cgru", "rnnsearch", "luong", "encdec")
+
+
+class PatchedStep:
   """The layers' `step` is what trains: scaling GRUCell.step's output, or an attention's
   score, moves the training logits and loss of every model variant, as it moves the
   inference logits (there is no second copy of the equations for training)."""
 
-  @parameterized.named_parameters(*[(name, name) for name in VARIANTS])
-  def test_patched_step_changes_training(self, variant):
+  def check_patched_step(self, variant):
     keras.utils.set_random_seed(11)
     model = Seq2Seq(tiny_config(**VARIANTS[variant]))
     b = batch()
@@ -327,6 +330,24 @@ class OneImplementationTest(tf.test.TestCase, parameterized.TestCase):
       self.assertGreater(float(tf.reduce_max(tf.abs(patched_logits - logits))), 1e-3,
                          f"{variant}: {patch.attribute}")
       self.assertNotAllClose(patched_loss, loss, msg=f"{variant}: {patch.attribute}")
+
+
+class OneImplementationTest(PatchedStep, tf.test.TestCase, parameterized.TestCase):
+  """PatchedStep for the four decoders of the papers."""
+
+  @parameterized.named_parameters(*[(name, name) for name in PATCHED_QUICK])
+  def test_patched_step_changes_training(self, variant):
+    self.check_patched_step(variant)
+
+
+@pytest.mark.slow  # every other variant
+class OneImplementationOtherVariantsTest(PatchedStep, tf.test.TestCase, parameterized.TestCase):
+  """PatchedStep for every other variant of the model fixtures."""
+
+  @parameterized.named_parameters(*[(name, name) for name in VARIANTS
+                                    if name not in PATCHED_QUICK])
+  def test_patched_step_changes_training(self, variant):
+    self.check_patched_step(variant)
 
 
 @pytest.mark.slow  # every decoder forward and backward, three times
