@@ -57,8 +57,10 @@ class RestProtocolTest(tf.test.TestCase):
     ):
       with self.assertRaisesRegex(rest.RestError, words):
         rest.parse_predict(body, specs_)
+    deep = b'{"instances": ' + b"[" * 100000 + b'"a"' + b"]" * 100000 + b"}"
     for body, words in ((b"", "empty"), (b"{", "JSON Parse error"), (b"[1]", "JSON list"),
-                        (b'{"instances": ["\xff"]}', "not valid UTF-8")):
+                        (b'{"instances": ["\xff"]}', "not valid UTF-8"),
+                        (deep, "nests arrays or objects too deeply")):
       with self.assertRaisesRegex(rest.RestError, words):
         rest.parse_json(body)
 
@@ -192,6 +194,8 @@ class ServerApiTest(tf.test.TestCase):
         (json.dumps({"signature_name": "serving_default"}).encode(), (400, "Missing")),
         (json.dumps({"instances": ["x" * 10_000]}).encode(), (400, "--max_text_chars")),
         (json.dumps({"instances": ["a"] * 17}).encode(), (400, "--max_batch_size")),
+        (b'{"instances": ' + b"[" * 1000 + b'"a"' + b"]" * 1000 + b"}",
+         (400, "nests arrays or objects too deeply")),
         (b"{" + b" " * 300_000 + b"}", (413, "--max_body_bytes")),
     ):
       status, answer = request(url, raw=raw)

@@ -43,6 +43,10 @@ def parse_json(body):
                     "send UTF-8, or binary strings as {\"b64\": ...}.") from None
   except ValueError as error:
     raise RestError(f"JSON Parse error: {error}.") from None
+  except RecursionError:  # arrays or objects nested deeper than the parser's stack
+    raise RestError("JSON Parse error: the body nests arrays or objects too deeply; a predict "
+                    "request needs at most two levels inside \"instances\" or \"inputs\"."
+                    ) from None
   if not isinstance(request, dict):
     raise RestError(f"The request is a JSON {type(request).__name__}; expected an object "
                     "with \"instances\" or \"inputs\".")
