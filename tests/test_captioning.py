@@ -576,6 +576,8 @@ class CaptionTrainingTest(tf.test.TestCase):
         (export_cli, dict(run_dir=self.run_dir, format="litert"), "LiteRT export is for "
          "translation runs"),
     ]
+    cases.append((caption_cli, dict(run_dir=self.run_dir, input_file="-"),
+                  "Standard input names no image"))  # an empty standard input
     for module, flag_values, message in cases:
       code, out, err = run_command(module, **flag_values)
       self.assertEqual(code, 2, (module.COMMAND, err))

@@ -43,6 +43,9 @@ def image_paths(value):
   """The image files that --input_file names (see the module docstring)."""
   if value == "-":
     paths = [line.strip() for line in sys.stdin if line.strip()]
+    if not paths:
+      raise DataError("Standard input names no image; give one image path per line, or "
+                      "--input_file=IMAGE_OR_FOLDER.")
   elif os.path.isdir(value):
     paths = sorted(os.path.join(value, name) for name in os.listdir(value)
                    if name.lower().endswith(IMAGE_EXTENSIONS))
