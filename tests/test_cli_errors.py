@@ -81,11 +81,14 @@ class CommandLineErrorTest(tf.test.TestCase):
                        ("noget.py", "x = 1\n")):
       with open(os.path.join(tmp, name), "w", encoding="utf-8") as f:
         f.write(text)
-    self.assertEqual(
-        self.error_line("train", "--config=none.py", cwd=tmp),
+    returned_none = (
         "error: --config=none.py: its get_config() returned NoneType, not a config; return "
         "the ml_collections.ConfigDict of the experiment (nmt_tf/configs/generated.py shows "
         "one); see python run.py train --helpfull.")
+    self.assertEqual(self.error_line("train", "--config=none.py", cwd=tmp), returned_none)
+    # With an override, the config is still what is wrong, not the override.
+    self.assertEqual(self.error_line("train", "--config=none.py", "--config.train.steps=3",
+                                     cwd=tmp), returned_none)
     expected = ("error: --config=noget.py: the file defines no get_config(); a config file "
                 "defines get_config() returning the experiment's ml_collections.ConfigDict "
                 "(nmt_tf/configs/generated.py shows one); see python run.py train --helpfull.")

@@ -116,6 +116,10 @@ def parse_flags(argv):
       _exit_with_error(_no_get_config(config, see))
     if (isinstance(error, (AttributeError, KeyError)) and
         any(a.startswith("--config.") for a in argv)):
+      root = re.search(r"Attribute <class '?([\w.]+)'?>\.(\w+) does not exist", str(error))
+      overridden = {a.split("=", 1)[0].split(".")[1] for a in argv if a.startswith("--config.")}
+      if config is not None and root and root.group(2) in overridden:  # no config to override
+        _exit_with_error(_not_a_config(config, root.group(1).rsplit(".", 1)[-1]))
       _exit_with_error(_override_error(error, argv))
     if config is None:
       _exit_with_error(f"{type(error).__name__}: {_one_line(error)}; {see}.")
@@ -127,13 +131,15 @@ def parse_flags(argv):
   except OSError as error:
     _exit_with_error(_config_file_error(flags.FLAGS["config"].config_filename, error, see))
   if not is_config:
-    loaded = flags.FLAGS.config
-    path = flags.FLAGS["config"].config_filename.split(":", 1)[0]
-    _exit_with_error(f"--config={path}: its get_config() returned {type(loaded).__name__}, "
-                     "not a config; return the ml_collections.ConfigDict of the experiment "
-                     "(nmt_tf/configs/generated.py shows one); see "
-                     f"{_prog()} train --helpfull.")
+    _exit_with_error(_not_a_config(flags.FLAGS["config"].config_filename,
+                                   type(flags.FLAGS.config).__name__))
   return remaining
+
+
+def _not_a_config(path, type_name):
+  return (f"--config={path.split(':', 1)[0]}: its get_config() returned {type_name}, not a "
+          "config; return the ml_collections.ConfigDict of the experiment "
+          f"(nmt_tf/configs/generated.py shows one); see {_prog()} train --helpfull.")
 
 
 def _no_get_config(path, see):
