@@ -159,6 +159,17 @@ class RunManifestTest(tf.test.TestCase):
       self.rundir.load_model()
     self.rundir.load_model("last")  # the others are still what they were
 
+  def test_a_deleted_best_is_refused_naming_the_last_checkpoint(self):
+    from nmt_tf.experiment import run_manifest  # pylint: disable=import-outside-toplevel
+    from nmt_tf.experiment.run_dir import RunDirError  # pylint: disable=import-outside-toplevel
+    best = checkpoint_files.best_checkpoint(self.rundir.best_dir)
+    run_manifest.add_checkpoint(self.rundir, best)  # as validation records it
+    shutil.rmtree(self.rundir.best_dir)
+    with self.assertRaisesRegex(RunDirError, "best holds no checkpoint, but the run saved "
+                                "best/ckpt-[0-9]+ there .*pass --checkpoint=last"):
+      self.rundir.load_model()
+    self.rundir.load_model("last")  # what the line names still loads
+
   def test_a_run_made_before_manifests_loads_as_before_and_says_so_once(self):
     os.remove(os.path.join(self.rundir.path, manifest.FILE))
     err = io.StringIO()

@@ -123,6 +123,12 @@ class RunDir:
       path = (checkpoint_files.best_checkpoint(directory) if which == "best"
               else checkpoint_files.latest(directory))
       if path is None and which == "best":
+        lost = run_manifest.best_checkpoints_listed(self)
+        if lost:  # validated, then best/ was deleted: the last checkpoint is not the best
+          raise RunDirError(f"{self.best_dir} holds no checkpoint, but the run saved "
+                            f"{lost[-1]} there ({os.path.join(self.path, 'manifest.json')}); "
+                            "restore it, or pass --checkpoint=last to take the last "
+                            "checkpoint.")
         path = checkpoint_files.latest(self.checkpoint_dir)  # never validated yet
       if path is None:
         raise RunDirError(f"No checkpoint in {directory}; train first with "

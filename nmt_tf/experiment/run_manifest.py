@@ -108,6 +108,13 @@ def verify(run, config, src_tok, tgt_tok):
   return rec
 
 
+def best_checkpoints_listed(run):
+  """The best/ checkpoints the run's manifest lists (sorted names; [] without a manifest)."""
+  rec = manifest.read(run.path)
+  names = (rec or {}).get("checkpoints", {})
+  return sorted(name for name in names if name.split(os.sep, 1)[0] == "best")
+
+
 def verify_checkpoint(run, path):
   """ManifestError when checkpoint `path` of the run is listed with another .index."""
   rec = manifest.read(run.path)
