@@ -1,12 +1,12 @@
 """The CPU speed path of the layers, behind one interface.
 
 The layers state their equations and make their products through layers/ops.py, which names
-these functions; how the products and the training loops are computed fast on CPU stays in
-this package:
+these functions; how the products and the steps' elementwise work are computed fast on CPU
+stays in this package:
 
   precision_scope(matmul_dtype)   one forward pass: matrix products in matmul_dtype (bfloat16
-                                  operands of a float32 model), weights cast once, and the
-                                  training score kernel (precision.py)
+                                  operands of a float32 model), weights cast once, and whether
+                                  the steps take the compiled cell (precision.py)
   matmul(x, w)                    x W for a weight W that every time step reuses: W cast once
                                   per pass; in a deferring time loop, dW taken after the loop
                                   in one product (deferred.py)
