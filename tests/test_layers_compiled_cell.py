@@ -108,6 +108,7 @@ class CompiledCellSequencesTest(tf.test.TestCase, parameterized.TestCase):
     self.check(chains, reset_after=reset_after)
 
   @parameterized.named_parameters(("reset_after", True), ("reset_before", False))
+  @pytest.mark.slow
   def test_matches_plain_ops_in_graph(self, reset_after):
     self.check(2, graph=True, reset_after=reset_after)
 
