@@ -130,7 +130,6 @@ class CallKernel : public OpKernel {
   void Compute(OpKernelContext* context) override { Body().Run(context); }
 };
 
-
 // ---- reset after -------------------------------------------------------------------------
 
 struct GruGates : Rows {
