@@ -54,7 +54,7 @@ from nmt_tf import data
 from nmt_tf.experiment import TrainConfig
 from nmt_tf.layers.kernels import KernelOptions
 from nmt_tf.models import ModelConfig
-from nmt_tf.training import losses
+from nmt_tf.training import losses, objectives
 from nmt_tf.experiment import presets
 from nmt_tf.training.optimizers import FusedAdam
 from nmt_tf.training.train_step import TrainStep
@@ -153,8 +153,8 @@ def build_step(vocab, setting):
   optimizer.build(model.trainable_variables)
   average = (WeightAverage(model.trainable_variables, setting.average) if setting.average
              else None)
-  return TrainStep(model, optimizer, strategy, train_cfg, tf.Variable(0.0), tf.Variable(0.0),
-                   smoothing_labels=setting.labels, weight_average=average)
+  objective = objectives.CrossEntropy(train_cfg.label_smoothing, setting.labels)
+  return TrainStep(model, optimizer, strategy, train_cfg, objective, weight_average=average)
 
 
 def timed(step, batch, name):

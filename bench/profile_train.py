@@ -51,8 +51,7 @@ def main(argv):
                                      "decoder": FLAGS.decoders[0]}), FLAGS.precision)
   optimizer = FusedAdam(learning_rate=5e-4)  # the Trainer's
   optimizer.build(model.trainable_variables)
-  step = TrainStep(model, optimizer, tf.distribute.get_strategy(), train_cfg, tf.Variable(0.0),
-                   tf.Variable(0.0))
+  step = TrainStep(model, optimizer, tf.distribute.get_strategy(), train_cfg)
   for batch in batches:  # warm-up: tracing
     float(step(batch)["loss"])
   logdir = tempfile.mkdtemp(prefix="nmt_tf_profile_")

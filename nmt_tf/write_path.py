@@ -33,11 +33,6 @@ import sys
 import threading
 import time
 
-# The folders of a run directory that hold models, and the command that owns each.
-MODEL_FOLDERS = {"best": "train", "checkpoints": "train", "export": "export"}
-RUN_CONFIG = "config.json"  # what makes a folder a run directory
-# What else of a run directory its models are loaded or trained with: written by `train` only.
-RUN_FILES = ("config.json", "manifest.json", "corpus.json", "train.lock", "vocab")
 EXPORTED_MODEL_FILES = ("saved_model.pb", "model.tflite")  # what makes a folder an export
 PARTIAL_SUFFIX = ".partial"
 
@@ -114,15 +109,23 @@ def _remove(path):
     pass
 
 
+def _run_layout():
+  """The run directory's layout (experiment/run_dir.py names its files and folders),
+  imported on first use: the run directory module imports this one."""
+  from nmt_tf.experiment import run_dir  # pylint: disable=import-outside-toplevel
+  return run_dir
+
+
 def model_folder(path):
   """(run directory, folder name) when `path` is or lies inside a model folder of a run
   directory (RUN/best, RUN/checkpoints, RUN/export), else None."""
+  layout = _run_layout()
   path = os.path.realpath(path)
   child = None
   while True:
     parent = os.path.dirname(path)
-    if child is not None and os.path.basename(child) in MODEL_FOLDERS and os.path.isfile(
-        os.path.join(path, RUN_CONFIG)):
+    if child is not None and os.path.basename(child) in layout.MODEL_FOLDERS and os.path.isfile(
+        os.path.join(path, layout.CONFIG_FILE)):
       return path, os.path.basename(child)
     if parent == path:
       return None
@@ -151,13 +154,16 @@ def _same_file(a, b):
 
 
 def _run_file(path):
-  """(run directory, name) when `path` is or lies inside one of RUN_FILES of a run."""
+  """(run directory, name) when `path` is or lies inside one of the files of a run that its
+  models are loaded or trained with (run_dir.RUN_FILES)."""
+  layout = _run_layout()
   path = os.path.realpath(path)
   while True:
     parent = os.path.dirname(path)
     if parent == path:
       return None
-    if os.path.basename(path) in RUN_FILES and os.path.isfile(os.path.join(parent, RUN_CONFIG)):
+    if os.path.basename(path) in layout.RUN_FILES and os.path.isfile(
+        os.path.join(parent, layout.CONFIG_FILE)):
       return parent, os.path.basename(path)
     path = parent
 
@@ -179,12 +185,13 @@ def _check_protected(path, flag, owner, inside=False):
   """WriteError when `path` (a file, or with `inside` a folder to write in) belongs to a run's
   models or files, or lies inside a SavedModel."""
   probe = os.path.join(path, "x") if inside else path
+  folders = _run_layout().MODEL_FOLDERS
   found = model_folder(probe)
-  if found is not None and MODEL_FOLDERS[found[1]] != owner:
+  if found is not None and folders[found[1]] != owner:
     run, folder = found
     raise WriteError(
         f"{flag}={path} is inside {os.path.join(run, folder)}, which holds the run's models "
-        f"(written by `nmt-tf {MODEL_FOLDERS[folder]}` only); choose a path outside best/, "
+        f"(written by `nmt-tf {folders[folder]}` only); choose a path outside best/, "
         "checkpoints/ and export/.")
   found = _run_file(probe)
   if found is not None and owner != "train":
@@ -219,7 +226,7 @@ def check_output(path, flag="--output_file", inputs=(), owner=None, replace_mode
     flag: how the user named it, for the message ("--output_file").
     inputs: paths the command reads: the output may be none of them.
     owner: the command writing, which may write into the model folders it owns
-      (MODEL_FOLDERS: "train", "export"); None for any other.
+      (run_dir.MODEL_FOLDERS: "train", "export"); None for any other.
     replace_model: a model at `path` is an earlier output of the same command, which it may
       replace (an average over an earlier average).
     create_parent: the command creates a missing parent folder (else it is an error).

@@ -145,8 +145,8 @@ class ImageModelConfigTest(tf.test.TestCase):
       ExperimentConfig.from_dict({**base, "data": {"name": "generated"}})
     with self.assertRaisesRegex(ConfigError, "pipeline.batch_size"):
       ExperimentConfig.from_dict({**base, "pipeline": {"batch_size": 0}})
-    with self.assertRaisesRegex(ConfigError, "reinforce_weight=-1.0; expected a weight >= 0"):
-      ExperimentConfig.from_dict({**base, "train": {"reinforce_weight": -1.0}})
+    with self.assertRaisesRegex(ConfigError, "reinforce.weight=-1.0; expected a weight >= 0"):
+      ExperimentConfig.from_dict({**base, "reinforce": {"weight": -1.0}})
 
 
 class CaptionAttentionTest(tf.test.TestCase):
@@ -254,7 +254,7 @@ class CaptionAttentionTest(tf.test.TestCase):
         out = model({"source": images(batch=4), "target_in": target_in}, training=True)
         self.assertEqual(bool(np.all(out["attention_log_prob"].numpy() == 0.0)), zero,
                          (decoder, rate))
-    # With N copies of each sentence (train.reinforce_samples), the copies draw together.
+    # With N copies of each sentence (reinforce.samples), the copies draw together.
     keras.utils.set_random_seed(0)
     model = build_model(tiny_image_config(attention_mode="hard", hard_expectation_rate=0.5))
     source = tf.repeat(images(batch=8), 3, axis=0)

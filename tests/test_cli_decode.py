@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -544,6 +545,24 @@ class DecodeCommandsTest(tf.test.TestCase):
       a, b, avg = (r.get_tensor(name) for r in readers)
       self.assertAllClose(avg, (a + b) / 2, atol=1e-6)
     run.load_model(output)  # RunDir.load_model reads it
+    # Into a run another process trains: refused before any work; outside the run: written.
+    trainer = subprocess.Popen(["sleep", "60"])
+    try:
+      with open(os.path.join(path, "train.lock"), "w", encoding="utf-8") as f:
+        json.dump({"pid": trainer.pid, "host": socket.gethostname(), "started": "x"}, f)
+      before = os.path.getmtime(output + ".index")
+      code, _, err = run_command(average_cli, run_dir=path, average_last=2)
+      self.assertEqual(code, 2)
+      self.assertIn(f"is being trained by process {trainer.pid}", err)
+      self.assertEqual(os.path.getmtime(output + ".index"), before)
+      outside = os.path.join(self.tmp, "outside", "avg")
+      code, out, err = run_command(average_cli, run_dir=path, average_last=2,
+                                   average_output=outside)
+      self.assertEqual(code, 0, err)
+    finally:
+      trainer.kill()
+      trainer.wait()
+      os.remove(os.path.join(path, "train.lock"))
     code, _, err = run_command(average_cli, run_dir=os.path.join(self.tmp, "nothing"))
     self.assertEqual(code, 2)
     self.assertIn("No checkpoint", err)

@@ -14,6 +14,7 @@ import tensorflow as tf
 from nmt_tf.experiment import TrainConfig
 from nmt_tf.layers import kernels, ops
 from nmt_tf.models import Seq2Seq, build_model
+from nmt_tf.training import objectives
 from nmt_tf.training.optimizers import FusedAdam
 from nmt_tf.training.train_step import TrainStep
 from tests.model_fixtures import batch, tiny_config
@@ -99,7 +100,7 @@ class OptionsReachTheLayersTest(tf.test.TestCase):
   def test_an_xla_train_step_takes_the_plain_cell(self):
     model = build_model(tiny_config(decoder="cgru"))
     TrainStep(model, FusedAdam(learning_rate=1e-3), tf.distribute.get_strategy(),
-              TrainConfig(jit_compile=True), tf.Variable(0.0), tf.Variable(0.0))
+              TrainConfig(jit_compile=True))
     self.assertEqual(model.kernel_options.compiled_cell, "off")
 
   @pytest.mark.slow  # traces two training steps
@@ -111,12 +112,12 @@ class OptionsReachTheLayersTest(tf.test.TestCase):
       optimizer = FusedAdam(learning_rate=1e-3)
       optimizer.build(model.trainable_variables)
       step = TrainStep(model, optimizer, tf.distribute.get_strategy(),
-                       TrainConfig(label_smoothing=0.1), tf.Variable(0.0), tf.Variable(0.0),
-                       smoothing_labels=form)
+                       TrainConfig(label_smoothing=0.1),
+                       objectives.CrossEntropy(0.1, smoothing_labels=form))
       losses[form] = float(step(self.batch)["loss"])
     self.assertAllClose(losses["sparse"], losses["dense"], rtol=1e-5)
     with self.assertRaisesRegex(ValueError, "smoothing_labels='one_hot'"):
-      TrainStep(None, None, None, None, None, None, smoothing_labels="one_hot")
+      objectives.CrossEntropy(0.1, smoothing_labels="one_hot")
 
 
 class ProductsTest(tf.test.TestCase):

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from nmt_tf.experiment.config import ConfigError, ExperimentConfig, TrainConfig
+from nmt_tf.experiment.config import ConfigError, ExperimentConfig, ReinforceConfig, TrainConfig
 from nmt_tf.models import build_model
-from nmt_tf.training import reinforce
+from nmt_tf.training import objectives, reinforce
 from nmt_tf.training.train_step import TrainStep
 from nmt_tf.training.trainer import seed_generator_states
 from tests.model_fixtures import batch, tiny_config
@@ -71,9 +71,9 @@ class RewardTest(tf.test.TestCase):
 class TermsTest(tf.test.TestCase):
 
   def _terms(self, rows, sampled=None, scale=1.0, **train):
-    config = TrainConfig(reinforce_weight=0.7, **train)
+    config = ReinforceConfig(weight=0.7, **train)
     head = None
-    if reinforce.baseline_kind(config) == "learned":
+    if config.baseline_kind() == "learned":
       head = reinforce.LearnedBaseline()
       head(tf.zeros([1, 1, rows.f.shape[-1]]))
       head.dense.kernel.assign([[0.3], [-0.2]])
@@ -88,8 +88,8 @@ class TermsTest(tf.test.TestCase):
     sampled real steps and reaches only the head; the term reaches only the model."""
     rows = _Rows()
     sampled = [1.0, 0.0, 1.0, 1.0]
-    parts, stats, head, tape = self._terms(rows, sampled, reinforce_reward="to_go",
-                                           reinforce_baseline="learned")
+    parts, stats, head, tape = self._terms(rows, sampled, reward="to_go",
+                                           baseline="learned")
     log_p = rows.log_p()
     reward = np.cumsum(log_p[:, ::-1], -1)[:, ::-1]  # R_t
     b = rows.f @ np.array([0.3, -0.2]) - 1.5  # [rows, length]
@@ -112,8 +112,8 @@ class TermsTest(tf.test.TestCase):
   def test_normalized_advantage_and_the_moving_average(self):
     """A = (R - b) / scale, b the moving average, with Xu et al.'s per-word reward."""
     rows = _Rows(seed=1)
-    parts, stats, _, _ = self._terms(rows, scale=2.5, reinforce_reward="word_mean",
-                                     reinforce_normalize=True)
+    parts, stats, _, _ = self._terms(rows, scale=2.5, reward="word_mean",
+                                     normalize=True)
     log_p = rows.log_p()
     reward = log_p.sum(-1) / rows.mask.sum(-1)
     advantage = (reward - (-4.0))[:, None] / 2.5
@@ -128,20 +128,20 @@ class TermsTest(tf.test.TestCase):
 
   def test_config_checks(self):
     hard = {"model": {"attention_mode": "hard"}}
-    ExperimentConfig.from_dict({**hard, "train": {"reinforce_baseline": "learned",
-                                                  "reinforce_normalize": True}})
-    with self.assertRaisesRegex(ConfigError, "reinforce_baseline='leave_one_out' with "
-                                "train.reinforce_samples=1"):
-      ExperimentConfig.from_dict({**hard, "train": {"reinforce_baseline": "leave_one_out"}})
-    with self.assertRaisesRegex(ConfigError, "reinforce_baseline='mean'; expected one of"):
-      ExperimentConfig.from_dict({**hard, "train": {"reinforce_baseline": "mean"}})
-    with self.assertRaisesRegex(ConfigError, "reinforce_normalize=True with model"):
-      ExperimentConfig.from_dict({"train": {"reinforce_normalize": True}})
+    ExperimentConfig.from_dict({**hard, "reinforce": {"baseline": "learned",
+                                                      "normalize": True}})
+    with self.assertRaisesRegex(ConfigError, "reinforce.baseline='leave_one_out' with "
+                                "reinforce.samples=1"):
+      ExperimentConfig.from_dict({**hard, "reinforce": {"baseline": "leave_one_out"}})
+    with self.assertRaisesRegex(ConfigError, "reinforce.baseline='mean'; expected one of"):
+      ExperimentConfig.from_dict({**hard, "reinforce": {"baseline": "mean"}})
+    with self.assertRaisesRegex(ConfigError, "reinforce.normalize=True with model"):
+      ExperimentConfig.from_dict({"reinforce": {"normalize": True}})
     with self.assertRaisesRegex(ConfigError, "hard_expectation_draw='step'; expected one of"):
       ExperimentConfig.from_dict({"model": {"attention_mode": "hard",
                                             "hard_expectation_draw": "step"}})
-    self.assertEqual(reinforce.baseline_kind(TrainConfig(reinforce_samples=3)), "leave_one_out")
-    self.assertEqual(reinforce.baseline_kind(TrainConfig()), "moving_average")
+    self.assertEqual(ReinforceConfig(samples=3).baseline_kind(), "leave_one_out")
+    self.assertEqual(ReinforceConfig().baseline_kind(), "moving_average")
 
 
 class HardModelTest(tf.test.TestCase):
@@ -195,15 +195,15 @@ class DiagnosticsTest(tf.test.TestCase):
     """The gradient norm of each term on the attention's weights, against the tape's; the
     update equals that of a step without the diagnostics."""
     data = batch()
-    config = TrainConfig(reinforce_weight=0.5, attention_entropy_weight=0.1,
-                         reinforce_reward="word", reinforce_baseline="learned")
+    config = ReinforceConfig(weight=0.5, entropy_weight=0.1, reward="word", baseline="learned")
     model = build_model(tiny_config(attention_mode="hard", hard_expectation_rate=0.5))
     model.build_with_dummy_batch()
-    head = reinforce.LearnedBaseline()
-    head(tf.zeros([1, 1, model.model_config.decoder_units]))
-    step = TrainStep(model, keras.optimizers.Adam(0.01), tf.distribute.get_strategy(), config,
-                     tf.Variable(-2.0), tf.Variable(1.0), hard_attention=True,
-                     baseline_head=head, baseline_optimizer=keras.optimizers.Adam(0.01))
+    objective = objectives.Reinforce(config, state_units=model.model_config.decoder_units,
+                                     learning_rate=0.01)
+    objective.baseline.assign(-2.0)
+    objective.baseline_steps.assign(1.0)
+    step = TrainStep(model, keras.optimizers.Adam(0.01), tf.distribute.get_strategy(),
+                     TrainConfig(), objective)
     tokens = float(np.sum(data["target_out"].numpy() != 0))
     streams = seed_generator_states(model)  # the same draws for both
     start = [v.numpy() for v in streams]
@@ -211,7 +211,7 @@ class DiagnosticsTest(tf.test.TestCase):
     for diagnose in (False, True):
       for variable, value in zip(streams, start):
         variable.assign(value)
-      results[diagnose] = step._compute_gradients(data, tokens, 3.0, tf.constant(-2.0),
+      results[diagnose] = step._compute_gradients(data, tokens, 3.0, objective.step_inputs(),
                                                   diagnose=diagnose)
     for plain, diagnosed in zip(results[False][2] + results[False][3],
                                 results[True][2] + results[True][3]):
@@ -240,14 +240,15 @@ class DiagnosticsTest(tf.test.TestCase):
 class ReinforceStartTest(tf.test.TestCase):
 
   def test_expected_context_until_the_first_sampling_step(self):
-    """train.reinforce_start = 2: steps 0 and 1 take the expected context for every sentence
+    """reinforce.start = 2: steps 0 and 1 take the expected context for every sentence
     (no decision, no REINFORCE term), then every sentence samples (hard_expectation_rate 0)."""
     data = batch()
     model = build_model(tiny_config(attention_mode="hard"))
     model.build_with_dummy_batch()
+    objective = objectives.Reinforce(
+        ReinforceConfig(start=2), expectation_rate=model.model_config.hard_expectation_rate)
     step = TrainStep(model, keras.optimizers.Adam(0.01), tf.distribute.get_strategy(),
-                     TrainConfig(reinforce_start=2), tf.Variable(0.0), tf.Variable(0.0),
-                     hard_attention=True)
+                     TrainConfig(), objective)
     decisions = [float(step(data)["decisions"]) for _ in range(4)]
     real = float(np.sum(data["target_out"].numpy() != 0))
     self.assertEqual(decisions, [0.0, 0.0, real, real])

@@ -15,8 +15,8 @@ import tensorflow as tf
 
 from nmt_tf import cpu
 from nmt_tf.evaluation.alignment_plot import alignment_png
-from nmt_tf.experiment.config import ConfigError, ExperimentConfig, TrainConfig
-from nmt_tf.training import Trainer, TrainingError, losses, train
+from nmt_tf.experiment.config import ConfigError, ExperimentConfig, ReinforceConfig, TrainConfig
+from nmt_tf.training import Trainer, TrainingError, hooks, losses, objectives, train
 from nmt_tf.training.schedules import WarmupSchedule
 from nmt_tf.training.train_step import TrainStep
 from nmt_tf.training.trainer import bf16_warning
@@ -128,7 +128,7 @@ class HardAttentionTest(tf.test.TestCase):
     trainer = Trainer(config, run_dir, stream=io.StringIO())
     summary = trainer.train()
     self.assertEqual(summary["steps"], 10)
-    baseline = float(trainer.baseline.numpy())
+    baseline = float(trainer.objective.baseline.numpy())
     self.assertLess(baseline, 0.0)  # a moving average of log-likelihoods
     reader = tf.train.load_checkpoint(summary["checkpoint"])
     names = [n for n in reader.get_variable_to_shape_map() if "reinforce_baseline/" in n]
@@ -153,9 +153,8 @@ class HardAttentionTest(tf.test.TestCase):
     config = config.replace(
         model=dataclasses.replace(config.model, attention_mode="hard",
                                   hard_expectation_rate=0.5, hard_expectation_draw="batch"),
-        train=dataclasses.replace(config.train, reinforce_baseline="learned",
-                                  reinforce_normalize=True, reinforce_reward="word",
-                                  reinforce_start=3))
+        reinforce=dataclasses.replace(config.reinforce, baseline="learned", normalize=True,
+                                      reward="word", start=3))
     whole = Trainer(config, tempfile.mkdtemp(), stream=io.StringIO())
     whole.train()
     run_dir = tempfile.mkdtemp()
@@ -170,12 +169,12 @@ class HardAttentionTest(tf.test.TestCase):
       self.assertTrue(any(n.startswith(prefix) for n in names), prefix)
     resumed = Trainer(config, run_dir, stream=io.StringIO())
     resumed.train()
+    whole, resumed = whole.objective, resumed.objective
     self.assertGreater(float(whole.reward_variance.numpy()), 0.0)
     self.assertAllClose(resumed.reward_variance.numpy(), whole.reward_variance.numpy(), rtol=1e-4)
-    for got, want in zip(resumed.baseline_head.weights, whole.baseline_head.weights):
+    for got, want in zip(resumed.head.weights, whole.head.weights):
       self.assertAllClose(got, want, rtol=1e-3, atol=1e-5)
-    self.assertNotAllClose(whole.baseline_head.dense.kernel, tf.zeros_like(
-        whole.baseline_head.dense.kernel))
+    self.assertNotAllClose(whole.head.dense.kernel, tf.zeros_like(whole.head.dense.kernel))
 
 
 class _RowModel:
@@ -201,7 +200,7 @@ def _entropy_sum(u, e, mask):
 
 
 class ReinforceSamplesTest(tf.test.TestCase):
-  """train.reinforce_samples = N: each sentence is decoded N times, and sample k's baseline is
+  """reinforce.samples = N: each sentence is decoded N times, and sample k's baseline is
   the mean reward of the sentence's other samples (leave-one-out)."""
 
   def test_leave_one_out_baseline(self):
@@ -227,13 +226,15 @@ class ReinforceSamplesTest(tf.test.TestCase):
     target = np.array([[3, 4, 2, 0], [1, 2, 4, 2]], np.int32)  # [sentences, length], PAD = 0
     batch = {"source": tf.zeros([sentences, 3], tf.int32), "target_in": tf.constant(target),
              "target_out": tf.constant(target)}
-    step = TrainStep(_RowModel(c, d, e), None, tf.distribute.get_strategy(),
-                     TrainConfig(reinforce_samples=samples, reinforce_weight=0.7,
-                                 reinforce_reward=reward_kind,
-                                 attention_entropy_weight=entropy_weight),
-                     tf.Variable(-100.0), tf.Variable(5.0), hard_attention=True)
+    objective = objectives.Reinforce(ReinforceConfig(samples=samples, weight=0.7,
+                                                     reward=reward_kind,
+                                                     entropy_weight=entropy_weight))
+    objective.baseline.assign(-100.0)
+    objective.baseline_steps.assign(5.0)
+    step = TrainStep(_RowModel(c, d, e), None, tf.distribute.get_strategy(), TrainConfig(),
+                     objective)
     tokens = float((target != 0).sum())
-    got = step._compute_gradients(batch, tokens, float(sentences), tf.constant(-100.0))
+    got = step._compute_gradients(batch, tokens, float(sentences), objective.step_inputs())
     # numpy: per-row log-likelihood of the repeated targets, then the terms' gradients.
     rows = np.repeat(target, samples, axis=0)  # [rows, length]
     mask = (rows != 0).astype(np.float64)
@@ -267,17 +268,17 @@ class ReinforceSamplesTest(tf.test.TestCase):
       self.assertAllClose(grads[1], expected[2][1], rtol=1e-3)
 
   def test_samples_need_hard_attention(self):
-    base = {"model": {"attention_mode": "hard"}, "train": {"reinforce_samples": 4}}
+    base = {"model": {"attention_mode": "hard"}, "reinforce": {"samples": 4}}
     ExperimentConfig.from_dict(base)
-    with self.assertRaisesRegex(ConfigError, "reinforce_samples=4 with model.attention_mode"):
+    with self.assertRaisesRegex(ConfigError, "reinforce.samples=4 with model.attention_mode"):
       ExperimentConfig.from_dict({**base, "model": {"attention_mode": "soft"}})
-    with self.assertRaisesRegex(ConfigError, "attention_entropy_weight=0.1 with model"):
-      ExperimentConfig.from_dict({"train": {"attention_entropy_weight": 0.1}})
-    with self.assertRaisesRegex(ConfigError, "reinforce_reward='all'; expected one of"):
+    with self.assertRaisesRegex(ConfigError, "reinforce.entropy_weight=0.1 with model"):
+      ExperimentConfig.from_dict({"reinforce": {"entropy_weight": 0.1}})
+    with self.assertRaisesRegex(ConfigError, "reinforce.reward='all'; expected one of"):
       ExperimentConfig.from_dict({"model": {"attention_mode": "hard"},
-                                  "train": {"reinforce_reward": "all"}})
-    with self.assertRaisesRegex(ConfigError, "reinforce_samples=0; expected a positive"):
-      ExperimentConfig.from_dict({"train": {"reinforce_samples": 0}})
+                                  "reinforce": {"reward": "all"}})
+    with self.assertRaisesRegex(ConfigError, "reinforce.samples=0; expected a positive"):
+      ExperimentConfig.from_dict({"reinforce": {"samples": 0}})
 
 
 @pytest.mark.slow  # trains under each precision and stop rule
@@ -335,8 +336,10 @@ class PrecisionAndStoppingTest(tf.test.TestCase):
     summaries = types.SimpleNamespace(validation=lambda result, step: None)
     messages = []
     progress = types.SimpleNamespace(message=messages.append)
+    validation = hooks.Validation(validator, trainer.config.train, trainer.state, trainer.keeper,
+                                  trainer.model, trainer.optimizer)
     for step in (5, 10, 15):
-      trainer._validate(validator, summaries, progress, step)
+      validation.validate(summaries, progress, step)
     self.assertEqual(int(trainer.state["bad_evals"].numpy()), 2)
     self.assertIn("(new best)", messages[0])
     self.assertNotIn("new best", messages[1] + messages[2])

@@ -147,8 +147,8 @@ ablation tied_all cgru_joint8k_de-en_2500steps \
 ablation hard "$NEW_BASE" \
   "Hard attention: soft for 1,000 steps, then half of the sentences sample one position, REINFORCE (weight 0.1) with the sentence's mean cost as every decision's reward and a moving-average baseline (Xu et al. 2015)." \
   "${AS_RECORDED[@]}" --config.model.attention_mode=hard --config.model.hard_expectation_rate=0.5 \
-  --config.train.reinforce_start=1000 --config.train.reinforce_reward=word_mean \
-  --config.train.reinforce_weight=0.1 --config.train.reinforce_baseline_decay=0.9
+  --config.reinforce.start=1000 --config.reinforce.reward=word_mean \
+  --config.reinforce.weight=0.1 --config.reinforce.baseline_decay=0.9
 ablation lexical "$NEW_BASE" \
   "The lexical model: attention-weighted source embeddings add their own logits (Nguyen and Chiang 2018)." \
   "${AS_RECORDED[@]}" --config.model.lexical_model=True

@@ -14,6 +14,7 @@ earlier average; it is written staged and renamed into place, and recorded in th
 manifest when it lies inside the run.
 """
 
+import contextlib
 import os
 import sys
 
@@ -23,7 +24,7 @@ import tensorflow as tf
 
 from nmt_tf import write_path
 from nmt_tf.cli import common  # pylint: disable=unused-import  (defines --checkpoints)
-from nmt_tf.experiment import checkpoint_files, RunDir, RunDirError, run_manifest
+from nmt_tf.experiment import checkpoint_files, RunDir, RunDirError
 from nmt_tf.experiment.run_dir import CHECKPOINT_ERRORS, restore_model
 from nmt_tf.models import build_model
 
@@ -69,7 +70,7 @@ def average_checkpoints(run, paths, output_prefix):
   _ = checkpoint.save_counter  # created, so RunDir.load_model finds every object it expects
   written = write_path.write_checkpoint(checkpoint, output_prefix)
   write_path.write_json(output_prefix + AVERAGE_RECORD, {"averaged": list(paths)})
-  run_manifest.add_checkpoint(run, written)
+  run.record_checkpoint(written)
   return written
 
 
@@ -96,10 +97,12 @@ def run(argv):
   try:
     paths = ([p.strip() for p in FLAGS.checkpoints if p.strip()] or
              last_checkpoints(run_dir, FLAGS.average_last))
-    output = FLAGS.average_output or os.path.join(run_dir.path, "averaged", "ckpt-avg")
+    output = FLAGS.average_output or os.path.join(run_dir.averaged_dir, "ckpt-avg")
     run_dir.load_config()  # RunDirError for a directory that is no run, before the checks
     check_output(output, paths)
-    written = average_checkpoints(run_dir, paths, output)
+    inside = not os.path.relpath(os.path.abspath(output), run_dir.path).startswith(os.pardir)
+    with run_dir.writing() if inside else contextlib.nullcontext():  # the run's one lock
+      written = average_checkpoints(run_dir, paths, output)
   except (RunDirError, ValueError) + CHECKPOINT_ERRORS as error:
     print(f"error: {error}", file=sys.stderr)
     return 2

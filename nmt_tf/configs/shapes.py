@@ -12,12 +12,12 @@ with soft attention when it starts from 500 steps of it (docs/MODELS.md, "Captio
 generation"); best with four samples per caption and the per-word reward (four times the time
 per step):
   --config.model.attention_mode=hard --config.model.hard_expectation_rate=0.5
-  --config.train.reinforce_start=500 --config.train.reinforce_samples=4
-  --config.train.reinforce_reward=word --config.train.reinforce_weight=0.1
+  --config.reinforce.start=500 --config.reinforce.samples=4
+  --config.reinforce.reward=word --config.reinforce.weight=0.1
 and within the spread between seeds at one sample, with Xu et al.'s estimate:
   --config.model.attention_mode=hard --config.model.hard_expectation_rate=0.5
-  --config.train.reinforce_start=500 --config.train.reinforce_reward=word_mean
-  --config.train.reinforce_weight=0.29 --config.train.reinforce_baseline_decay=0.9
+  --config.reinforce.start=500 --config.reinforce.reward=word_mean
+  --config.reinforce.weight=0.29 --config.reinforce.baseline_decay=0.9
 For your own images and captions (Flickr8k or Flickr30k layout), set data.name="captions",
 data.data_dir=<image folder> and data.train_tgt / valid_tgt / test_tgt (docs/DATA.md, "Images
 and captions").

@@ -38,9 +38,9 @@ class PipelineConfig:
     batch_tokens: budget of padded tokens per training batch: batch_size * max(length)
       stays <= batch_tokens, length counting EOS/BOS.
     batch_size: when > 0, training batches of this many pairs instead (still bucketed).
-    bucket_width: length range of one bucket, in tokens. 2 pads the targets of Multi30k
-      batches by 10% where 5 padded them by 18% (+14-17% target tokens/s of the reference
-      model: `bench/bench_train.py --bucket_widths 5,2 --interleave`, docs/PERFORMANCE.md).
+    bucket_width: length range of one bucket, in tokens: narrower buckets pad less, wider
+      ones make fewer batch shapes (docs/PERFORMANCE.md, "Design choices, measured":
+      `pipeline.bucket_width` 5 -> 2).
     shuffle_buffer: pairs shuffled together. 0: a whole in-memory corpus; pieces of
       200,000 pairs of a streamed corpus (ParallelShards, stream_order.py), whose pieces
       are shuffled whole, one after the other, a larger corpus in several; 100,000 pairs

@@ -16,17 +16,11 @@ import ml_collections
 
 from nmt_tf.data import CorpusConfig, PipelineConfig, TokenizerConfig
 from nmt_tf.experiment import presets
+from nmt_tf.experiment import upgrade
 from nmt_tf.models.config import ConfigError, ModelConfig
 
 SCHEDULES = ("constant", "inverse_sqrt", "noam", "exponential")
 DECODE_PRECISIONS = ("auto", "float32", "float32_bf16_matmul")
-# Keys of an earlier config.json that no section has any more: (the values that mean what
-# the current config does, read and dropped; the setting to use for any other value).
-REMOVED_KEYS = {
-    ("decode", "matmul_dtype"): ((None, "float32"), "decode.precision=float32_bf16_matmul"),
-    ("pipeline", "reverse_source"): ((False,), "model.reverse_source=True (model.encoder="
-                                               "'rnn'), and retrain"),
-}
 PRECISIONS = ("auto", "float32", "float32_bf16_matmul", "mixed_bfloat16", "mixed_float16")
 STRATEGIES = ("default", "mirrored", "multi_worker")
 REINFORCE_REWARDS = ("sentence", "to_go", "word_mean", "word")
@@ -42,12 +36,6 @@ def _check(condition, message):
 def _from_dict(cls, values, section):
   known = {f.name for f in dataclasses.fields(cls)}
   values = dict(values)
-  for key in sorted(set(values) - known):
-    if (section, key) in REMOVED_KEYS:
-      inert, instead = REMOVED_KEYS[section, key]
-      _check(values[key] in inert, f"{section}.{key}={values[key]!r} is no longer a setting: "
-             f"delete it (from the run's config.json too) and set {instead}.")
-      del values[key]
   unknown = sorted(set(values) - known)
   _check(not unknown, f"Unknown {section} config key(s) {unknown}; known keys: {sorted(known)}.")
   for key, value in sorted(values.items()):
@@ -91,30 +79,6 @@ class TrainConfig:
     strategy: default | mirrored | multi_worker (tf.distribute).
     seed: random seed of the weights and dropout (the data order follows pipeline.seed).
     log_every: console/TensorBoard scalars every N steps.
-    reinforce_baseline_decay: moving-average decay of the hard-attention reward baseline.
-    reinforce_weight: lambda_r, the weight of hard attention's REINFORCE term (Xu et al.
-      2015, eq. 12).
-    reinforce_samples: N, hard attention's sequences of attention decisions per sentence. With
-      N > 1 each sentence is decoded N times, the loss is the mean over the N, and each
-      sample's baseline is the mean reward of the sentence's other N - 1 samples, in place of
-      the moving average.
-    reinforce_reward: hard attention's reward for the decision at step t: "sentence", the
-      sentence's log-likelihood R (Xu et al. 2015); "word_mean", R / |y|, the mean per word
-      (Xu et al.'s code, `RL_sumCost`); "to_go", R_t = sum_{t' >= t} log p(y_t'), the words
-      that decision reaches; "word", r_t = log p(y_t), the word it is drawn for (biased: it
-      leaves out the decision's effect on the later words, for less variance).
-    reinforce_baseline: b: "moving_average" of the batches' mean reward (decay
-      reinforce_baseline_decay); "leave_one_out", the mean reward of the sentence's other
-      samples (reinforce_samples > 1); "learned", b(s_{t-1}) = w^T s_{t-1} + b_0 on the
-      state each decision is drawn from, regressed on the reward (Mnih et al. 2014);
-      "auto": leave_one_out with several samples, else moving_average.
-    reinforce_start: hard attention's first sampling step: before it, every sentence takes
-      the expected context sum_i alpha_i h_i (soft attention) and REINFORCE has no term; from
-      it on, model.hard_expectation_rate applies (0 = from the first step).
-    reinforce_normalize: divide R - b by max(1, sigma), sigma^2 a moving average of (R - b)^2
-      (decay reinforce_baseline_decay; Mnih and Gregor 2014).
-    attention_entropy_weight: lambda_e, hard attention's bonus for the entropy of alpha_t
-      (Xu et al. 2015, eq. 12).
     jit_compile: XLA-compile the train step.
     alignment_images: attention heat maps of this many validation sentences per validation.
   """
@@ -140,14 +104,6 @@ class TrainConfig:
   strategy: str = "default"
   seed: int = 1234
   log_every: int = 50
-  reinforce_baseline_decay: float = 0.99
-  reinforce_weight: float = 1.0
-  reinforce_samples: int = 1
-  reinforce_reward: str = "sentence"
-  reinforce_baseline: str = "auto"
-  reinforce_normalize: bool = False
-  reinforce_start: int = 0
-  attention_entropy_weight: float = 0.0
   jit_compile: bool = False
   alignment_images: int = 3
 
@@ -157,22 +113,7 @@ class TrainConfig:
       value = getattr(self, key)
       _check(isinstance(value, int) and value > 0,
              f"Received train.{key}={value!r}; expected a positive integer.")
-    _check(self.reinforce_reward in REINFORCE_REWARDS, "Received train.reinforce_reward="
-           f"{self.reinforce_reward!r}; expected one of {REINFORCE_REWARDS}.")
-    _check(self.reinforce_baseline in REINFORCE_BASELINES, "Received train.reinforce_baseline="
-           f"{self.reinforce_baseline!r}; expected one of {REINFORCE_BASELINES}.")
-    _check(self.reinforce_baseline != "leave_one_out"
-           or (isinstance(self.reinforce_samples, int) and self.reinforce_samples > 1),
-           "Received train.reinforce_baseline='leave_one_out' with train.reinforce_samples="
-           f"{self.reinforce_samples!r}; it needs the other samples of a sentence: set "
-           "reinforce_samples to 2 or more.")
-    _check(self.attention_entropy_weight >= 0, "Received train.attention_entropy_weight="
-           f"{self.attention_entropy_weight!r}; expected a weight >= 0.")
-    _check(isinstance(self.reinforce_samples, int) and self.reinforce_samples > 0,
-           f"Received train.reinforce_samples={self.reinforce_samples!r}; expected a positive "
-           "integer.")
-    for key in ("warmup_steps", "patience", "eval_max_sentences", "alignment_images",
-                "reinforce_start"):
+    for key in ("warmup_steps", "patience", "eval_max_sentences", "alignment_images"):
       value = getattr(self, key)
       _check(isinstance(value, int) and value >= 0,
              f"Received train.{key}={value!r}; expected an integer >= 0.")
@@ -203,10 +144,70 @@ class TrainConfig:
            f"Received train.plateau_patience={self.plateau_patience}, not below "
            f"train.patience={self.patience}: the run would stop before the learning rate "
            "decays; lower plateau_patience or raise patience.")
-    _check(0 <= self.reinforce_baseline_decay < 1, "Received train.reinforce_baseline_decay="
-           f"{self.reinforce_baseline_decay!r}; expected a value in [0, 1).")
-    _check(self.reinforce_weight >= 0, "Received train.reinforce_weight="
-           f"{self.reinforce_weight!r}; expected a weight >= 0.")
+
+@dataclasses.dataclass(frozen=True)
+class ReinforceConfig:
+  """The REINFORCE objective of hard attention (Xu et al. 2015, sec. 4.1;
+  training/objectives.py); every field but the defaults needs model.attention_mode='hard'.
+
+  Attributes:
+    weight: lambda_r, the weight of the REINFORCE term (Xu et al. 2015, eq. 12).
+    samples: N, sequences of attention decisions per sentence. With N > 1 each sentence is
+      decoded N times, the loss is the mean over the N, and each sample's baseline may be the
+      mean reward of the sentence's other N - 1 samples.
+    reward: the reward of the decision at step t: "sentence", the sentence's log-likelihood R
+      (Xu et al. 2015); "word_mean", R / |y|, the mean per word (Xu et al.'s code,
+      `RL_sumCost`); "to_go", R_t = sum_{t' >= t} log p(y_t'), the words that decision
+      reaches; "word", r_t = log p(y_t), the word it is drawn for (biased: it leaves out the
+      decision's effect on the later words, for less variance).
+    baseline: b: "moving_average" of the batches' mean reward (decay baseline_decay);
+      "leave_one_out", the mean reward of the sentence's other samples (samples > 1);
+      "learned", b(s_{t-1}) = w^T s_{t-1} + b_0 on the state each decision is drawn from,
+      regressed on the reward (Mnih et al. 2014); "auto": leave_one_out with several
+      samples, else moving_average.
+    baseline_decay: the decay of the moving averages (the baseline, the reward's variance).
+    normalize: divide R - b by max(1, sigma), sigma^2 a moving average of (R - b)^2 (Mnih and
+      Gregor 2014).
+    start: the first sampling step: before it, every sentence takes the expected context
+      sum_i alpha_i h_i (soft attention) and REINFORCE has no term; from it on,
+      model.hard_expectation_rate applies (0 = from the first step).
+    entropy_weight: lambda_e, the bonus for the entropy of alpha_t (Xu et al. 2015, eq. 12).
+  """
+
+  weight: float = 1.0
+  samples: int = 1
+  reward: str = "sentence"
+  baseline: str = "auto"
+  baseline_decay: float = 0.99
+  normalize: bool = False
+  start: int = 0
+  entropy_weight: float = 0.0
+
+  def __post_init__(self):
+    _check(self.reward in REINFORCE_REWARDS, f"Received reinforce.reward={self.reward!r}; "
+           f"expected one of {REINFORCE_REWARDS}.")
+    _check(self.baseline in REINFORCE_BASELINES, f"Received reinforce.baseline="
+           f"{self.baseline!r}; expected one of {REINFORCE_BASELINES}.")
+    _check(isinstance(self.samples, int) and self.samples > 0,
+           f"Received reinforce.samples={self.samples!r}; expected a positive integer.")
+    _check(self.baseline != "leave_one_out" or self.samples > 1,
+           "Received reinforce.baseline='leave_one_out' with reinforce.samples="
+           f"{self.samples!r}; it needs the other samples of a sentence: set samples to 2 or "
+           "more.")
+    _check(isinstance(self.start, int) and self.start >= 0,
+           f"Received reinforce.start={self.start!r}; expected an integer >= 0.")
+    _check(self.entropy_weight >= 0, "Received reinforce.entropy_weight="
+           f"{self.entropy_weight!r}; expected a weight >= 0.")
+    _check(0 <= self.baseline_decay < 1, "Received reinforce.baseline_decay="
+           f"{self.baseline_decay!r}; expected a value in [0, 1).")
+    _check(self.weight >= 0, f"Received reinforce.weight={self.weight!r}; expected a weight "
+           ">= 0.")
+
+  def baseline_kind(self):
+    """The baseline in effect: `baseline`, with "auto" resolved."""
+    if self.baseline == "auto":
+      return "leave_one_out" if self.samples > 1 else "moving_average"
+    return self.baseline
 
 
 SHORTLIST_CANDIDATES = 100  # translations kept per source word in a run's shortlist table
@@ -229,8 +230,8 @@ class DecodeConfig:
       result, less work when lengths differ; decoding/greedy.py). Off under XLA and in the
       LiteRT export, which need static shapes.
     precision: float32 | float32_bf16_matmul | auto, as train.precision: the search's matrix
-      products with bfloat16 operands (layers/kernels/precision.py; 1.2-1.35x faster search on
-      AMX CPUs, docs/PERFORMANCE.md), or auto, float32_bf16_matmul where the CPU has
+      products with bfloat16 operands (layers/kernels/precision.py; docs/PERFORMANCE.md,
+      "Design choices, measured": bfloat16 products in the search), or auto, float32_bf16_matmul where the CPU has
       AVX512_BF16 or AMX-BF16. A model trained with float32_bf16_matmul searches so
       whatever this says.
     shortlist: a vocabulary shortlist for the output layer (inference/shortlist.py, Marian's
@@ -278,7 +279,8 @@ class DecodeConfig:
 
 
 SECTIONS = {"model": ModelConfig, "data": CorpusConfig, "tokenizer": TokenizerConfig,
-            "pipeline": PipelineConfig, "train": TrainConfig, "decode": DecodeConfig}
+            "pipeline": PipelineConfig, "train": TrainConfig, "reinforce": ReinforceConfig,
+            "decode": DecodeConfig}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -290,6 +292,7 @@ class ExperimentConfig:
   tokenizer: TokenizerConfig = dataclasses.field(default_factory=TokenizerConfig)
   pipeline: PipelineConfig = dataclasses.field(default_factory=PipelineConfig)
   train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+  reinforce: ReinforceConfig = dataclasses.field(default_factory=ReinforceConfig)
   decode: DecodeConfig = dataclasses.field(default_factory=DecodeConfig)
 
   def __post_init__(self):
@@ -311,12 +314,9 @@ class ExperimentConfig:
            f"tokenizer.kind={self.tokenizer.kind!r}; subword sampling draws SentencePiece "
            "segmentations of sentence pairs: set tokenizer.kind='sentencepiece' or "
            "pipeline.subword_alpha=0.")
-    hard_only = {"reinforce_samples": 1, "reinforce_reward": "sentence",
-                 "reinforce_baseline": "auto", "reinforce_normalize": False,
-                 "reinforce_start": 0,
-                 "attention_entropy_weight": 0.0}
-    changed = [f"train.{key}={getattr(self.train, key)!r}" for key, default in hard_only.items()
-               if getattr(self.train, key) != default]
+    changed = [f"reinforce.{field.name}={getattr(self.reinforce, field.name)!r}"
+               for field in dataclasses.fields(ReinforceConfig)
+               if getattr(self.reinforce, field.name) != field.default]
     _check(not changed or self.model.attention_mode == "hard",
            f"Received {', '.join(changed)} with model.attention_mode="
            f"{self.model.attention_mode!r}: they train hard attention; set "
@@ -326,9 +326,11 @@ class ExperimentConfig:
     return {name: dataclasses.asdict(getattr(self, name)) for name in SECTIONS}
 
   @classmethod
-  def from_dict(cls, values):
-    """Validates a nested mapping (ConfigDict or dict); unknown sections/keys are errors."""
+  def from_dict(cls, values, run_format=1):
+    """Validates a nested mapping (ConfigDict or dict) of run format `run_format`
+    (experiment/upgrade.py); unknown sections/keys are errors."""
     values = values.to_dict() if hasattr(values, "to_dict") else dict(values)
+    values = upgrade.upgrade_config(values, run_format)
     unknown = sorted(set(values) - set(SECTIONS))
     _check(not unknown, f"Unknown config section(s) {unknown}; expected {sorted(SECTIONS)}.")
     sections = {}
@@ -348,8 +350,8 @@ class ExperimentConfig:
     return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
   @classmethod
-  def from_json(cls, text):
-    return cls.from_dict(json.loads(text))
+  def from_json(cls, text, run_format=1):
+    return cls.from_dict(json.loads(text), run_format)
 
 
 def _placeholder_type(field):

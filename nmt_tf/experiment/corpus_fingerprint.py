@@ -19,9 +19,9 @@ import os
 from nmt_tf.write_path import write_json
 from nmt_tf.data.shards import ParallelShards
 from nmt_tf.data.text_files import ParallelText
-from nmt_tf.experiment.run_dir import RunDirError
+from nmt_tf.experiment.run_dir import CORPUS_FILE, RunDirError
 
-FILE_NAME = "corpus.json"
+FILE_NAME = CORPUS_FILE
 _CHUNK = 1 << 20
 
 

@@ -1,5 +1,9 @@
 """The run directory: everything a run writes and every later command reads.
 
+`RunDir` is the only place that names a run's files and folders (the constants below; the
+write path's guards and every command ask it), owns the run's one lock and reads its
+manifest, format version included:
+
   <run_dir>/config.json     the ExperimentConfig (vocabulary sizes filled in)
   <run_dir>/vocab/          the tokenizers (nmt_tf.data.save_tokenizers)
   <run_dir>/checkpoints/    tf.train.CheckpointManager: model, optimizer, step, ...
@@ -7,25 +11,48 @@
   <run_dir>/best/           the checkpoint with the best validation BLEU (model only) and
                             score.json, the BLEU and step it was saved with
   <run_dir>/manifest.json   checksums of vocab/, of the config's model sections and of the
-                            checkpoints' index files, verified by every loader (run_manifest)
+                            checkpoints' index files, verified by every loader (run_manifest),
+                            and the run's format (upgrade.py)
   <run_dir>/corpus.json     the fingerprint of the corpus the run trains on
-  <run_dir>/train.lock      the pid and host of the process training the run, while it runs
+  <run_dir>/train.lock      the lock: pid and host of the process writing the run (run_lock)
+  <run_dir>/train_summary.json  the last training invocation's summary
   <run_dir>/tensorboard/    event files
   <run_dir>/validation/     greedy output on the validation split, step_<N>.txt per validation
-  <run_dir>/export/         SavedModels for TF Serving (run.py export)
+  <run_dir>/averaged/       checkpoint averages (`nmt-tf average`)
+  <run_dir>/export/         SavedModels for TF Serving (`nmt-tf export`)
+  <run_dir>/.workers/       the scratch saves of the non-chief workers of a multi-worker run
+
+Opening a run (`load_config`) upgrades a run of an older format in memory (upgrade.py);
+training writes it back in the current one.
 """
 
+import contextlib
 import os
 
 import tensorflow as tf
 
 from nmt_tf import data
+from nmt_tf import manifest
 from nmt_tf.write_path import write_text
 from nmt_tf.experiment import checkpoint_files
 from nmt_tf.experiment import run_manifest
+from nmt_tf.experiment import upgrade
 from nmt_tf.experiment.config import ExperimentConfig
 from nmt_tf.models import build_model
 from nmt_tf.models.config import ConfigError
+
+CONFIG_FILE = "config.json"  # what makes a folder a run directory
+MANIFEST_FILE = "manifest.json"
+CORPUS_FILE = "corpus.json"
+LOCK_FILE = "train.lock"
+SUMMARY_FILE = "train_summary.json"
+VOCAB_DIR, CHECKPOINT_DIR, BEST_DIR = "vocab", "checkpoints", "best"
+TENSORBOARD_DIR, VALIDATION_DIR = "tensorboard", "validation"
+AVERAGED_DIR, EXPORT_DIR, WORKERS_DIR = "averaged", "export", ".workers"
+# The folders that hold models, and the command that owns each (write_path.py guards them).
+MODEL_FOLDERS = {BEST_DIR: "train", CHECKPOINT_DIR: "train", EXPORT_DIR: "export"}
+# What else of the run its models are loaded or trained with: written by `train` only.
+RUN_FILES = (CONFIG_FILE, MANIFEST_FILE, CORPUS_FILE, LOCK_FILE, VOCAB_DIR)
 
 # What reading a damaged or mismatched checkpoint raises: OpError (DataLossError on a bad
 # checksum, NotFoundError), IndexError (a truncated data file: "Read less bytes than
@@ -49,13 +76,56 @@ class RunDir:
     if not path:
       raise RunDirError("Received an empty run directory; pass --run_dir=PATH.")
     self.path = os.path.abspath(path)
-    self.config_path = os.path.join(self.path, "config.json")
-    self.vocab_dir = os.path.join(self.path, "vocab")
-    self.checkpoint_dir = os.path.join(self.path, "checkpoints")
-    self.best_dir = os.path.join(self.path, "best")
-    self.tensorboard_dir = os.path.join(self.path, "tensorboard")
-    self.validation_dir = os.path.join(self.path, "validation")
-    self.export_dir = os.path.join(self.path, "export")
+    self.config_path = os.path.join(self.path, CONFIG_FILE)
+    self.manifest_path = os.path.join(self.path, MANIFEST_FILE)
+    self.corpus_path = os.path.join(self.path, CORPUS_FILE)
+    self.summary_path = os.path.join(self.path, SUMMARY_FILE)
+    self.vocab_dir = os.path.join(self.path, VOCAB_DIR)
+    self.checkpoint_dir = os.path.join(self.path, CHECKPOINT_DIR)
+    self.best_dir = os.path.join(self.path, BEST_DIR)
+    self.tensorboard_dir = os.path.join(self.path, TENSORBOARD_DIR)
+    self.validation_dir = os.path.join(self.path, VALIDATION_DIR)
+    self.averaged_dir = os.path.join(self.path, AVERAGED_DIR)
+    self.export_dir = os.path.join(self.path, EXPORT_DIR)
+
+  def worker_dir(self, index):
+    """Where non-chief worker `index` saves its scratch checkpoints."""
+    return os.path.join(self.path, WORKERS_DIR, f"worker_{index}")
+
+  def lock(self, report=None):
+    """The run's one lock (run_lock.RunLock, not yet taken): whoever writes the run's state
+    takes it; training holds it while it runs."""
+    from nmt_tf.experiment import run_lock  # pylint: disable=import-outside-toplevel
+    return run_lock.RunLock(self.path, report=report)
+
+  @contextlib.contextmanager
+  def writing(self):
+    """Holds the run's lock for the block, unless this process holds it already (a
+    training run recording a checkpoint); RunDirError when another process holds it."""
+    lock = self.lock()
+    if lock.held_here():
+      yield
+      return
+    lock.acquire()
+    try:
+      yield
+    finally:
+      lock.release()
+
+  def record_checkpoint(self, path):
+    """Records checkpoint `path` (inside the run) in the manifest (run_manifest.py)."""
+    run_manifest.add_checkpoint(self, path)
+
+  def run_format(self):
+    """The run's format version (upgrade.py): its manifest's run_format, 1 without one;
+    RunDirError for a format this release cannot read."""
+    rec = manifest.read(self.path)
+    run_format = (rec or {}).get("run_format", 1)
+    try:
+      upgrade.check_format(run_format, self.manifest_path)
+    except ConfigError as error:
+      raise RunDirError(str(error)) from None
+    return run_format
 
   def exists(self):
     return os.path.isfile(self.config_path)
@@ -66,9 +136,15 @@ class RunDir:
     if not self.exists():
       raise RunDirError(f"No config.json in {self.path}; train first with "
                         f"`nmt-tf train --run_dir={self.path}`.")
+    run_format = self.run_format()
     try:
       with open(self.config_path, encoding="utf-8") as f:
-        return ExperimentConfig.from_json(f.read())
+        text = f.read()
+    except OSError as error:
+      raise RunDirError(f"{self.config_path} is unreadable ({error.strerror}); restore it "
+                        "from a backup of the run.") from None
+    try:
+      return ExperimentConfig.from_json(text, run_format)
     except (ValueError, TypeError, AttributeError) as error:  # JSON, or not a config
       reason = " ".join(str(error).split())[:160]
       raise RunDirError(

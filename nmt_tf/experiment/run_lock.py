@@ -1,5 +1,6 @@
-"""One training process per run directory: `RUN/train.lock` holds the owner's pid, its start
-time and host.
+"""The one lock of a run directory (RunDir.lock): `RUN/train.lock` holds the owner's pid, its
+start time and host. Training holds it while it runs; every other writer of the run's state
+(the manifest's record of a checkpoint average) takes it for its write (RunDir.writing).
 
 The lock file is created atomically (written aside, then hard-linked into place, which fails
 if it exists). A second process finds it and stops with a one-line error naming the owner. A
@@ -17,9 +18,11 @@ import time
 
 from absl import logging
 
-from nmt_tf.experiment.run_dir import RunDirError
+from nmt_tf.experiment.run_dir import LOCK_FILE, RunDirError
 
-LOCK_FILE = "train.lock"
+# The lock files this process holds: a writer of a run this process trains (the manifest's
+# record of a checkpoint) goes on under the training's lock.
+_HELD = set()
 
 
 def start_time(pid):
@@ -76,8 +79,17 @@ class RunLock:
     except (OSError, ValueError):
       return {}
 
+  def held_here(self):
+    """Whether this process holds the lock (through another RunLock of the same run)."""
+    return self.path in _HELD
+
   def acquire(self):
     """Takes the lock; RunDirError when another live process holds it."""
+    self._acquire()
+    _HELD.add(self.path)
+    return self
+
+  def _acquire(self):
     os.makedirs(os.path.dirname(self.path), exist_ok=True)
     me = {"pid": os.getpid(), "host": socket.gethostname(),
           "started": time.strftime("%Y-%m-%d %H:%M:%S"), "pid_start": start_time(os.getpid())}
@@ -132,6 +144,7 @@ class RunLock:
     if not self.held:
       return
     self.held = False
+    _HELD.discard(self.path)
     owner = self.owner()
     if owner and owner.get("pid") == os.getpid() and owner.get("host") == socket.gethostname():
       try:

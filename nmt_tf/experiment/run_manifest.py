@@ -23,12 +23,12 @@ import os
 
 from nmt_tf import manifest
 from nmt_tf import write_path
+from nmt_tf.experiment import upgrade
 
 FIXED_SECTIONS = ("model", "data", "tokenizer")
-# Fields added to those sections after runs were recorded: at these values (their defaults,
-# what those runs trained with) they stay out of the digest, so the runs keep theirs.
-LATER_FIELDS = {("model", "hard_expectation_draw"): "sentence"}
-LOCK = ".manifest.lock"  # held while the manifest is rewritten (training and `average`)
+# Fields added to those sections after runs were recorded stay out of the digest at the
+# value those runs trained with (upgrade.py), so the runs keep theirs.
+LATER_FIELDS = upgrade.LATER_FIELDS
 
 
 def config_digest(config):
@@ -52,23 +52,24 @@ def vocab_sizes(src_tok, tgt_tok):
 
 def _update(run, change):
   """Rewrites RUN/manifest.json as change(the manifest or None) returns it (None: leave it),
-  holding the manifest's lock; checkpoint entries no longer on disk are dropped."""
-  with write_path.exclusive(run.path, f"a manifest update of {run.path}", name=LOCK):
+  holding the run's lock; checkpoint entries no longer on disk are dropped."""
+  with run.writing():
     rec = change(manifest.read(run.path))
     if rec is None:
       return
     rec["checkpoints"] = {
         name: digest for name, digest in sorted(rec.get("checkpoints", {}).items())
         if os.path.exists(os.path.join(run.path, name) + ".index")}
-    write_path.write_json(os.path.join(run.path, manifest.FILE), rec)
+    write_path.write_json(run.manifest_path, rec)
 
 
 def write(run, config, src_tok, tgt_tok):
-  """Writes RUN/manifest.json from the run's vocab/ files and config, keeping the checkpoint
-  entries whose checkpoints are still on disk."""
+  """Writes RUN/manifest.json from the run's vocab/ files and config, in the current run
+  format (upgrade.py), keeping the checkpoint entries whose checkpoints are still on disk."""
   _update(run, lambda old: manifest.record(
-      run.path, manifest.files_below(run.path, "vocab"), vocab_sizes(src_tok, tgt_tok),
-      config=config_digest(config), checkpoints=(old or {}).get("checkpoints", {})))
+      run.path, manifest.files_below(run.path, os.path.basename(run.vocab_dir)),
+      vocab_sizes(src_tok, tgt_tok), config=config_digest(config),
+      checkpoints=(old or {}).get("checkpoints", {}), run_format=upgrade.FORMAT))
 
 
 def add_checkpoint(run, path):
@@ -96,14 +97,14 @@ def verify(run, config, src_tok, tgt_tok):
   Raises:
     manifest.ManifestError: one line naming the file that differs and the fix.
   """
-  rec = manifest.verify(run.path, _fix(run), only=("vocab" + os.sep,))
+  rec = manifest.verify(run.path, _fix(run), only=(os.path.basename(run.vocab_dir) + os.sep,))
   if rec is None:
     manifest.note_once(run.path)
     return None
   if rec.get("config") not in (None, config_digest(config)):
     raise manifest.ManifestError(
         f"{run.config_path}: its model, data or tokenizer section differs from the one the "
-        f"run was trained with ({os.path.join(run.path, manifest.FILE)}); {_fix(run)}.")
+        f"run was trained with ({run.manifest_path}); {_fix(run)}.")
   manifest.check_sizes(run.path, rec, vocab_sizes(src_tok, tgt_tok), _fix(run))
   return rec
 
@@ -112,7 +113,8 @@ def best_checkpoints_listed(run):
   """The best/ checkpoints the run's manifest lists (sorted names; [] without a manifest)."""
   rec = manifest.read(run.path)
   names = (rec or {}).get("checkpoints", {})
-  return sorted(name for name in names if name.split(os.sep, 1)[0] == "best")
+  best = os.path.basename(run.best_dir)
+  return sorted(name for name in names if name.split(os.sep, 1)[0] == best)
 
 
 def verify_checkpoint(run, path):
@@ -126,5 +128,5 @@ def verify_checkpoint(run, path):
       manifest.sha256(path + ".index") != expected:
     raise manifest.ManifestError(
         f"{path}.index differs from the checkpoint the run saved there (its checksum in "
-        f"{os.path.join(run.path, manifest.FILE)}): it was replaced by another checkpoint; "
+        f"{run.manifest_path}): it was replaced by another checkpoint; "
         "restore it from a backup, or pass another --checkpoint.")

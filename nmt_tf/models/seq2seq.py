@@ -171,7 +171,7 @@ class Seq2Seq(keras.Model):
       samples: N, a Python int: the batch holds N consecutive copies of each sentence, which
         take the expected context together (`hard_expectation_rate`).
       expectation_rate: optional scalar in place of `hard_expectation_rate` (the trainer's
-        `train.reinforce_start`: 1 before it, every sentence takes the expected context).
+        `reinforce.start`: 1 before it, every sentence takes the expected context).
 
     Returns:
       dict: logits [batch, tgt_len, tgt_vocab], attention [batch, tgt_len, src_len] (float32),

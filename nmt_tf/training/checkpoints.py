@@ -134,15 +134,32 @@ class CheckpointKeeper:
     directory = self.checkpoint_dir
     listed, readable = checkpoint_files.read_state(directory)
     found = checkpoint_files.candidates(directory)
-    newest_listed = max(listed, key=checkpoint_files.checkpoint_step) if listed else None
     if found and (not readable or not listed):
       report(f"The state file {os.path.join(directory, checkpoint_files.STATE_FILE)} is "
              f"{'unreadable' if not readable else 'missing'}; recovering from the checkpoint "
              "files on disk.")
-    usable = []
+    path = self._first_usable(found, report)
+    if path is None:
+      return self._none_usable(listed, readable, report, restart_from_scratch)
+    if restart_from_scratch:
+      raise RunDirError(
+          f"--restart_from_scratch applies only when no checkpoint is usable, but {path} is; "
+          "rerun without it to resume, or use a new --run_dir to start over.")
+    newest_listed = max(listed, key=checkpoint_files.checkpoint_step) if listed else None
+    if self.chief and (not readable or newest_listed is None
+                       or os.path.normpath(newest_listed) != path):
+      step = checkpoint_files.checkpoint_step(path)
+      checkpoint_files.write_state(directory, [
+          p for p in found if checkpoint_files.checkpoint_step(p) <= step][::-1])
+    return path
+
+  def _first_usable(self, found, report):
+    """Restores the first of `found` (newest first) that restores; the chief sets each
+    corrupt one aside. Returns its path, or None."""
     for path in found:
       try:
         self._restore(path, report)
+        return path
       except CHECKPOINT_ERRORS as error:
         # The report says it on the console; the log keeps the error (INFO: shown once).
         logging.info("Checkpoint %s is corrupt or partial (%s); trying the previous one.",
@@ -151,18 +168,12 @@ class CheckpointKeeper:
           aside = checkpoint_files.set_aside(path)
           report(f"WARNING: checkpoint {path} is corrupt or partial ({type(error).__name__}); "
                  f"set aside as {aside}, using the previous one.")
-        continue
-      usable = [p for p in found if checkpoint_files.checkpoint_step(p)
-                <= checkpoint_files.checkpoint_step(path)][::-1]
-      if restart_from_scratch:
-        raise RunDirError(
-            f"--restart_from_scratch applies only when no checkpoint is usable, but {path} is; "
-            "rerun without it to resume, or use a new --run_dir to start over.")
-      if self.chief and (not readable or newest_listed is None
-                         or os.path.normpath(newest_listed) != path):
-        checkpoint_files.write_state(directory, usable)
-      return path
-    # No usable checkpoint.
+    return None
+
+  def _none_usable(self, listed, readable, report, restart_from_scratch):
+    """No checkpoint restores: None (step 0) for a new run or restart_from_scratch, else the
+    RunDirError of restore_latest."""
+    directory = self.checkpoint_dir
     if self.chief and (os.path.exists(os.path.join(directory, checkpoint_files.STATE_FILE))):
       checkpoint_files.set_aside_state_file(directory)  # it lists nothing usable
     aside = checkpoint_files.set_aside_names(directory)

@@ -5,13 +5,11 @@ variable.
   theta <- theta - lr sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps)
 
 keras.optimizers.Adam computes this with about ten separate elementwise ops per variable, each
-a pass over memory with a temporary: 132 ms per update of the reference model's 13.8 M
-parameters in a micro-benchmark on this 2-core machine (another process running).
-TensorFlow's `ResourceApplyAdam` kernel does the same update in one multithreaded pass (35 ms):
-same formula, same variables (checkpoints of either optimizer restore into the other), same
-results up to float rounding. Train step (docs/PERFORMANCE.md): +9% and +14%
-target tokens/s in float32; with bfloat16 products no gain shown (-2% on average over three
-runs, within their spread). Used for every precision.
+a pass over memory with a temporary; TensorFlow's `ResourceApplyAdam` kernel does the same
+update in one multithreaded pass: same formula, same variables (checkpoints of either
+optimizer restore into the other), same results up to float rounding. Used for every
+precision; what it gains is the `FusedAdam` row of docs/PERFORMANCE.md, "Design choices,
+measured".
 """
 
 import keras

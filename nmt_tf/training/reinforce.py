@@ -5,16 +5,16 @@ the REINFORCE estimate".
 For the decisions i_t ~ Categorical(alpha_t) of row r (a sentence, or one of its N samples):
   L_r = -lambda_r mean_r sum_t A_rt log alpha_rt(i_t) - lambda_e mean_r sum_t H(alpha_rt),
   A_rt = stop_gradient(R_rt - b_rt) / max(1, sigma),
-with the reward R (`train.reinforce_reward`)
+with the reward R (`reinforce.reward`)
   sentence:  R_r = log p(y | x, i)                 word_mean: R_r / |y_r|   (Xu et al.'s code)
   to_go:     R_rt = sum_{t' >= t} log p(y_t' | ...) word:      r_rt = log p(y_t | ...)
-the baseline b (`train.reinforce_baseline`)
+the baseline b (`reinforce.baseline`)
   moving_average: b <- d b + (1 - d) mean_r stat_r after each step (stat: R, or R / |y| for
                   word_mean and word);
   leave_one_out:  b_rk = sum_{j != k} R_rj / (N - 1) over the sentence's other samples;
   learned:        b_rt = w^T s_{t-1} + b_0 on the state the decision is drawn from, fitted by
                   min mean_rt (R_rt - b_rt)^2 with its own Adam (Mnih et al. 2014);
-and sigma^2 <- d sigma^2 + (1 - d) mean_rt (R_rt - b_rt)^2 when `train.reinforce_normalize`
+and sigma^2 <- d sigma^2 + (1 - d) mean_rt (R_rt - b_rt)^2 when `reinforce.normalize`
 (Mnih and Gregor 2014), else sigma = 1. Rows given the expected context take no decision.
 """
 
@@ -22,14 +22,6 @@ import keras
 import tensorflow as tf
 
 from nmt_tf.training import losses
-
-
-def baseline_kind(train_config):
-  """The baseline in effect: `reinforce_baseline`, with "auto" resolved."""
-  kind = train_config.reinforce_baseline
-  if kind == "auto":
-    return "leave_one_out" if train_config.reinforce_samples > 1 else "moving_average"
-  return kind
 
 
 def rewards(kind, logits, targets):
@@ -73,11 +65,11 @@ class LearnedBaseline(keras.layers.Layer):
     return self.dense(states)[..., 0]  # [rows, tgt_len]
 
 
-def terms(train_config, outputs, targets, baseline, scale, samples, head=None):
+def terms(config, outputs, targets, baseline, scale, samples, head=None):
   """The REINFORCE, entropy and baseline-fit terms of one replica's batch, and its statistics.
 
   Args:
-    train_config: TrainConfig (reinforce_weight, attention_entropy_weight, the options above).
+    config: ReinforceConfig (weight, entropy_weight, reward, baseline).
     outputs: the model's training outputs: logits, attention, attention_log_prob, and with
       hard attention decision_state and attention_sampled (taken as all 1 when absent).
     targets: [rows, tgt_len] ids, rows = sentences * samples.
@@ -99,8 +91,8 @@ def terms(train_config, outputs, targets, baseline, scale, samples, head=None):
   if sampled is None:
     sampled = tf.ones_like(log_prob[:, 0])
   decisions = mask * sampled[:, tf.newaxis]  # [rows, tgt_len]
-  reward, statistic = rewards(train_config.reinforce_reward, outputs["logits"], targets)
-  kind = baseline_kind(train_config)
+  reward, statistic = rewards(config.reward, outputs["logits"], targets)
+  kind = config.baseline_kind()
   if kind == "leave_one_out":
     b = losses.leave_one_out_baseline(reward, samples)  # like reward
   elif kind == "learned":
@@ -112,12 +104,12 @@ def terms(train_config, outputs, targets, baseline, scale, samples, head=None):
     raw = raw[:, tf.newaxis]
   raw = tf.stop_gradient(raw) * tf.ones_like(mask)  # R - b [rows, tgt_len]
   advantage = raw / scale
-  reinforce = -train_config.reinforce_weight * tf.reduce_mean(
+  reinforce = -config.weight * tf.reduce_mean(
       tf.reduce_sum(advantage * log_prob * mask, axis=1))
   entropy = losses.attention_entropy(outputs["attention"], targets)  # [rows]
   result = {"reinforce": reinforce, "entropy": tf.constant(0.0), "baseline_fit": tf.constant(0.0)}
-  if train_config.attention_entropy_weight:
-    result["entropy"] = -train_config.attention_entropy_weight * tf.reduce_mean(entropy)
+  if config.entropy_weight:
+    result["entropy"] = -config.entropy_weight * tf.reduce_mean(entropy)
   count = tf.reduce_sum(decisions)
   if kind == "learned":  # mean over the decisions of (R - b)^2, for the head's variables only
     target = tf.stop_gradient(reward if reward.shape.rank == 2 else reward[:, tf.newaxis])

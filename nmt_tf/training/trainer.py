@@ -1,24 +1,26 @@
 """The training loop of a translation model: `Trainer(config, run_dir).train()`.
 
-Each step runs `TrainStep` (one tf.function, distributed by the config's strategy); every
-`log_every` steps the scalars go to TensorBoard, every `eval_every` steps `Validator` computes
-loss, perplexity and greedy BLEU (best BLEU -> run_dir/best, early stopping on `patience`, the
-learning rate's decay on `plateau_patience`), and every `checkpoint_every` steps the whole state
-(model, optimizer, step, data position, random streams of dropout and hard attention, REINFORCE
-baseline, best BLEU, patience counter, weight average, learning-rate factor) is saved
-atomically. Running the same command again resumes from the newest usable checkpoint (see
-checkpoints.py, data_order.py).
+The trainer builds its parts and runs the loop:
+  RunDir          the run directory, its one lock and its files (experiment/run_dir.py)
+  model, FusedAdam, the learning-rate schedule (schedules.py), the weight average
+  objective       what the step minimises, with its own state (objectives.py)
+  RunState        the loop's counters and clocks (state.py)
+  CheckpointKeeper  checkpoints/ and best/ (checkpoints.py): the model, the optimizer, the
+                  RunState, the objective's state, the dropout masks' random streams, ...
+  TrainStep       one update, a tf.function distributed by the config's strategy
+  hooks           the loop's duties (hooks.py): divergence, time budget, throughput,
+                  validation with best/, early stopping and plateaus, checkpointing
+Running the same command again resumes from the newest usable checkpoint (checkpoints.py,
+data_order.py), exactly: the data position and every random stream are checkpointed.
 
 The run directory is guarded (docs/TRAINING.md, "Interruptions, corruption and other
-processes"): one training process at a time (experiment/run_lock.py), the corpus the run began
-with (experiment/corpus_fingerprint.py), a best/ model replaced only by a better one, and no
+processes"): one training process at a time (the run's lock), the corpus the run began with
+(experiment/corpus_fingerprint.py), a best/ model replaced only by a better one, and no
 silent restart from step 0 when the training state is missing or corrupt. Without a validation
 split the run trains without validation: the last checkpoint is the model.
 """
 
 import atexit
-import collections
-import contextlib
 import json
 import math
 import os
@@ -26,27 +28,24 @@ import time
 
 from absl import logging
 import keras
-import numpy as np
 import tensorflow as tf
 
 from nmt_tf import cpu
 from nmt_tf.layers import kernels
-from nmt_tf.write_path import write_json, write_text
-from nmt_tf.experiment import corpus_fingerprint, ExperimentConfig, RunDir, run_manifest
-from nmt_tf.experiment.run_dir import restore_model
-from nmt_tf.experiment.run_lock import RunLock
+from nmt_tf.write_path import write_json
+from nmt_tf.experiment import corpus_fingerprint, ExperimentConfig, RunDir
 from nmt_tf.models import build_model
 from nmt_tf.training import distribution
-from nmt_tf.training import faults
 from nmt_tf.training.checkpoints import CheckpointKeeper
+from nmt_tf.training import hooks
+from nmt_tf.training import objectives
 from nmt_tf.training.data_order import batch_order
-from nmt_tf.training.divergence import DivergenceWatch
-from nmt_tf.training.errors import NonFiniteLossError, TrainingError
+from nmt_tf.training.errors import TrainingError
 from nmt_tf.training.optimizers import FusedAdam
 from nmt_tf.training.progress import ProgressPrinter
 from nmt_tf.training.schedules import learning_rate_schedule
 from nmt_tf.training.summaries import Summaries
-from nmt_tf.training import reinforce
+from nmt_tf.training.state import RunState
 from nmt_tf.training.train_step import TrainStep
 from nmt_tf.training.validation import Validator
 from nmt_tf.training.weight_average import WeightAverage
@@ -84,9 +83,8 @@ def compiled_cell_notice(model, train_cfg):
 
 
 # The state of training options that a resumed run may turn on (train.moving_average_decay,
-# train.plateau_factor): a checkpoint written before holds none of it.
-OPTION_STATE = ("weight_average", "lr_scale", "reward_variance", "reinforce_baseline_head",
-                "reinforce_baseline_optimizer")
+# train.plateau_factor; the objective names its own): a checkpoint written before holds none.
+OPTION_STATE = ("weight_average", "lr_scale")
 
 
 def seed_generator_states(model):
@@ -95,11 +93,6 @@ def seed_generator_states(model):
   a resumed run draws the masks that an uninterrupted run would have drawn."""
   return [generator.state for layer in model._flatten_layers()  # pylint: disable=protected-access
           for generator in getattr(layer, "_seed_generators", ())]
-
-
-def _read(variable):
-  """The host value of a (possibly mirrored) scalar variable."""
-  return variable.read_value().numpy()
 
 
 def _resumed_clock(before, now, start):
@@ -129,15 +122,14 @@ class Trainer:
                accept_changed_corpus=False):
     if not isinstance(config, ExperimentConfig):
       config = ExperimentConfig.from_dict(config)
-    train_cfg = config.train
-    self.strategy = distribution.make_strategy(train_cfg.strategy)
-    self.worker = distribution.worker_info(train_cfg.strategy)
+    self.strategy = distribution.make_strategy(config.train.strategy)
+    self.worker = distribution.worker_info(config.train.strategy)
     self.run_dir = RunDir(run_dir)
     self.restart_from_scratch = restart_from_scratch
     self.stream = stream
     self.lock = None
     if self.worker.is_chief:
-      self.lock = RunLock(self.run_dir.path, report=self._warn).acquire()
+      self.lock = self.run_dir.lock(report=self._warn).acquire()
       atexit.register(self.lock.release)
     try:
       self._build(config, corpus, accept_changed_corpus)
@@ -147,91 +139,77 @@ class Trainer:
 
   def _build(self, config, corpus, accept_changed_corpus):
     """Prepares the run directory and builds the model, optimizer, state and train step."""
-    train_cfg = config.train
     if not self.worker.is_chief:
       distribution.barrier(self.strategy)  # the chief prepares the run directory first
     self.prepare_data(config, corpus, accept_changed_corpus)
     if self.worker.is_chief and self.worker.num_workers > 1:
       distribution.barrier(self.strategy)
-    keras.utils.set_random_seed(train_cfg.seed)
-    # train.precision=auto is decided here, at every start, for the machine at hand.
-    self.precision, reason = cpu.resolve_precision(
+    keras.utils.set_random_seed(config.train.seed)
+    self.precision = self._resolve_precision(config.train)
+    # Made outside the strategy's scope, as collectives cannot broadcast a string.
+    data_position = tf.Variable("", dtype=tf.string, trainable=False, name="data_position")
+    with self.strategy.scope():
+      self._build_parts(data_position)
+    self.keeper = CheckpointKeeper(
+        self._checkpointed(), tf.train.Checkpoint(model=self.model),
+        self.run_dir.checkpoint_dir, self.run_dir.best_dir, self.config.train.keep_checkpoints,
+        scratch_dir=None if self.worker.is_chief else self.run_dir.worker_dir(self.worker.index),
+        optional=self._optional(), on_saved=self.run_dir.record_checkpoint)
+    self.train_step = TrainStep(self.model, self.optimizer, self.strategy, self.config.train,
+                                self.objective, weight_average=self.weight_average)
+
+  def _resolve_precision(self, train_cfg):
+    """train.precision, with auto decided here, at every start, for the machine at hand."""
+    precision, reason = cpu.resolve_precision(
         train_cfg.precision, gpus=tf.config.list_physical_devices("GPU"))
     warning = bf16_warning(train_cfg.precision)
     if self.worker.is_chief:
       if reason:
-        self._warn(f"Precision: {self.precision} ({reason}).")
+        self._warn(f"Precision: {precision} ({reason}).")
       if warning:
         logging.warning(warning)
-    # Every worker's position in its stream of a streamed corpus (JSON, data_order.py); made
-    # outside the strategy's scope, as collectives cannot broadcast a string.
-    data_position = tf.Variable("", dtype=tf.string, trainable=False, name="data_position")
-    with self.strategy.scope():
-      self.model = build_model(self.config.model, self.precision)
-      cell = compiled_cell_notice(self.model, train_cfg)
-      if cell and self.worker.is_chief:
-        self._warn(cell)
-      # k of the learning rate's decay on plateaus (schedules.py), when train.plateau_factor.
-      self.lr_scale = (tf.Variable(1.0, trainable=False, name="lr_scale")
-                       if train_cfg.plateau_factor else None)
-      optimizer = FusedAdam(learning_rate=learning_rate_schedule(train_cfg, self.lr_scale))
-      if self.precision == "mixed_float16":
-        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-      optimizer.build(self.model.trainable_variables)
-      self.optimizer = optimizer
-      self.state = {name: tf.Variable(0, dtype=tf.int64, trainable=False, name=name)
-                    for name in ("step", "epoch", "batch_in_epoch", "bad_evals")}
-      self.state["best_bleu"] = tf.Variable(-1.0, trainable=False, name="best_bleu")
-      # Seconds spent in the training loop by earlier invocations (train.max_minutes).
-      self.state["train_seconds"] = tf.Variable(0.0, dtype=tf.float64, trainable=False,
-                                                name="train_seconds")
-      # CPU seconds of the process over the same time: on a VM whose cores are partly taken by
-      # other guests (steal time), a wall-clock budget buys less compute, and this shows it.
-      self.state["cpu_seconds"] = tf.Variable(0.0, dtype=tf.float64, trainable=False,
-                                              name="cpu_seconds")
-      self.state["data_position"] = data_position
-      self.baseline = tf.Variable(0.0, trainable=False, name="reinforce_baseline")
-      self.baseline_steps = tf.Variable(0.0, trainable=False, name="reinforce_baseline_steps")
-      objects = dict(model=self.model, optimizer=optimizer, reinforce_baseline=self.baseline,
-                     reinforce_baseline_steps=self.baseline_steps, **self.state)
-      self.weight_average = None
-      if train_cfg.moving_average_decay:
-        self.weight_average = WeightAverage(self.model.trainable_variables,
-                                            train_cfg.moving_average_decay)
-        objects["weight_average"] = self.weight_average
-      if self.lr_scale is not None:
-        objects["lr_scale"] = self.lr_scale
-      hard = self.config.model.attention_mode == "hard"
-      self.reward_variance = self.baseline_head = self.baseline_optimizer = None
-      if hard and train_cfg.reinforce_normalize:  # sigma^2 of the reward (reinforce.py)
-        self.reward_variance = tf.Variable(0.0, trainable=False, name="reward_variance")
-        objects["reward_variance"] = self.reward_variance
-      if hard and reinforce.baseline_kind(train_cfg) == "learned":
-        self.baseline_head = reinforce.LearnedBaseline(name="reinforce_baseline_head")
-        self.baseline_head(tf.zeros([1, 1, self.config.model.decoder_units]))
-        self.baseline_optimizer = keras.optimizers.Adam(train_cfg.learning_rate)
-        self.baseline_optimizer.build(self.baseline_head.trainable_variables)
-        objects["reinforce_baseline_head"] = self.baseline_head
-        objects["reinforce_baseline_optimizer"] = self.baseline_optimizer
-      states = seed_generator_states(self.model)
-      if states:  # none without dropout and hard attention
-        objects["rng"] = tf.Module(name="rng")
-        objects["rng"].seed_generator_states = states
-    scratch = None if self.worker.is_chief else os.path.join(
-        self.run_dir.path, ".workers", f"worker_{self.worker.index}")
-    self.keeper = CheckpointKeeper(objects, tf.train.Checkpoint(model=self.model),
-                                   self.run_dir.checkpoint_dir, self.run_dir.best_dir,
-                                   train_cfg.keep_checkpoints, scratch_dir=scratch,
-                                   optional=[name for name in OPTION_STATE if name in objects],
-                                   on_saved=lambda path: run_manifest.add_checkpoint(
-                                       self.run_dir, path))
-    self.train_step = TrainStep(self.model, optimizer, self.strategy, train_cfg, self.baseline,
-                                self.baseline_steps,
-                                hard_attention=self.config.model.attention_mode == "hard",
-                                weight_average=self.weight_average,
-                                reward_variance=self.reward_variance,
-                                baseline_head=self.baseline_head,
-                                baseline_optimizer=self.baseline_optimizer)
+    return precision
+
+  def _build_parts(self, data_position):
+    """The model, optimizer, objective and loop state (under the strategy's scope)."""
+    train_cfg = self.config.train
+    self.model = build_model(self.config.model, self.precision)
+    cell = compiled_cell_notice(self.model, train_cfg)
+    if cell and self.worker.is_chief:
+      self._warn(cell)
+    # k of the learning rate's decay on plateaus (schedules.py), when train.plateau_factor.
+    self.lr_scale = (tf.Variable(1.0, trainable=False, name="lr_scale")
+                     if train_cfg.plateau_factor else None)
+    optimizer = FusedAdam(learning_rate=learning_rate_schedule(train_cfg, self.lr_scale))
+    if self.precision == "mixed_float16":
+      optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    optimizer.build(self.model.trainable_variables)
+    self.optimizer = optimizer
+    self.state = RunState(data_position)
+    self.objective = objectives.build(self.config)
+    self.weight_average = None
+    if train_cfg.moving_average_decay:
+      self.weight_average = WeightAverage(self.model.trainable_variables,
+                                          train_cfg.moving_average_decay)
+
+  def _checkpointed(self):
+    """{name: trackable} of the whole training state, as the checkpoints name them."""
+    objects = dict(model=self.model, optimizer=self.optimizer, **self.objective.state(),
+                   **self.state.objects())
+    if self.weight_average is not None:
+      objects["weight_average"] = self.weight_average
+    if self.lr_scale is not None:
+      objects["lr_scale"] = self.lr_scale
+    states = seed_generator_states(self.model)
+    if states:  # none without dropout and hard attention
+      objects["rng"] = tf.Module(name="rng")
+      objects["rng"].seed_generator_states = states
+    return objects
+
+  def _optional(self):
+    """The checkpointed names a checkpoint written before an option was turned on lacks."""
+    names = [name for name in OPTION_STATE if getattr(self, name) is not None]
+    return names + list(self.objective.optional)
 
   def prepare_data(self, config, corpus, accept_changed_corpus):
     """Sets config (with the vocabulary sizes), corpus, src_tok and tgt_tok for the run, and
@@ -269,114 +247,90 @@ class Trainer:
       self._release()
 
   def _train(self):
-    cfg = self.config.train
     start = time.time()
+    loop = self._restore(start)
+    budget = hooks.TimeBudget(self.config.train.max_minutes, start)
+    if budget.spent_before(loop):
+      budget.begin(loop)
+      return self._summary(loop, start)
+    loop.summaries = Summaries(self.run_dir.tensorboard_dir if self.worker.is_chief else None)
+    loop.summaries.config(self.config, loop.step)
+    throughput = hooks.Throughput(self.config.train.log_every, self.objective)
+    duties, order = self._hooks(loop, throughput)
+    duties.insert(0, budget)
+    try:
+      for hook in duties:
+        hook.begin(loop)
+      for batch in self._batches(loop, order):
+        throughput.before_step()
+        out = self.train_step(batch, diagnose=(loop.step + 1) % self.config.train.log_every == 0)
+        loop.loss, loop.step, loop.consumed = float(out["loss"]), loop.step + 1, loop.consumed + 1
+        for hook in duties:
+          hook.after_step(loop, out)
+        if loop.done:
+          break
+    finally:
+      loop.progress.close()
+      loop.summaries.close()
+    for hook in duties:
+      hook.end(loop)
+    return self._summary(loop, start)
+
+  def _restore(self, start):
+    """Restores the newest usable checkpoint; returns the Loop where it left off."""
+    cfg = self.config.train
     progress = ProgressPrinter(cfg.steps, cfg.log_every, self.stream)
     self.keeper.tidy(progress.message)
     restored = self.keeper.restore_latest(progress.message, self.restart_from_scratch)
-    step = self._first_step = int(_read(self.state["step"]))
+    step = self.state.read("step")
     if restored:
       progress.message(f"Resumed from {restored} at step {step}.")
-    spent_before = float(_read(self.state["train_seconds"]))  # by earlier invocations
-    budget = 60.0 * cfg.max_minutes
-    self._clock = _resumed_clock(spent_before, time.time, start)
-    self._cpu_clock = _resumed_clock(float(_read(self.state["cpu_seconds"])),
-                                     time.process_time, time.process_time())
-    if budget:
-      progress.deadline = start + budget - spent_before
-      if spent_before >= budget:
-        progress.message(f"The time budget train.max_minutes={cfg.max_minutes:g} was spent "
-                         f"by earlier runs (step {step}); raise it to train on.")
-        return self._summary("time_budget", step, start, None)
-    summaries = Summaries(self.run_dir.tensorboard_dir if self.worker.is_chief else None)
-    summaries.config(self.config, step)
-    validator = None
+    self._cpu_clock = _resumed_clock(self.state.read("cpu_seconds"), time.process_time,
+                                     time.process_time())
+    loop = hooks.Loop(steps=cfg.steps, step=step, epoch=self.state.read("epoch"),
+                      consumed=self.state.read("batch_in_epoch"), progress=progress,
+                      summaries=None, first_step=step,
+                      clock=_resumed_clock(self.state.read("train_seconds"), time.time, start))
+    return loop
+
+  def _hooks(self, loop, throughput):
+    """(the loop's duties after the time budget, in the order they run after each step; the
+    training split's batch order)."""
+    cfg = self.config.train
+    validation = None
     if "valid" in self.corpus:
-      validator = self.make_validator()
+      validation = hooks.Validation(
+          self.make_validator(), cfg, self.state, self.keeper, self.model, self.optimizer,
+          self.lr_scale, self.weight_average,
+          self.run_dir.validation_dir if self.worker.is_chief else None)
     else:
-      progress.message("No validation split: training without validation (no BLEU, no early "
-                       "stopping, no best/); the last checkpoint is the model.")
-    if validator is not None and self.keeper.unscored_best():
-      self._score_best(validator, progress)
-    divergence = DivergenceWatch(initial_loss=math.log(self.config.model.tgt_vocab_size))
+      loop.progress.message("No validation split: training without validation (no BLEU, no "
+                            "early stopping, no best/); the last checkpoint is the model.")
     order = self.training_batches()
-    epoch, consumed = int(_read(self.state["epoch"])), int(_read(self.state["batch_in_epoch"]))
-    saved_position = _read(self.state["data_position"]).decode("utf-8")
-    reason, last_result, loss = "completed", None, None
-    window_tokens, window_start = 0.0, time.time()
-    recent = collections.deque(maxlen=20)  # (target tokens, seconds) of the last steps
-    try:
-      while step < cfg.steps and reason == "completed":
-        dataset = self.strategy.experimental_distribute_dataset(
-            order.epoch(epoch, consumed, saved_position))
-        if step == self._first_step:
-          self.train_step.trace(dataset.element_spec)  # once, for every batch shape
-        saved_position = ""  # a later epoch starts at its beginning
-        seen = 0
-        for batch in dataset:
-          step_start = time.time()
-          out = self.train_step(batch, diagnose=(step + 1) % cfg.log_every == 0)
-          loss = float(out["loss"])
-          step, consumed, seen = step + 1, consumed + 1, seen + 1
-          if not math.isfinite(loss):
-            raise NonFiniteLossError(
-                f"Non-finite loss ({loss}) at step {step}; training stopped without saving it. "
-                f"The last good checkpoint is {self.keeper.latest}; lower "
-                "train.learning_rate, raise train.warmup_steps, set train.clip_norm or use "
-                "train.precision='float32'.")
-          warning = divergence.update(step, loss)
-          if warning:
-            logging.info("%s", warning)  # once on the console, as _warn does
-            progress.message(warning)
-          tokens = float(out["tokens"])
-          window_tokens += tokens
-          elapsed = max(time.time() - window_start, 1e-6)
-          # The progress line's speed: the last 20 steps' tokens over their own time, so that
-          # validations and checkpoints between steps do not make it jump.
-          recent.append((tokens, time.time() - step_start))
-          progress.update(step, loss, sum(t for t, _ in recent) /
-                          max(sum(d for _, d in recent), 1e-6))
-          if step % cfg.log_every == 0:
-            summaries.scalars({
-                "loss": loss, "perplexity": math.exp(min(loss, 50.0)),
-                "learning_rate": float(out["learning_rate"]),
-                "grad_norm": float(out["grad_norm"]),
-                "tokens_per_sec": window_tokens / elapsed}, step, "train")
-            if "baseline" in out:  # hard attention: the REINFORCE estimate (reinforce.py)
-              summaries.scalars({key: float(value) for key, value in
-                                 reinforce.summary(out).items()}, step, "reinforce")
-            window_tokens, window_start = 0.0, time.time()
-          if budget and self._clock() >= budget and reason == "completed":
-            reason = "time_budget"
-          if validator and (step % cfg.eval_every == 0 or step == cfg.steps
-                            or reason == "time_budget"):
-            last_result = self._validate(validator, summaries, progress, step)
-            self._decay_on_plateau(progress, step)
-            # The budget clock (training time over every resumed invocation, stops
-            # excluded): the time axis of the results report's curves.
-            summaries.scalars({"train_minutes": self._clock() / 60.0}, step, "valid")
-            if (reason == "completed" and cfg.patience
-                and int(_read(self.state["bad_evals"])) >= cfg.patience):
-              reason = "early_stopping"
-          if (step % cfg.checkpoint_every == 0 or step == cfg.steps
-              or reason != "completed"):
-            self._save(step, epoch, consumed, order)
-          if step >= cfg.steps or reason != "completed":
-            break
-        else:
-          if seen == 0 and consumed == 0:
-            raise TrainingError(self.no_batch_message())
-          epoch, consumed = epoch + 1, 0
-    finally:
-      progress.close()
-      summaries.close()
-    if reason == "early_stopping":
-      progress.message(f"Early stopping at step {step}: no BLEU gain in {cfg.patience} "
-                       "validations.")
-    elif reason == "time_budget":
-      progress.message(f"Stopped at step {step}: the time budget of train.max_minutes="
-                       f"{cfg.max_minutes:g} is spent.")
-    return self._summary(reason, step, start, last_result, loss)
+    duties = [hooks.DivergenceGuard(math.log(self.config.model.tgt_vocab_size),
+                                    lambda: self.keeper.latest), throughput]
+    duties += [validation] if validation is not None else []
+    duties.append(hooks.Checkpointing(cfg.checkpoint_every, self.keeper, self.state, order,
+                                      self.strategy, self._cpu_clock))
+    return duties, order
+
+  def _batches(self, loop, order):
+    """The distributed training batches from where the loop is, epoch after epoch; sets
+    loop.epoch and loop.consumed at each new epoch."""
+    saved_position = self.state.read("data_position")
+    while loop.step < loop.steps:
+      dataset = self.strategy.experimental_distribute_dataset(
+          order.epoch(loop.epoch, loop.consumed, saved_position))
+      if loop.step == loop.first_step:
+        self.train_step.trace(dataset.element_spec)  # once, for every batch shape
+      saved_position = ""  # a later epoch starts at its beginning
+      seen = 0
+      for batch in dataset:
+        seen += 1
+        yield batch
+      if seen == 0 and loop.consumed == 0:
+        raise TrainingError(self.no_batch_message())
+      loop.epoch, loop.consumed = loop.epoch + 1, 0
 
   def no_batch_message(self):
     """Why a pass over the training split gave no batch: a streamed split is filtered as it
@@ -393,111 +347,31 @@ class Trainer:
             "or check the corpus" + (", or use fewer workers." if workers > 1 else
                                                "."))
 
-  def _validate(self, validator, summaries, progress, step):
-    """Validates, and saves best/ on a gain: with train.moving_average_decay, the averaged
-    weights (training/weight_average.py)."""
-    weights = (self.weight_average.applied() if self.weight_average is not None
-               else contextlib.nullcontext())
-    with weights:
-      return self._validate_weights(validator, summaries, progress, step)
-
-  def _validate_weights(self, validator, summaries, progress, step):
-    result = validator.run()
-    faults.point("validation", step)
-    summaries.validation(result, step)
-    best = float(_read(self.state["best_bleu"]))
-    # Compared as stored: a float64 BLEU above its own float32 rounding would otherwise be a
-    # "new best" at every validation, and early stopping would never trigger.
-    bleu = float(np.float32(result.bleu))
-    if bleu > best:
-      # The run's own best (patience, early stopping) follows the training state; best/ is
-      # replaced only when the BLEU also beats the score recorded with it, which an earlier
-      # run in this directory may have set higher.
-      self.state["best_bleu"].assign(bleu)
-      self.state["bad_evals"].assign(0)
-      mark = " (new best)"
-      if self.keeper.save_best(step, bleu) is None and self.worker.is_chief:
-        # best/ keeps a model scored as high or higher (or unscored).
-        kept = self.keeper.best_score()
-        mark = (f" (best of this run; best/ keeps {self.keeper.best}, " +
-                (f"BLEU {kept:.2f})" if math.isfinite(kept) else "whose score is unknown)"))
-    else:
-      self.state["bad_evals"].assign_add(1)
-      mark = f" (best {best:.2f})"
-    progress.message(f"validation at step {step}: loss {result.loss:.4f}  perplexity "
-                     f"{result.perplexity:.2f}  BLEU {result.bleu:.2f} (length ratio "
-                     f"{result.length_ratio:.3f}){mark}")
-    if self.worker.is_chief and result.hypotheses:
-      os.makedirs(self.run_dir.validation_dir, exist_ok=True)
-      write_text(os.path.join(self.run_dir.validation_dir, f"step_{step}.txt"),
-                 "".join(h + "\n" for h in result.hypotheses))
-    return result
-
-  def _decay_on_plateau(self, progress, step):
-    """Multiplies the learning rate by train.plateau_factor after every plateau_patience
-    validations without a BLEU gain (schedules.py)."""
-    cfg = self.config.train
-    bad = int(_read(self.state["bad_evals"]))
-    if self.lr_scale is None or bad == 0 or bad % cfg.plateau_patience:
-      return
-    self.lr_scale.assign(self.lr_scale * cfg.plateau_factor)
-    rate = float(self.optimizer.learning_rate)
-    progress.message(f"Learning rate x {cfg.plateau_factor:g} after {bad} validations without "
-                     f"a BLEU gain: {rate:.3g} at step {step}.")
-
-  def _score_best(self, validator, progress):
-    """Measures and records the validation BLEU of an unscored best/ model, so that only a
-    better model replaces it. The training weights are put back afterwards."""
-    best = self.keeper.unscored_best()
-    progress.message(f"{best} has no recorded score (saved by an older version or "
-                     "interrupted); measuring its validation BLEU.")
-    weights = [variable.numpy() for variable in self.model.variables]
-    restore_model(self.model, best, "move best/ aside (or restore it from a backup) and rerun")
-    bleu = float(np.float32(validator.run().bleu))
-    for variable, value in zip(self.model.variables, weights):
-      variable.assign(value)
-    self.keeper.record_best(bleu, best)
-    progress.message(f"{best}: validation BLEU {bleu:.2f}, recorded in best/score.json.")
-
-  def _save(self, step, epoch, consumed, order):
-    """Saves a checkpoint after `consumed` batches of epoch `epoch` of `order` (data_order.py;
-    a streamed split's position replaces epoch and batch)."""
-    self.state["train_seconds"].assign(self._clock())
-    self.state["cpu_seconds"].assign(self._cpu_clock())
-    self.state["step"].assign(step)
-    position = order.position(consumed, self.strategy)  # None unless streamed
-    if position is not None:
-      text, epoch, consumed = position
-      self.state["data_position"].assign(text)
-    self.state["epoch"].assign(epoch)
-    self.state["batch_in_epoch"].assign(consumed)
-    self.keeper.save(step)
-
-  def _summary(self, reason, step, start, result, loss=None):
+  def _summary(self, loop, start):
     """The run's summary, written to train_summary.json; an invocation that took no step
     (the run was done) returns the record of the last one that did and keeps it."""
-    path = os.path.join(self.run_dir.path, "train_summary.json")
-    if step == self._first_step and os.path.exists(path):
+    path = self.run_dir.summary_path
+    if loop.step == loop.first_step and os.path.exists(path):
       try:
         with open(path, encoding="utf-8") as f:
           return json.load(f)
       except (OSError, ValueError):
         pass  # unreadable: this invocation's summary replaces it
+    result = loop.result
     summary = {
-        "steps": step,
-        "loss": loss,
-        "best_bleu": float(_read(self.state["best_bleu"])),
+        "steps": loop.step,
+        "loss": loop.loss,
+        "best_bleu": self.state.read("best_bleu"),
         "wall_time": time.time() - start,
-        "train_seconds": self._clock(),
+        "train_seconds": loop.clock(),
         "cpu_seconds": self._cpu_clock(),
         "precision": self.precision,  # train.precision=auto resolved on this machine
         "checkpoint": self.keeper.latest,
         "best_checkpoint": self.keeper.best,
-        "stopped": reason,
+        "stopped": loop.reason,
         "last_validation": None if result is None else {
             "loss": result.loss, "perplexity": result.perplexity, "bleu": result.bleu},
     }
     if self.worker.is_chief:
       write_json(path, summary)
     return summary
-

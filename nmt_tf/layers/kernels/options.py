@@ -43,9 +43,9 @@ class KernelOptions:
     """The KernelChoice for a model whose products take `matmul_dtype` operands (None = the
     compute dtype) and whose activations are `compute_dtype`.
 
-    defer_gradients None -> whether the loops' inputs are bfloat16 (measured: +8% there, -5%
-    with float32 inputs, scan.py); compiled_cell "auto" -> on for float32 activations (the
-    cell is float32 only).
+    defer_gradients None -> whether the loops' inputs are bfloat16 (docs/PERFORMANCE.md,
+    "Design choices, measured": loop-invariant weight gradients after the loop);
+    compiled_cell "auto" -> on for float32 activations (the cell is float32 only).
     """
     del matmul_dtype  # the products' precision chooses no kernel
     compute = tf.as_dtype(compute_dtype)

@@ -45,9 +45,9 @@ def scan_time(step, inputs, initial_state, length=None, defer=None):
     length: optional scalar number of steps; defaults to the time length of `inputs`.
     defer: route the steps' products made through `matmul`, `attend` and `score` so
       that the gradients of their loop-invariant operands are computed after the loop (same
-      values); KernelOptions.defer_gradients. None = when the inputs are bfloat16: there it
-      gave +8% training speed (bfloat16 gradient sums inside the loop are slow on CPU); with
-      float32 inputs the probes cost more than they save (-5%).
+      values); KernelOptions.defer_gradients. None = when the inputs are bfloat16, where
+      gradient sums inside the loop are slow on CPU (docs/PERFORMANCE.md, "Design choices,
+      measured": loop-invariant weight gradients after the loop).
 
   Returns:
     (outputs, final_state): `outputs` has the structure of `outputs_t`, each tensor stacked to
