@@ -20,6 +20,9 @@ manifest, format version included:
   <run_dir>/validation/     greedy output on the validation split, step_<N>.txt per validation
   <run_dir>/averaged/       checkpoint averages (`nmt-tf average`)
   <run_dir>/export/         SavedModels for TF Serving (`nmt-tf export`)
+  <run_dir>/shortlist.npz   the vocabulary shortlist's table (decode.shortlist), counted on
+                            first use
+  <run_dir>/shapes/         the generated shapes set of a captioning run (data.data_dir unset)
   <run_dir>/.workers/       the scratch saves of the non-chief workers of a multi-worker run
 
 Opening a run (`load_config`) upgrades a run of an older format in memory (upgrade.py);
@@ -46,9 +49,11 @@ MANIFEST_FILE = "manifest.json"
 CORPUS_FILE = "corpus.json"
 LOCK_FILE = "train.lock"
 SUMMARY_FILE = "train_summary.json"
+SHORTLIST_FILE = "shortlist.npz"
 VOCAB_DIR, CHECKPOINT_DIR, BEST_DIR = "vocab", "checkpoints", "best"
 TENSORBOARD_DIR, VALIDATION_DIR = "tensorboard", "validation"
 AVERAGED_DIR, EXPORT_DIR, WORKERS_DIR = "averaged", "export", ".workers"
+SHAPES_DIR = "shapes"
 # The folders that hold models, and the command that owns each (write_path.py guards them).
 MODEL_FOLDERS = {BEST_DIR: "train", CHECKPOINT_DIR: "train", EXPORT_DIR: "export"}
 # What else of the run its models are loaded or trained with: written by `train` only.
@@ -87,6 +92,8 @@ class RunDir:
     self.validation_dir = os.path.join(self.path, VALIDATION_DIR)
     self.averaged_dir = os.path.join(self.path, AVERAGED_DIR)
     self.export_dir = os.path.join(self.path, EXPORT_DIR)
+    self.shortlist_path = os.path.join(self.path, SHORTLIST_FILE)
+    self.shapes_dir = os.path.join(self.path, SHAPES_DIR)
 
   def worker_dir(self, index):
     """Where non-chief worker `index` saves its scratch checkpoints."""
@@ -160,12 +167,14 @@ class RunDir:
   def load_tokenizers(self):
     return data.load_tokenizers(self.vocab_dir)
 
-  def prepare(self, config, corpus=None):
+  def prepare(self, config, corpus=None, write=True):
     """Creates or reopens the run for `config`: corpus, tokenizers, vocabulary sizes.
 
     A reopened run must have the same model, data and tokenizer sections (train, pipeline
     and decode settings may change, e.g. more steps); it keeps its saved initialisation
-    settings (INIT_ONLY_MODEL_FIELDS), which its checkpoints have made irrelevant.
+    settings (INIT_ONLY_MODEL_FIELDS), which its checkpoints have made irrelevant. With
+    `write`, the config and manifest are written (in the current run format): the holder of
+    the run's lock does; the other workers of a multi-worker run read what it wrote.
 
     Returns:
       (config with vocabulary sizes, corpus splits, source tokenizer, target tokenizer).
@@ -188,8 +197,9 @@ class RunDir:
               f"{self.path} was created with a different {section} config "
               f"({_diff(getattr(saved, section), getattr(config, section))}); use a new "
               "--run_dir or the run's own config.")
-    self.save_config(config)
-    run_manifest.write(self, config, src_tok, tgt_tok)
+    if write:
+      self.save_config(config)
+      run_manifest.write(self, config, src_tok, tgt_tok)
     return config, corpus, src_tok, tgt_tok
 
   def checkpoint_path(self, which="best"):

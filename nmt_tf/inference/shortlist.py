@@ -34,10 +34,10 @@ import tensorflow as tf
 from nmt_tf import write_path
 from nmt_tf import data
 from nmt_tf.experiment.config import SHORTLIST_CANDIDATES
-from nmt_tf.experiment.run_dir import RunDirError
+from nmt_tf.experiment.run_dir import RunDir, RunDirError, SHORTLIST_FILE
 from nmt_tf.special_tokens import EOS_ID, SPECIAL_TOKENS
 
-FILE_NAME = "shortlist.npz"
+FILE_NAME = SHORTLIST_FILE
 MAX_SENTENCES = 1_000_000  # training pairs counted (a seeded sample of larger corpora)
 _CHUNK = 4096  # sentence pairs tokenized and counted at once
 
@@ -141,7 +141,7 @@ def load_or_build(run_dir, decode, corpus, source_tokenizer, target_tokenizer):
   """
   if not decode.shortlist:
     return None
-  path = os.path.join(run_dir, FILE_NAME)
+  path = RunDir(run_dir).shortlist_path
   vocabs = (source_tokenizer.vocab_size, target_tokenizer.vocab_size)
   if not os.path.exists(path):
     print(f"shortlist: counting the co-occurrences of the training data (at most "

@@ -24,7 +24,7 @@ from nmt_tf import data
 from nmt_tf.data import captions
 from nmt_tf.evaluation import scoring
 from nmt_tf.evaluation.image_attention import caption_attention_png
-from nmt_tf.experiment import corpus_fingerprint
+from nmt_tf.experiment import corpus_fingerprint, RunDir
 from nmt_tf.inference.image_captioner import Captioner
 from nmt_tf.training.data_order import CaptionOrder
 from nmt_tf.training.trainer import Trainer
@@ -36,7 +36,7 @@ def load_splits(config, run_path):
   """{split: CaptionSplit} of a captioning config; the shapes set goes to RUN/shapes unless
   data.data_dir says where."""
   return captions.load_captions(config.data, config.model.image_size,
-                                default_dir=os.path.join(run_path, "shapes"))
+                                default_dir=RunDir(run_path).shapes_dir)
 
 
 def caption_corpus(splits):
@@ -123,7 +123,7 @@ class CaptionTrainer(Trainer):
     splits = corpus if corpus is not None else load_splits(config, self.run_dir.path)
     text = caption_corpus(splits)
     self.config, _, self.src_tok, self.tgt_tok = self.run_dir.prepare(
-        config, {"train": text["train"]})
+        config, {"train": text["train"]}, write=self.worker.is_chief)
     self.corpus = splits
     if self.worker.is_chief:
       corpus_fingerprint.check(self.run_dir.path, text, accept_changed_corpus,

@@ -28,8 +28,8 @@ import tensorflow as tf
 
 from nmt_tf.write_path import write_json
 from nmt_tf.experiment import checkpoint_files
-from nmt_tf.experiment.run_dir import (CHECKPOINT_ERRORS, error_summary, RunDirError,
-                                       verify_checkpoint)
+from nmt_tf.experiment.run_dir import (BEST_DIR, CHECKPOINT_DIR, CHECKPOINT_ERRORS,
+                                       error_summary, RunDirError, verify_checkpoint)
 from nmt_tf.training import faults
 from nmt_tf.training.errors import disk_full, TrainingError
 
@@ -86,8 +86,8 @@ class CheckpointKeeper:
       own = self.scratch_dir
       self._manager = tf.train.CheckpointManager(
           self.checkpoint, self.checkpoint_dir if own is None else
-          os.path.join(own, "checkpoints"), self.keep)
-      best_dir = self.best_dir if own is None else os.path.join(own, "best")
+          os.path.join(own, CHECKPOINT_DIR), self.keep)
+      best_dir = self.best_dir if own is None else os.path.join(own, BEST_DIR)
       if own is None:
         best = checkpoint_files.best_checkpoint(best_dir)
         listed, readable = checkpoint_files.read_state(best_dir)
@@ -216,7 +216,7 @@ class CheckpointKeeper:
         experimental_write_callbacks=[lambda _: faults.point("save", step)])
     path = self._save(self._managers()[0], step, options)
     if not self.chief:
-      shutil.rmtree(os.path.join(self.scratch_dir, "checkpoints"), ignore_errors=True)
+      shutil.rmtree(os.path.join(self.scratch_dir, CHECKPOINT_DIR), ignore_errors=True)
       return None
     self.on_saved(path)
     return path
@@ -272,7 +272,7 @@ class CheckpointKeeper:
       return None
     path = self._save(self._managers()[1], step)
     if not self.chief:
-      shutil.rmtree(os.path.join(self.scratch_dir, "best"), ignore_errors=True)
+      shutil.rmtree(os.path.join(self.scratch_dir, BEST_DIR), ignore_errors=True)
       return None
     faults.point("best", step)
     self.record_best(bleu, path)

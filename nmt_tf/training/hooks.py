@@ -2,6 +2,7 @@
 
 The loop (trainer.py) runs the steps and calls every hook, in order:
   begin(loop)             after the training state is restored, before the first step
+  before_step(loop)       before each step
   after_step(loop, out)   after each step; `out` holds the step's host-side scalars
   end(loop)               after the last step (not when a step raised)
 A hook stops the run with `loop.stop(reason)`; the later hooks of that step still run (the
@@ -80,6 +81,9 @@ class Hook:
   """A duty of the loop (module docstring); every method does nothing by default."""
 
   def begin(self, loop):
+    pass
+
+  def before_step(self, loop):
     pass
 
   def after_step(self, loop, out):
@@ -167,7 +171,7 @@ class Throughput(Hook):
   def begin(self, loop):
     self.window_tokens, self.window_start = 0.0, time.time()
 
-  def before_step(self):
+  def before_step(self, loop):
     self.step_start = time.time()
 
   def after_step(self, loop, out):
@@ -218,10 +222,6 @@ class Validation(Hook):
     self.lr_scale = lr_scale
     self.weight_average = weight_average
     self.validation_dir = validation_dir
-
-  def begin(self, loop):
-    if self.keeper.unscored_best():
-      self.score_best(loop.progress)
 
   def after_step(self, loop, out):
     if not (loop.step % self.config.eval_every == 0 or loop.step == loop.steps
@@ -293,8 +293,8 @@ class Validation(Hook):
 
   def score_best(self, progress):
     """Measures and records the validation BLEU of an unscored best/ model (a kill between
-    saving it and recording its score), so that only a better model replaces it. The
-    training weights are put back afterwards."""
+    saving it and recording its score), so that only a better model replaces it; the
+    trainer asks for it before the loop. The training weights are put back afterwards."""
     best = self.keeper.unscored_best()
     progress.message(f"{best} has no recorded score (saved by an older version or "
                      "interrupted); measuring its validation BLEU.")

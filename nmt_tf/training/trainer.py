@@ -214,7 +214,8 @@ class Trainer:
   def prepare_data(self, config, corpus, accept_changed_corpus):
     """Sets config (with the vocabulary sizes), corpus, src_tok and tgt_tok for the run, and
     checks the corpus against the one the run began with."""
-    self.config, self.corpus, self.src_tok, self.tgt_tok = self.run_dir.prepare(config, corpus)
+    self.config, self.corpus, self.src_tok, self.tgt_tok = self.run_dir.prepare(
+        config, corpus, write=self.worker.is_chief)
     if self.worker.is_chief:
       corpus_fingerprint.check(self.run_dir.path, self.corpus, accept_changed_corpus,
                                report=self._warn)
@@ -262,7 +263,8 @@ class Trainer:
       for hook in duties:
         hook.begin(loop)
       for batch in self._batches(loop, order):
-        throughput.before_step()
+        for hook in duties:
+          hook.before_step(loop)
         out = self.train_step(batch, diagnose=(loop.step + 1) % self.config.train.log_every == 0)
         loop.loss, loop.step, loop.consumed = float(out["loss"]), loop.step + 1, loop.consumed + 1
         for hook in duties:
@@ -303,6 +305,8 @@ class Trainer:
           self.make_validator(), cfg, self.state, self.keeper, self.model, self.optimizer,
           self.lr_scale, self.weight_average,
           self.run_dir.validation_dir if self.worker.is_chief else None)
+      if self.keeper.unscored_best():
+        validation.score_best(loop.progress)
     else:
       loop.progress.message("No validation split: training without validation (no BLEU, no "
                             "early stopping, no best/); the last checkpoint is the model.")
