@@ -10,7 +10,6 @@ import dataclasses
 import json
 import math
 import typing
-from typing import Optional
 
 import ml_collections
 
