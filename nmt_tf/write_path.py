@@ -29,6 +29,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import sys
 import threading
 import time
@@ -248,6 +249,34 @@ def check_output(path, flag="--output_file", inputs=(), owner=None, replace_mode
     raise WriteError(f"{flag}={path} holds {held}, which this command never overwrites; "
                      "choose a new path.")
   _check_parent(path, flag, create=create_parent)
+  _probe_device(path, flag)
+
+
+# Character devices (major, minor) that a one-byte write leaves as they were, so that it may
+# test them: Linux's /dev/null, /dev/zero and /dev/full (which refuses every write).
+_PROBED_DEVICES = {(1, 3), (1, 5), (1, 7)}
+
+
+def _probe_device(path, flag):
+  """WriteError naming `flag` when `path` is a device of _PROBED_DEVICES that refuses a
+  write (/dev/full): found before the command's work rather than at its first output line.
+  Other devices, pipes and terminals are not probed: a probe would reach their reader."""
+  try:
+    info = os.stat(path)
+  except OSError:
+    return
+  if not stat.S_ISCHR(info.st_mode) or \
+      (os.major(info.st_rdev), os.minor(info.st_rdev)) not in _PROBED_DEVICES:
+    return
+  try:
+    descriptor = os.open(path, os.O_WRONLY)
+    try:
+      os.write(descriptor, b"\n")
+    finally:
+      os.close(descriptor)
+  except OSError as error:
+    raise WriteError(f"{flag}={path} cannot be written ({error.strerror or error}); choose "
+                     "another destination.") from None
 
 
 def check_folder(path, flag, owner=None, inputs=()):
@@ -384,7 +413,8 @@ class LineOutput:
       self._out().write(line + "\n")
       self._out().flush()
     except OSError as error:
-      raise os_error(error, self.partial or "stdout") from None
+      raise os_error(error, self.partial or ("stdout" if self.path == "-" else self.path)
+                     ) from None
     self.lines += 1
 
   def _out(self):

@@ -14,6 +14,8 @@ import tempfile
 import threading
 import time
 
+from unittest import mock
+
 import pytest
 import tensorflow as tf
 
@@ -116,6 +118,21 @@ class DestinationCheckTest(tf.test.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.rundir, _, _ = make_tiny_run(os.path.join(tempfile.mkdtemp(), "run"))
+
+  def test_a_device_that_refuses_writes_is_found_first(self):
+    if not os.path.exists("/dev/full"):
+      self.skipTest("no /dev/full")
+    with self.assertRaisesRegex(WriteError, r"^--output_file=/dev/full cannot be written "
+                                r"\(No space left on device\); choose another destination\.$"):
+      write_path.check_output("/dev/full")
+    write_path.check_output("/dev/null")  # takes the probe and keeps nothing
+    with mock.patch.object(translate_cli, "build_translator",
+                           side_effect=AssertionError("loaded the model")):
+      code, out, err = run_command(translate_cli, "the boy\n", run_dir=self.rundir.path,
+                                   output_file="/dev/full")
+    self.assertEqual((code, out), (2, ""))
+    self.assertEqual(err, "error: --output_file=/dev/full cannot be written (No space left on "
+                     "device); choose another destination.\n")
 
   def test_an_output_that_is_an_input_a_folder_or_without_parent(self):
     source = os.path.join(self.get_temp_dir(), "in.txt")
