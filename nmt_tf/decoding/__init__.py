@@ -6,14 +6,18 @@ The searches see only `step_fn(ids, state, context, time) -> (logits, attention,
 
 from nmt_tf.decoding.beam import beam_search
 from nmt_tf.decoding.greedy import greedy_search
+from nmt_tf.decoding.lexical import Constraints
 from nmt_tf.decoding.penalties import coverage_penalty
 from nmt_tf.decoding.penalties import hypothesis_scores
 from nmt_tf.decoding.penalties import length_penalty
+from nmt_tf.decoding.prefix import Prefix
 from nmt_tf.decoding.result import DecodeResult
 from nmt_tf.decoding.search import decode
 
 __all__ = [
+    "Constraints",
     "DecodeResult",
+    "Prefix",
     "beam_search",
     "coverage_penalty",
     "decode",

@@ -4,6 +4,7 @@ import tensorflow as tf
 
 from nmt_tf.decoding import constraints
 from nmt_tf.decoding import penalties
+from nmt_tf.decoding import prefix as prefix_lib
 from nmt_tf.decoding import utils
 from nmt_tf.decoding.result import DecodeResult
 from nmt_tf.special_tokens import BOS_ID, EOS_ID, PAD_ID
@@ -11,7 +12,7 @@ from nmt_tf.special_tokens import BOS_ID, EOS_ID, PAD_ID
 
 def greedy_search(step_fn, state, context, batch_size, max_length, src_length=None, *,
                   max_length_a=None, max_length_b=0.0, min_length=0, length_penalty=0.0,
-                  coverage_penalty=0.0, compact=False):
+                  coverage_penalty=0.0, compact=False, prefix=None):
   """Decodes by taking the most probable token at each step.
 
   Runs eagerly, inside `tf.function` and, with `compact=False`, under
@@ -43,6 +44,7 @@ def greedy_search(step_fn, state, context, batch_size, max_length, src_length=No
     length_penalty: GNMT alpha for the returned scores.
     coverage_penalty: GNMT beta for the returned scores.
     compact: python bool: drop finished sentences from the steps' batch.
+    prefix: optional `prefix.Prefix` [batch, ...]: the forced start of each translation.
 
   Returns:
     A `DecodeResult` with nbest = 1.
@@ -54,14 +56,19 @@ def greedy_search(step_fn, state, context, batch_size, max_length, src_length=No
                                    max_length_b, length_penalty, coverage_penalty)
   max_lengths = constraints.sentence_max_lengths(
       batch_size, max_length, src_length, max_length_a, max_length_b)  # [batch]
+  if prefix is not None:
+    max_lengths = prefix_lib.max_lengths(max_lengths, prefix, max_length)
 
   # The loop's "active" entries have one row per sentence still in the steps' batch (every
   # sentence unless `compact`); "rows" maps them to the sentences. The buffers are per sentence.
   def advance(time, logits, attention, new_state, loop):
     """Chooses the tokens of step `time` and writes them into the buffers."""
-    active, (ids, attn_buffer) = loop["active"], loop["buffers"]
+    active, (ids, attn_buffer, lp_buffer) = loop["active"], loop["buffers"]
     finished = active["finished"]  # [active]
     scores = constraints.step_log_probs(logits, time, min_length, active["max_lengths"])
+    if "prefix" in active:
+      scores = prefix_lib.restrict(scores, time, active["prefix"], active.get("completion"),
+                                   active["max_lengths"])
     tokens = tf.argmax(scores, axis=-1, output_type=tf.int32)  # [active]
     token_log_probs = tf.gather(scores, tokens, batch_dims=1)  # [active]
     attention = tf.cast(attention, tf.float32)  # [active, src_len]
@@ -70,12 +77,16 @@ def greedy_search(step_fn, state, context, batch_size, max_length, src_length=No
     attention = tf.where(finished[:, tf.newaxis], 0.0, attention)
     ended = tf.logical_and(tf.logical_not(finished), tf.equal(tokens, EOS_ID))  # [active]
     rows = active["rows"] if compact else None
+    if "prefix" in active:
+      active = dict(active, prefix=prefix_lib.advance(active["prefix"], time, tokens,
+                                                      prefix.piece_bytes))
     active = dict(active, tokens=tokens, state=new_state,
                   log_probs=active["log_probs"] + token_log_probs,
                   lengths=tf.where(ended, time + 1, active["lengths"]),
                   finished=tf.logical_or(finished, ended))
     buffers = (utils.write_at(ids, time, tokens, rows),  # [batch, max_length]
-               utils.write_at(attn_buffer, time, attention, rows))  # [batch, max_length, src]
+               utils.write_at(attn_buffer, time, attention, rows),  # [batch, max_length, src]
+               utils.write_at(lp_buffer, time, token_log_probs, rows))  # [batch, max_length]
     return dict(loop, time=time + 1, active=active, buffers=buffers)
 
   bos = tf.fill([batch_size], BOS_ID)  # [batch]
@@ -85,10 +96,15 @@ def greedy_search(step_fn, state, context, batch_size, max_length, src_length=No
               "log_probs": tf.zeros([batch_size], tf.float32),
               "lengths": tf.zeros([batch_size], tf.int32),
               "finished": tf.zeros([batch_size], tf.bool)}
+    if prefix is not None:
+      active["prefix"], completion = prefix_lib.start(prefix)
+      if completion is not None:
+        active["completion"] = completion  # [batch, stem_len, vocab]
     loop = {"active": active,
             "buffers": (tf.zeros([batch_size, max_length], tf.int32),
                         tf.zeros([batch_size, max_length, tf.shape(attention)[-1]],
-                                 tf.float32))}
+                                 tf.float32),
+                        tf.zeros([batch_size, max_length], tf.float32))}
     if compact:
       active["rows"] = tf.range(batch_size)  # the batch row of each active sentence
       # log_probs and lengths of the sentences that left the batch, per sentence.
@@ -98,7 +114,7 @@ def greedy_search(step_fn, state, context, batch_size, max_length, src_length=No
   loop = utils.search_loop(step_fn, bos, state, context, start, advance,
                            lambda loop: tf.reduce_all(loop["active"]["finished"]), max_length,
                            _compact if compact else None)
-  ids, attn_buffer = loop["buffers"]
+  ids, attn_buffer, lp_buffer = loop["buffers"]
   src_len = tf.shape(attn_buffer)[-1]
   if compact:
     log_probs, lengths = _gather_results(loop)  # [batch] each
@@ -112,7 +128,8 @@ def greedy_search(step_fn, state, context, batch_size, max_length, src_length=No
                       lengths=lengths[:, tf.newaxis],  # [batch, 1]
                       log_probs=log_probs[:, tf.newaxis],  # [batch, 1]
                       scores=scores[:, tf.newaxis],  # [batch, 1]
-                      attention=attn_buffer[:, tf.newaxis])  # [batch, 1, max_length, src_len]
+                      attention=attn_buffer[:, tf.newaxis],  # [batch, 1, max_length, src_len]
+                      token_log_probs=lp_buffer[:, tf.newaxis])  # [batch, 1, max_length]
 
 
 def _gather_results(loop):

@@ -21,6 +21,8 @@ class DecodeResult(NamedTuple):
       `log_probs / lp(lengths) + cp(attention)` (see `penalties.py`).
     attention: float32 [batch, nbest, max_length, src_len]: attention weights of each step
       (row t is the attention computed while emitting token t), zeros after EOS.
+    token_log_probs: float32 [batch, nbest, max_length]: log p(y_t | y_<t, x) of each token
+      (EOS included), zeros after EOS; their sum is `log_probs`.
   """
 
   ids: tf.Tensor
@@ -28,3 +30,4 @@ class DecodeResult(NamedTuple):
   log_probs: tf.Tensor
   scores: tf.Tensor
   attention: tf.Tensor
+  token_log_probs: tf.Tensor

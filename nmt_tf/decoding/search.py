@@ -8,7 +8,8 @@ from nmt_tf.decoding.greedy import greedy_search
 
 def decode(step_fn, state, context, *, max_length, beam_size=1, nbest=1, batch_size=None,
            src_length=None, max_length_a=None, max_length_b=0.0, min_length=0,
-           length_penalty=0.0, coverage_penalty=0.0, compact=False):
+           length_penalty=0.0, coverage_penalty=0.0, compact=False, prefix=None,
+           lexical_constraints=None):
   """Decodes with greedy search (beam_size = 1) or beam search (beam_size > 1).
 
   Both strategies return the same `DecodeResult`, so callers (translation, evaluation,
@@ -30,6 +31,9 @@ def decode(step_fn, state, context, *, max_length, beam_size=1, nbest=1, batch_s
     length_penalty: GNMT alpha.
     coverage_penalty: GNMT beta.
     compact: drop finished sentences from the steps' batch (see `greedy_search`).
+    prefix: optional `nmt_tf.decoding.prefix.Prefix`: the forced start of each translation.
+    lexical_constraints: optional `nmt_tf.decoding.lexical.Constraints`: phrases each
+      translation must contain; the search is then a beam search, also with beam_size 1.
 
   Returns:
     A `DecodeResult`.
@@ -46,9 +50,11 @@ def decode(step_fn, state, context, *, max_length, beam_size=1, nbest=1, batch_s
     batch_size = first.shape[0] if first.shape[0] is not None else tf.shape(first)[0]
   options = dict(src_length=src_length, max_length_a=max_length_a,
                  max_length_b=max_length_b, min_length=min_length,
-                 length_penalty=length_penalty, coverage_penalty=coverage_penalty)
-  if beam_size == 1 and nbest == 1:
+                 length_penalty=length_penalty, coverage_penalty=coverage_penalty,
+                 prefix=prefix)
+  if beam_size == 1 and nbest == 1 and lexical_constraints is None:
     return greedy_search(step_fn, state, context, batch_size, max_length, compact=compact,
                          **options)
   return beam_search(step_fn, state, context, batch_size, beam_size, max_length,
-                     nbest=nbest, compact=compact, **options)
+                     nbest=nbest, compact=compact, lexical_constraints=lexical_constraints,
+                     **options)
