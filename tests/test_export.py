@@ -127,15 +127,20 @@ class ExportTest(tf.test.TestCase):
               for name in SIGNATURES}
     self.assertEqual(list(inputs["serving_default"]), ["text"])
     self.assertEqual(list(inputs["beam_search"]), ["text"])
+    self.assertCountEqual(inputs["prefix"], ["text", "prefix"])
+    self.assertCountEqual(inputs["beam_search_prefix"], ["text", "prefix"])
+    self.assertCountEqual(inputs["beam_search_constrained"], ["text", "constraints"])
     self.assertCountEqual(inputs["score"], ["source", "target"])
     for spec in inputs["serving_default"].values():
       self.assertEqual((spec.dtype, spec.shape.as_list()), (tf.string, [None]))
     common = {"translation", "log_prob", "source_tokens", "source_length", "target_tokens",
-              "target_length", "alignment", "truncated"}
-    self.assertCountEqual(self.loaded.signatures["serving_default"].structured_outputs,
-                          common)
-    self.assertCountEqual(self.loaded.signatures["beam_search"].structured_outputs,
-                          common | {"score"})
+              "target_length", "alignment", "truncated", "token_log_prob", "words",
+              "word_log_prob", "word_count"}
+    for name in ("serving_default", "prefix"):
+      self.assertCountEqual(self.loaded.signatures[name].structured_outputs, common)
+    for name in ("beam_search", "beam_search_prefix", "beam_search_constrained"):
+      self.assertCountEqual(self.loaded.signatures[name].structured_outputs,
+                            common | {"score"})
     self.assertCountEqual(self.loaded.signatures["score"].structured_outputs,
                           {"log_prob", "token_log_prob", "target_length", "truncated"})
 
@@ -163,6 +168,58 @@ class ExportTest(tf.test.TestCase):
     # The top hypothesis is the one `run.py translate` prints with the config's settings.
     top = self.functions["translate"](texts(self.sentences))  # config: beam 3, nbest 1
     self.assertEqual(decoded(got["translation"][:, 0]), decoded(top["translation"][:, 0]))
+
+  def test_prefix_signatures_match_translator(self):
+    prefixes = ["a ", "the bo", ""] + [""] * (len(self.sentences) - 3)
+    prefixes = prefixes[:len(self.sentences)]
+    for name, beam in (("prefix", 1), ("beam_search_prefix", 3)):
+      expected = self.functions["translate"](texts(self.sentences), beam_size=beam, nbest=beam,
+                                             prefix=texts(prefixes))
+      got = self.sig(name, text=texts(self.sentences), prefix=texts(prefixes))
+      translation = np.reshape(got["translation"], [len(self.sentences), beam])
+      self.assertEqual(decoded(translation), decoded(expected["translation"]))
+      for row, prefix in zip(translation, prefixes):
+        for text in decoded(row):
+          self.assertTrue(text.startswith(prefix.strip()), (text, prefix))
+      self.assertAllClose(np.reshape(got["log_prob"], [len(self.sentences), beam]),
+                          expected["log_probs"], rtol=1e-5, atol=1e-5)
+    with self.assertRaisesRegex(tf.errors.InvalidArgumentError, "one prefix value per text"):
+      self.sig("prefix", text=texts(self.sentences), prefix=texts(prefixes[:1]))
+
+  def test_constrained_signature_matches_translator(self):
+    vocab = [w.decode() for w in self.translator.target_tokenizer.id_to_token(
+        tf.range(4, 40)).numpy()]
+    constraints = [vocab[0], vocab[1] + "\t" + vocab[2], ""] + [vocab[3]] * 5
+    constraints = constraints[:len(self.sentences)]
+    expected = self.functions["translate"](texts(self.sentences), beam_size=3, nbest=3,
+                                           constraints=texts(constraints))
+    got = self.sig("beam_search_constrained", text=texts(self.sentences),
+                   constraints=texts(constraints))
+    self.assertEqual(decoded(got["translation"]), decoded(expected["translation"]))
+    for i, (tokens, length) in enumerate(zip(got["target_tokens"][:, 0],
+                                             got["target_length"][:, 0])):
+      if not self.sentences[i].strip():
+        continue
+      words = [t.decode() for t in tokens[:length]]
+      for phrase in filter(None, constraints[i].split("\t")):
+        self.assertIn(phrase, words, (i, words))
+
+  def test_confidence_outputs(self):
+    for name in ("serving_default", "beam_search"):
+      got = self.sig(name, text=texts(self.sentences))
+      lengths = got["target_length"]
+      token_log_prob = got["token_log_prob"]
+      self.assertAllClose(token_log_prob.sum(axis=-1), np.where(lengths > 0, got["log_prob"],
+                                                                token_log_prob.sum(axis=-1)),
+                          atol=1e-4)
+      last = np.take_along_axis(token_log_prob, np.maximum(lengths - 1, 0)[..., None], -1)
+      self.assertAllClose(got["word_log_prob"].sum(axis=-1) + last[..., 0] * (lengths > 0),
+                          token_log_prob.sum(axis=-1), atol=1e-4)  # words leave EOS out
+      words = np.reshape(got["words"], [-1, got["words"].shape[-1]])
+      tokens = np.reshape(got["target_tokens"], [-1, got["target_tokens"].shape[-1]])
+      for row_words, row_tokens, count in zip(words, tokens, got["word_count"].ravel()):
+        real = [t for t in row_tokens if t and t != b"</s>"]
+        self.assertEqual(list(row_words[:count]), real)  # word vocabulary: a word per token
 
   def test_fresh_checkpoint_load_matches_export(self):
     """`run.py translate` in another process restores the checkpoint into a new model."""
@@ -283,9 +340,17 @@ class ExportTest(tf.test.TestCase):
     two = texts(self.sentences[:2])
     got = {"serving_default": self.sig("serving_default", text=empty),
            "beam_search": self.sig("beam_search", text=empty),
+           "prefix": self.sig("prefix", text=empty, prefix=empty),
+           "beam_search_prefix": self.sig("beam_search_prefix", text=empty, prefix=empty),
+           "beam_search_constrained": self.sig("beam_search_constrained", text=empty,
+                                               constraints=empty),
            "score": self.sig("score", source=empty, target=empty)}
     full = {"serving_default": self.sig("serving_default", text=two),
             "beam_search": self.sig("beam_search", text=two),
+            "prefix": self.sig("prefix", text=two, prefix=two),
+            "beam_search_prefix": self.sig("beam_search_prefix", text=two, prefix=two),
+            "beam_search_constrained": self.sig("beam_search_constrained", text=two,
+                                                constraints=two),
             "score": self.sig("score", source=two, target=two)}
     for name in SIGNATURES:
       self.assertCountEqual(got[name], full[name])
@@ -339,18 +404,29 @@ class ExportTest(tf.test.TestCase):
         "g = m.signatures['serving_default'](text=text)\n"
         "b = m.signatures['beam_search'](text=text)\n"
         "s = m.signatures['score'](source=text, target=g['translation'])\n"
+        "prefix = tf.constant(json.loads(sys.argv[3]))\n"
+        "p = m.signatures['prefix'](text=text, prefix=prefix)\n"
+        "bp = m.signatures['beam_search_prefix'](text=text, prefix=prefix)\n"
+        "c = m.signatures['beam_search_constrained'](text=text, constraints=prefix)\n"
         "e = tf.constant([], tf.string)\n"
         "empty = {'serving_default': m.signatures['serving_default'](text=e),\n"
         "  'beam_search': m.signatures['beam_search'](text=e),\n"
+        "  'prefix': m.signatures['prefix'](text=e, prefix=e),\n"
+        "  'beam_search_prefix': m.signatures['beam_search_prefix'](text=e, prefix=e),\n"
         "  'score': m.signatures['score'](source=e, target=e)}\n"
         "assert not any(n.startswith(('nmt_tf', 'tests')) for n in sys.modules)\n"
         "print(json.dumps({'greedy': [t.decode() for t in g['translation'].numpy()],\n"
         "  'beam': [t.decode() for t in b['translation'].numpy().ravel()],\n"
+        "  'prefix': [t.decode() for t in p['translation'].numpy()],\n"
+        "  'beam_prefix': [t.decode() for t in bp['translation'].numpy().ravel()],\n"
+        "  'constrained': [t.decode() for t in c['translation'].numpy().ravel()],\n"
         "  'score': s['log_prob'].numpy().tolist(),\n"
         "  'empty': {n: {k: [v.dtype.name] + v.shape.as_list() for k, v in o.items()}\n"
         "            for n, o in empty.items()}}))\n")
     env = {k: v for k, v in ENV.items() if k != "PYTHONPATH"}
-    out = subprocess.run([PYTHON, "-c", script, self.path, json.dumps(self.sentences)],
+    prefixes = (["a ", "the bo"] + [""] * len(self.sentences))[:len(self.sentences)]
+    out = subprocess.run([PYTHON, "-c", script, self.path, json.dumps(self.sentences),
+                          json.dumps(prefixes)],
                          cwd=self.tmp, env=env, capture_output=True, text=True, timeout=300)
     self.assertEqual(out.returncode, 0, out.stderr[-3000:])
     result = json.loads(out.stdout.strip().splitlines()[-1])
@@ -359,7 +435,16 @@ class ExportTest(tf.test.TestCase):
     self.assertEqual(result["greedy"], decoded(greedy["translation"]))
     self.assertEqual(result["beam"], decoded(beam["translation"]))
     self.assertAllClose(result["score"], greedy["log_prob"], rtol=1e-4, atol=1e-4)
-    outputs = {"serving_default": greedy, "beam_search": beam,
+    prefixed = self.sig("prefix", text=texts(self.sentences), prefix=texts(prefixes))
+    beam_prefixed = self.sig("beam_search_prefix", text=texts(self.sentences),
+                             prefix=texts(prefixes))
+    self.assertEqual(result["prefix"], decoded(prefixed["translation"]))
+    self.assertEqual(result["beam_prefix"], decoded(beam_prefixed["translation"]))
+    constrained = self.sig("beam_search_constrained", text=texts(self.sentences),
+                           constraints=texts(prefixes))
+    self.assertEqual(result["constrained"], decoded(constrained["translation"]))
+    outputs = {"serving_default": greedy, "beam_search": beam, "prefix": prefixed,
+               "beam_search_prefix": beam_prefixed,
                "score": self.sig("score", source=texts(self.sentences),
                                  target=texts(self.sentences))}
     for name, empty in result["empty"].items():  # an empty batch: every output, batch 0
@@ -450,7 +535,7 @@ class ExportTest(tf.test.TestCase):
     path = os.path.join(self.path, "assets.extra", WARMUP_FILE)
     logs = [prediction_log_pb2.PredictionLog.FromString(record.numpy())
             for record in tf.data.TFRecordDataset(path)]
-    self.assertLen(logs, 12)  # 3 signatures x (1, 8 sentences) x (short, long)
+    self.assertLen(logs, 24)  # 6 signatures x (1, 8 sentences) x (short, long)
     self.assertEqual({log.predict_log.request.model_spec.signature_name for log in logs},
                      set(SIGNATURES))
     client = load_client()

@@ -57,8 +57,9 @@ class PythonApiTest(tf.test.TestCase):
     finally:
       os.chdir(cwd)
     lines = out.getvalue().splitlines()
-    self.assertLen(lines, 4)
+    self.assertLen(lines, 5)
     self.assertRegex(lines[1], r"^\(\d+, \d+\)$")
+    self.assertRegex(lines[4], r"^\[-?\d+\.\d+(, -?\d+\.\d+)*\]$")  # word confidence
 
   def test_translate(self):
     sentences = list(self.corpus["test"].sources[:3]) + [""]

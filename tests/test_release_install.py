@@ -41,6 +41,10 @@ SHAPES_SMOKE = ("--config.train.steps=4 --config.train.eval_every=4 "
 SENTENCES = ["the boy helps the quick small king that meets the lion", "",
              "some tall men see the farmer"]
 
+# The typed starts and terminology of the doc commands that use them, one line per sentence.
+WRITE_GUIDES = ("printf 'la k\\n\\nla \\n' | tee starts.txt > starts.en && "
+                "printf '[\"knabo\"]\\n[]\\n[\"la\", \"viro\"]\\n' > terms.jsonl")
+
 # Doc commands not run here, and why.
 NOT_RUN = {
     "bash scripts/run_tests.sh": "the test suite itself",
@@ -116,6 +120,14 @@ RUN = {
     "translate": [],
     ".venv/bin/nmt-tf translate --beam_size=5 --nbest=3 --alignments=hard --input_file=in.txt":
         [],
+    ".venv/bin/nmt-tf translate --prefix_file=starts.txt --constraints_file=terms.jsonl "
+    "--output_format=jsonl --input_file=in.txt": [(".venv/bin/nmt-tf", WRITE_GUIDES +
+                                                   " && .venv/bin/nmt-tf")],
+    "nmt-tf translate --input_file=test.de --prefix_file=starts.en": [
+        ("nmt-tf", WRITE_GUIDES + " && .venv/bin/nmt-tf")],
+    "nmt-tf translate --input_file=test.de --constraints_file=terms.jsonl": [
+        ("nmt-tf", WRITE_GUIDES + " && .venv/bin/nmt-tf")],
+    "nmt-tf translate --input_file=test.de --output_format=jsonl": [],
     ".venv/bin/nmt-tf evaluate --eval_split=test": [],
     ".venv/bin/nmt-tf score --source_file=in.txt --target_file=out.txt": [],
     ".venv/bin/nmt-tf export --beam_size=5": [],
@@ -341,7 +353,7 @@ class InstalledWheelTest(tf.test.TestCase):
   def test_readme_python_example(self):
     out = self.process([self.python, "-c", readme_example()], cwd=self.home, env=self.env)
     lines = out.stdout.splitlines()
-    self.assertLen(lines, 4)
+    self.assertLen(lines, 5)
     self.assertRegex(lines[1], r"^\(\d+, \d+\)$")
 
   def test_export_loads_with_only_tensorflow(self):

@@ -4,6 +4,7 @@ attention page in headless Chromium."""
 
 import base64
 import concurrent.futures
+import contextlib
 import json
 import os
 import shutil
@@ -167,7 +168,8 @@ class ServerApiTest(tf.test.TestCase):
     self.assertEqual(status, 200)
     self.assertEqual(meta["model_spec"], {"name": "nmt", "signature_name": "", "version": "1"})
     defs = meta["metadata"]["signature_def"]["signature_def"]
-    self.assertEqual(sorted(defs), ["beam_search", "score", "serving_default"])
+    self.assertEqual(sorted(defs), ["beam_search", "beam_search_constrained",
+                                    "beam_search_prefix", "prefix", "score", "serving_default"])
     self.assertEqual(defs["serving_default"]["inputs"]["text"]["dtype"], "DT_STRING")
     self.assertIn("alignment", defs["serving_default"]["outputs"])
 
@@ -292,6 +294,19 @@ class ServedRunCase(tf.test.TestCase):
     shutil.rmtree(cls.tmp, ignore_errors=True)
     super().tearDownClass()
 
+  @contextlib.contextmanager
+  def browser_page(self, **options):
+    """A page of Debian's Chromium, headless (skipped without it, failed in CI), closed after
+    the block."""
+    self.need_chromium()
+    from playwright.sync_api import sync_playwright  # pylint: disable=g-import-not-at-top
+    with sync_playwright() as playwright:
+      browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+      try:
+        yield browser.new_page(**options)
+      finally:
+        browser.close()
+
   def need_chromium(self):
     """Skips the test where Debian's Chromium is missing; fails it in CI."""
     if not os.path.exists(CHROMIUM):
@@ -341,12 +356,19 @@ class ServeCommandTest(ServedRunCase):
     nbest = [line.split(" ||| ")[1] for line in self.translate(
         "--beam_size=2", "--nbest=2", "--length_penalty=1.0").splitlines()]
     self.assertEqual(answer["predictions"][0]["translation"], nbest)
+    status, answer = request(self.url + "/v1/models/nmt:predict", {
+        "signature_name": "beam_search_prefix", "instances": [{"text": self.sentence,
+                                                              "prefix": ""}],
+        "parameters": {"beam_size": 2, "nbest": 2, "length_penalty": 1.0}})
+    self.assertEqual(status, 200, answer)
+    self.assertEqual(answer["predictions"][0]["translation"], nbest)
     for signature, parameters, words in (
         ("beam_search", {"beam_size": 99}, "from 1 to 16"),
         ("beam_search", {"beam_size": 2, "nbest": 3}, "from 1 to beam_size=2"),
         ("beam_search", {"length_penalty": "x"}, "length_penalty"),
         ("beam_search", {"width": 2}, "must be an object with some of"),
-        ("serving_default", {"beam_size": 2}, "apply to the beam_search signature")):
+        ("serving_default", {"beam_size": 2}, "apply to the beam_search, beam_search_prefix"
+         ", beam_search_constrained signatures, not serving_default")):
       status, answer = request(self.url + "/v1/models/nmt:predict", {
           "signature_name": signature, "instances": ["a"], "parameters": parameters})
       self.assertEqual(status, 400, parameters)
@@ -423,6 +445,37 @@ class ServeCommandTest(ServedRunCase):
                                             os.path.join(self.tmp, "page.png")), full_page=True)
       finally:
         browser.close()
+
+  def test_page_completes_a_typed_prefix_and_keeps_terms(self):
+    def answer(signature, **inputs):
+      status, got = request(self.url + "/v1/models/nmt:predict",
+                            {"signature_name": signature, "instances": [inputs]})
+      self.assertEqual(status, 200, got)
+      return got["predictions"][0]
+
+    words = answer("serving_default", text=self.sentence)["words"]
+    typed = "the b"
+    completion = answer("prefix", text=self.sentence, prefix=typed)
+    self.assertTrue(completion["translation"].startswith(typed), completion)
+    term = words[-1] if words else "the"
+    constrained = answer("beam_search_constrained", text=self.sentence, constraints=term)
+    self.assertIn(term, constrained["translation"][0])
+    chosen = ("(t) => { const e = document.querySelector('#hypotheses li.chosen .text');"
+              " return e && e.textContent === t; }")
+    with self.browser_page(viewport={"width": 1100, "height": 760}) as page:
+      page.goto(self.url + "/")
+      page.fill("#text", self.sentence)
+      page.type("#prefix", typed, delay=30)  # no click: the completion follows the typing
+      page.wait_for_function(chosen, arg=completion["translation"])
+      spans = page.locator("#confidence span.word")
+      self.assertEqual(spans.count(), completion["word_count"])
+      self.assertEqual(spans.first.inner_text(), completion["words"][0])
+      self.assertAllClose(float(spans.first.get_attribute("data-probability")),
+                          np.exp(completion["word_log_prob"][0]), atol=1e-5)
+      page.fill("#prefix", "")
+      page.fill("#terms", term)
+      page.click("#go")
+      page.wait_for_function(chosen, arg=constrained["translation"][0])
 
 
 @pytest.mark.slow

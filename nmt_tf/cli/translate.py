@@ -9,7 +9,17 @@ Output, one line per input line (an empty line gives an empty translation):
   --alignments=hard       ... ||| 0-0 1-2 2-1   (Pharaoh source-target links, appended)
   --alignments=soft       one JSON object per hypothesis: index, rank, translation, score,
                           log_prob, source_tokens, target_tokens, attention [tgt][src]
+  --output_format=jsonl   one JSON object per hypothesis: index, rank, translation, score,
+                          log_prob, pieces, piece_log_probs, words, word_log_probs,
+                          alignment (Pharaoh links); with --alignments=soft also the matrix
 Over-long lines are cut to --max_input_tokens tokens and reported on stderr.
+
+  --prefix_file=F         the start of each translation, line by line (an empty line: none).
+                          The search continues from it; a prefix that does not end with a
+                          space may have its last word completed ("Ein Hu" -> "Ein Hund").
+  --constraints_file=F    one JSON list of target phrases per input line ([] or an empty
+                          line: none): each phrase appears in the translation (lexically
+                          constrained beam search with dynamic beam allocation).
 
 Input errors (one `error:` line naming the line and the fix, exit code 2): a line that is
 not valid UTF-8 or that holds a carriage return (old Mac `\\r` line endings; `\\r\\n` is
@@ -46,6 +56,15 @@ flags.DEFINE_bool("replace_unk", False, "Replace each output UNK by its most-att
 flags.DEFINE_integer("max_input_tokens", 200, "Longer inputs are cut to this many tokens "
                      "(flagged on stderr).")
 flags.DEFINE_bool("xla", False, "XLA-compile the search (tf.function(jit_compile=True)).")
+flags.DEFINE_string("prefix_file", None, "The start of each translation, one line per input "
+                    "line (an empty line for none); a prefix not ending with a space may have "
+                    "its last word completed.")
+flags.DEFINE_string("constraints_file", None, "One JSON list of target phrases per input line "
+                    "([] or an empty line for none); every phrase appears in the "
+                    "translation (lexically constrained beam search).")
+flags.DEFINE_enum("output_format", "text", ["text", "jsonl"], "text: the translations (see "
+                  "--nbest, --alignments); jsonl: one JSON object per hypothesis with its "
+                  "pieces, words and their log-probabilities (confidence).")
 
 FLAGS = flags.FLAGS
 
@@ -106,16 +125,22 @@ UNKNOWN_SHARE_WARNING = 0.2
 CHUNK_LINES = 1024
 
 
-def decode_chunks(translator, decode, lines, log=None, chunk_lines=CHUNK_LINES):
+def decode_chunks(translator, decode, lines, log=None, chunk_lines=CHUNK_LINES, prefixes=None,
+                  constraints=None):
   """Yields the SentenceResults of `lines` in input order, `chunk_lines` at a time (indices
   count from the first line); reports cut lines, and an input mostly unknown to the model, on
-  `log` (default stderr)."""
+  `log` (default stderr). `prefixes`: optional start of each translation, one per line;
+  `constraints`: optional list of phrases per line that the translation must contain."""
   log = log or sys.stderr
   eager = len(lines) <= EAGER_LINES and not FLAGS.xla  # faster than tracing the search
   compiled = CompiledTranslator(translator, decode.beam_size, decode.nbest, FLAGS.xla, eager)
   tokens = unknown = 0
   for start in range(0, len(lines), chunk_lines):
-    results = translate_lines(compiled, lines[start:start + chunk_lines], decode.batch_size)
+    results = translate_lines(compiled, lines[start:start + chunk_lines], decode.batch_size,
+                              prefixes=None if prefixes is None
+                              else prefixes[start:start + chunk_lines],
+                              constraints=None if constraints is None
+                              else constraints[start:start + chunk_lines])
     for r in results:
       r.index += start
       if r.truncated:
@@ -138,7 +163,7 @@ def decode_lines(translator, decode, lines, log=None):
           for r in chunk]
 
 
-def format_results(translator, results, nbest, mode, replace_unk):
+def format_results(translator, results, nbest, mode, replace_unk, output_format="text"):
   """Yields output lines (see the module docstring)."""
   for r in results:
     hyps = r.hypotheses[:nbest] if r.hypotheses else [None]
@@ -150,6 +175,21 @@ def format_results(translator, results, nbest, mode, replace_unk):
         text, src_tokens, tgt_tokens = alignments.hypothesis_view(translator, r, hyp,
                                                                     replace_unk)
         attention, score, log_prob = hyp.attention, hyp.score, hyp.log_prob
+      if output_format == "jsonl":
+        pieces = [] if hyp is None else alignments.target_tokens(translator.target_tokenizer,
+                                                                   hyp.ids)
+        piece_lps = [] if hyp is None else hyp.token_log_probs
+        words, word_lps = ([], []) if hyp is None else (hyp.words, hyp.word_log_probs)
+        links = alignments.hard_alignment(attention) if hyp is not None else []
+        record = {"index": r.index, "rank": rank, "translation": text, "score": score,
+                  "log_prob": log_prob, "pieces": pieces,
+                  "piece_log_probs": [round(x, 4) for x in piece_lps], "words": words,
+                  "word_log_probs": [round(x, 4) for x in word_lps],
+                  "alignment": alignments.pharaoh(links)}
+        if mode == "soft":
+          record.update(alignments.soft_alignment(attention, src_tokens, tgt_tokens))
+        yield json.dumps(record, ensure_ascii=False)
+        continue
       if mode == "soft":
         record = {"index": r.index, "rank": rank, "translation": text, "score": score,
                   "log_prob": log_prob,
@@ -171,17 +211,24 @@ def run(argv):
     return 2
   try:
     if FLAGS.output_file != "-":
-      write_path.check_output(FLAGS.output_file, inputs=[FLAGS.input_file])
+      write_path.check_output(FLAGS.output_file, inputs=[FLAGS.input_file] + [
+          path for path in (FLAGS.prefix_file, FLAGS.constraints_file) if path])
     lines, input_error = read_input(FLAGS.input_file)
     if input_error is not None and not lines:
       raise input_error
+    prefixes = read_prefixes(FLAGS.prefix_file, lines, input_error)
+    constraints = read_constraints(FLAGS.constraints_file, lines, input_error)
     translator, _, decode, _ = build_translator()
+    if prefixes is not None:
+      translator.check_prefix(prefixes, "--prefix_file line")
+    if constraints is not None:
+      translator.check_constraints(constraints, "--constraints_file line")
     replace_unk = FLAGS.replace_unk
     if replace_unk and not isinstance(translator.source_tokenizer, data.WordTokenizer):
       print("warning: --replace_unk needs word vocabularies (tokenizer.kind='word'); ignored.",
             file=sys.stderr)
       replace_unk = False
-    code = write_translations(translator, decode, lines, replace_unk)
+    code = write_translations(translator, decode, lines, replace_unk, prefixes, constraints)
   except common.USER_ERRORS as error:
     print(f"error: {error}", file=sys.stderr)
     return 2
@@ -191,10 +238,55 @@ def run(argv):
   return code
 
 
-def write_translations(translator, decode, lines, replace_unk):
+def read_aligned(path, flag, lines, input_error, what, strip=True):
+  """The lines of the file `path` given as `flag`, one per input line (`what` names a line's
+  content for the error), else DataError. With a bad stdin line (`input_error`), the lines
+  of those read before it are kept."""
+  rows = data.read_lines(path, flag, strip=strip)
+  if input_error is not None:
+    rows = rows[:len(lines)]
+  if len(rows) != len(lines):
+    raise data.DataError(f"{flag} {path} has {len(rows)} lines and the input {len(lines)}; "
+                         f"expected {what} per input line.")
+  return rows
+
+
+def read_prefixes(path, lines, input_error):
+  """The lines of --prefix_file (None without it), whitespace kept: a trailing space says
+  that the last word is complete."""
+  if path is None:
+    return None
+  return read_aligned(path, "--prefix_file", lines, input_error,
+                      "one prefix (an empty line for none)", strip=False)
+
+
+def read_constraints(path, lines, input_error):
+  """The phrases of each line of --constraints_file (None without it); DataError naming the
+  line unless each line is a JSON list of strings (or empty)."""
+  if path is None:
+    return None
+  constraints = []
+  rows = read_aligned(path, "--constraints_file", lines, input_error,
+                      "one JSON list of phrases ([] for none)")
+  for number, row in enumerate(rows, start=1):
+    try:
+      phrases = json.loads(row) if row else []
+    except ValueError as error:
+      raise data.DataError(f"--constraints_file line {number}: not JSON ({error.msg}); "
+                           'write a list of phrases such as ["ein Hund", "Ball"].') from None
+    if not isinstance(phrases, list) or not all(isinstance(p, str) for p in phrases):
+      raise data.DataError(f"--constraints_file line {number}: {row[:60]!r} is not a JSON "
+                           'list of strings; write a list such as ["ein Hund", "Ball"].')
+    constraints.append(phrases)
+  return constraints
+
+
+def write_translations(translator, decode, lines, replace_unk, prefixes=None,
+                       constraints=None):
   """Decodes `lines` chunk by chunk into --output_file, in order (common.write_lines: Ctrl-C
   or SIGTERM keeps the translations done so far); returns the exit code."""
   return common.write_lines(FLAGS.output_file, (
-      line for results in decode_chunks(translator, decode, lines)
+      line for results in decode_chunks(translator, decode, lines, prefixes=prefixes,
+                                        constraints=constraints)
       for line in format_results(translator, results, decode.nbest, FLAGS.alignments,
-                                 replace_unk)), "translate")
+                                 replace_unk, FLAGS.output_format)), "translate")

@@ -46,7 +46,7 @@ class ParallelText:
     return len(self.sources)
 
 
-def decode_line(raw: bytes, name: str, line_number: int) -> str:
+def decode_line(raw: bytes, name: str, line_number: int, strip: bool = True) -> str:
   """One line of a text file: UTF-8 bytes -> str without its terminator and surrounding
   whitespace.
 
@@ -54,6 +54,8 @@ def decode_line(raw: bytes, name: str, line_number: int) -> str:
     raw: the line's bytes, ending with ``\\n``, ``\\r\\n`` or nothing (the last line).
     name: the file as error messages name it (a path, or "stdin").
     line_number: 1-based, for error messages.
+    strip: False keeps the whitespace around the text (a target prefix's trailing space
+      says that its last word is complete); only the terminator goes.
 
   Raises:
     DataError: the line has a carriage return before its end (``\\r``-only line endings) or
@@ -76,7 +78,8 @@ def decode_line(raw: bytes, name: str, line_number: int) -> str:
           f"line endings into \\n with `tr '\\r' '\\n'` or `dos2unix -c mac`, or delete "
           f"stray ones with `tr -d '\\r'`.")
   try:
-    return raw.decode("utf-8").strip()
+    text = raw.decode("utf-8")
+    return text.strip() if strip else text.rstrip("\r\n")
   except UnicodeDecodeError as e:
     raise DataError(
         f"{name} line {line_number}: not valid UTF-8 (byte 0x{raw[e.start]:02x} at "
@@ -90,16 +93,17 @@ def is_gzip(path: str) -> bool:
     return f.read(2) == _GZIP_MAGIC
 
 
-def read_lines(path: str, role: str = "corpus") -> List[str]:
+def read_lines(path: str, role: str = "corpus", strip: bool = True) -> List[str]:
   """Reads a UTF-8 text file (gzipped when it starts with the gzip magic bytes).
 
   Args:
     path: file path; ``.gz`` files and plain files are both accepted.
     role: what the file is for (e.g. "train source"), used in error messages.
+    strip: False keeps the whitespace around each line's text (see `decode_line`).
 
   Returns:
     The lines without their line terminator (``\\n`` or ``\\r\\n``), surrounding
-    whitespace stripped.
+    whitespace stripped (unless `strip` is False).
 
   Raises:
     DataError: the file is missing, is a corrupt gzip file, has a line that is not UTF-8 or
@@ -114,7 +118,7 @@ def read_lines(path: str, role: str = "corpus") -> List[str]:
   try:
     with opener(path, "rb") as f:
       for line_number, raw in enumerate(f, start=1):
-        lines.append(decode_line(raw, path, line_number))
+        lines.append(decode_line(raw, path, line_number, strip))
   except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError.
     raise DataError(f"{path}: cannot read ({e}); re-create or re-download the "
                     f"file.") from None

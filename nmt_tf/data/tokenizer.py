@@ -88,6 +88,9 @@ class Tokenizer(tf.Module):
   """
 
   kind = ""
+  # Whether pieces join into words (a word starts at a piece marked as its start), as
+  # SentencePiece's; False where each token is a word.
+  joins_pieces = True
   # Keys of the ``<prefix>.json`` entries that name the model files (see ``_save_files``).
   file_keys = ()
 
@@ -112,6 +115,12 @@ class Tokenizer(tf.Module):
   def id_to_token(self, ids: tf.Tensor) -> tf.Tensor:
     """int ids of any shape -> tf.string tokens of the same shape."""
     raise NotImplementedError
+
+  def pieces(self, strings: tf.Tensor) -> tf.RaggedTensor:
+    """tf.string ``[batch]`` -> tf.string ragged ``[batch, (tokens)]``: the surface string of
+    each token of ``tokenize`` (as ``id_to_token`` spells it; a word tokenizer gives the
+    words as typed, so that an unknown word keeps its characters)."""
+    return tf.ragged.map_flat_values(self.id_to_token, self.tokenize(strings))
 
   @property
   def vocab_size(self) -> int:

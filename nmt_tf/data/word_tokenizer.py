@@ -62,6 +62,7 @@ class WordTokenizer(Tokenizer):
   """
 
   kind = "word"
+  joins_pieces = False
   file_keys = ("vocab",)
 
   def __init__(self, vocab: Sequence[str], split_punctuation: bool = True,
@@ -111,11 +112,14 @@ class WordTokenizer(Tokenizer):
     vocab = list(special_tokens.SPECIAL_TOKENS) + words[:max_size - NUM_SPECIAL]
     return cls(vocab, split_punctuation)
 
-  def tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
+  def pieces(self, strings: tf.Tensor) -> tf.RaggedTensor:
     strings = tf.strings.regex_replace(strings, _SPACES_RE2, " ")
     if self.split_punctuation:
       strings = tf.strings.regex_replace(strings, _PUNCT, r" \1 ")
-    words = tf.strings.split(strings)  # [batch, (words)]
+    return tf.strings.split(strings)  # [batch, (words)]
+
+  def tokenize(self, strings: tf.Tensor) -> tf.RaggedTensor:
+    words = self.pieces(strings)  # [batch, (words)]
     ids = tf.ragged.map_flat_values(self._table.lookup, words)
     # A literal "<s>" etc. in the text is a word like any other: UNK.
     return tf.ragged.map_flat_values(

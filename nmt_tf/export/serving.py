@@ -1,11 +1,21 @@
 """The tf.Module whose signatures TF Serving runs: raw strings in, translations out.
 
-Three signatures, all string-in and tokenized inside the graph (docs/EXPORT.md):
-  serving_default  greedy search (Translator.translate with beam_size=1);
-  beam_search      beam search with the beam size and n-best size fixed at export;
-  score            log P(y | x) of given (source, target) pairs, teacher-forced
-                   (docs/EQUATIONS.md "Training objective": sum_t log p(y_t | y_<t, x), EOS
-                   included).
+Six signatures, all string-in and tokenized inside the graph (docs/EXPORT.md):
+  serving_default     greedy search (Translator.translate with beam_size=1);
+  beam_search         beam search with the beam size and n-best size fixed at export;
+  prefix              greedy search that continues a typed target prefix (interactive
+                      translation; a prefix not ending with a space has its last word
+                      completed);
+  beam_search_prefix  beam search that continues a typed target prefix;
+  beam_search_constrained  lexically constrained beam search: `constraints` holds each
+                      sentence's target phrases joined by tabs ("" = none), and every
+                      phrase appears in the translation;
+  score               log P(y | x) of given (source, target) pairs, teacher-forced
+                      (docs/EQUATIONS.md "Training objective": sum_t log p(y_t | y_<t, x),
+                      EOS included).
+The searches also answer each piece's log-probability and the translation's words with
+theirs (word-level confidence, nmt_tf/inference/confidence.py). TF Serving has no optional
+inputs, hence separate signatures for a prefix and for constraints.
 
 Guarding the server: a `score` request with a different number of sources and targets fails
 with an InvalidArgumentError that says so; every input is transcoded UTF-8 -> UTF-8 with invalid bytes replaced by
@@ -18,28 +28,41 @@ is there, with batch dimension 0 and the dtypes of a non-empty batch (`empty_out
 import tensorflow as tf
 
 from nmt_tf import special_tokens
+from nmt_tf.inference import confidence
 
-SIGNATURES = ("serving_default", "beam_search", "score")
+SIGNATURES = ("serving_default", "beam_search", "prefix", "beam_search_prefix",
+              "beam_search_constrained", "score")
 _TEXT = tf.TensorSpec([None], tf.string, name="text")
+_PREFIX = tf.TensorSpec([None], tf.string, name="prefix")
+_CONSTRAINTS = tf.TensorSpec([None], tf.string, name="constraints")
 _SOURCE = tf.TensorSpec([None], tf.string, name="source")
 _TARGET = tf.TensorSpec([None], tf.string, name="target")
 
 # Outputs of each signature: {key: (dtype, shape after the batch axis)}; "nbest" stands for
 # the n-best size and 0 for a length (token strings, alignments) that an empty batch lacks.
+_GREEDY_OUTPUTS = {
+    "translation": (tf.string, []), "log_prob": (tf.float32, []),
+    "source_tokens": (tf.string, [0]), "source_length": (tf.int32, []),
+    "target_tokens": (tf.string, [0]), "target_length": (tf.int32, []),
+    "alignment": (tf.float32, [0, 0]), "truncated": (tf.bool, []),
+    "token_log_prob": (tf.float32, [0]), "words": (tf.string, [0]),
+    "word_log_prob": (tf.float32, [0]), "word_count": (tf.int32, []),
+}
+_BEAM_OUTPUTS = {
+    "translation": (tf.string, ["nbest"]), "log_prob": (tf.float32, ["nbest"]),
+    "score": (tf.float32, ["nbest"]),
+    "source_tokens": (tf.string, [0]), "source_length": (tf.int32, []),
+    "target_tokens": (tf.string, ["nbest", 0]), "target_length": (tf.int32, ["nbest"]),
+    "alignment": (tf.float32, ["nbest", 0, 0]), "truncated": (tf.bool, []),
+    "token_log_prob": (tf.float32, ["nbest", 0]), "words": (tf.string, ["nbest", 0]),
+    "word_log_prob": (tf.float32, ["nbest", 0]), "word_count": (tf.int32, ["nbest"]),
+}
 OUTPUTS = {
-    "serving_default": {
-        "translation": (tf.string, []), "log_prob": (tf.float32, []),
-        "source_tokens": (tf.string, [0]), "source_length": (tf.int32, []),
-        "target_tokens": (tf.string, [0]), "target_length": (tf.int32, []),
-        "alignment": (tf.float32, [0, 0]), "truncated": (tf.bool, []),
-    },
-    "beam_search": {
-        "translation": (tf.string, ["nbest"]), "log_prob": (tf.float32, ["nbest"]),
-        "score": (tf.float32, ["nbest"]),
-        "source_tokens": (tf.string, [0]), "source_length": (tf.int32, []),
-        "target_tokens": (tf.string, ["nbest", 0]), "target_length": (tf.int32, ["nbest"]),
-        "alignment": (tf.float32, ["nbest", 0, 0]), "truncated": (tf.bool, []),
-    },
+    "serving_default": _GREEDY_OUTPUTS,
+    "beam_search": _BEAM_OUTPUTS,
+    "prefix": _GREEDY_OUTPUTS,
+    "beam_search_prefix": _BEAM_OUTPUTS,
+    "beam_search_constrained": _BEAM_OUTPUTS,
     "score": {
         "log_prob": (tf.float32, []), "token_log_prob": (tf.float32, [0]),
         "target_length": (tf.int32, []), "truncated": (tf.bool, []),
@@ -93,24 +116,32 @@ class ServingModule(tf.Module):
     self.nbest = nbest
     self.max_target_length = translator.decode_config.max_length
 
-  def greedy(self, text):
+  def greedy(self, text, prefix=None):
     """text [batch] -> dict (see docs/EXPORT.md): translation [batch], log_prob [batch],
     source_tokens [batch, src_len], source_length [batch], target_tokens [batch, tgt_len],
-    target_length [batch], alignment [batch, tgt_len, src_len], truncated [batch]."""
-    result = self.translator.translate(clean_text(text), beam_size=1, nbest=1)
+    target_length [batch], alignment [batch, tgt_len, src_len], truncated [batch],
+    token_log_prob [batch, tgt_len], words [batch, n_words], word_log_prob [batch,
+    n_words], word_count [batch]. `prefix`: optional [batch], the start of each
+    translation ("" = none)."""
+    result = self.translator.translate(clean_text(text), beam_size=1, nbest=1,
+                                       prefix=None if prefix is None else clean_text(prefix))
     outputs = self._outputs(result)
-    for key in ("translation", "log_prob", "target_tokens", "target_length", "alignment"):
+    for key in ("translation", "log_prob", "target_tokens", "target_length", "alignment",
+                "token_log_prob", "words", "word_log_prob", "word_count"):
       outputs[key] = outputs[key][:, 0]  # drop the n-best axis of size 1
     del outputs["score"]  # equal to log_prob without a beam
     return outputs
 
-  def beam(self, text):
+  def beam(self, text, prefix=None, constraints=None):
     """text [batch] -> dict: as `greedy` with an n-best axis after the batch axis
     (translation [batch, nbest], log_prob, score [batch, nbest], target_tokens
-    [batch, nbest, tgt_len], target_length, alignment [batch, nbest, tgt_len, src_len]),
-    sorted by decreasing score; missing hypotheses have score -inf and length 0."""
-    result = self.translator.translate(clean_text(text), beam_size=self.beam_size,
-                                       nbest=self.nbest)
+    [batch, nbest, tgt_len], target_length, alignment [batch, nbest, tgt_len, src_len], ...),
+    sorted by decreasing score; missing hypotheses have score -inf and length 0.
+    `constraints`: optional [batch], each translation's required phrases joined by tabs."""
+    result = self.translator.translate(
+        clean_text(text), beam_size=self.beam_size, nbest=self.nbest,
+        prefix=None if prefix is None else clean_text(prefix),
+        constraints=None if constraints is None else clean_text(constraints))
     return self._outputs(result)
 
   def score(self, source, target):
@@ -133,6 +164,21 @@ class ServingModule(tf.Module):
     def beam_search(text):
       return unless_empty([text], "beam_search", self.nbest, lambda: self.beam(text))
 
+    def prefix(text, prefix):
+      with tf.control_dependencies([_same_size(text, prefix, "prefix")]):
+        return unless_empty([text], "prefix", 1, lambda: self.greedy(text, prefix))
+
+    def beam_search_prefix(text, prefix):
+      with tf.control_dependencies([_same_size(text, prefix, "beam_search_prefix")]):
+        return unless_empty([text], "beam_search_prefix", self.nbest,
+                            lambda: self.beam(text, prefix))
+
+    def beam_search_constrained(text, constraints):
+      with tf.control_dependencies([_same_size(text, constraints, "beam_search_constrained",
+                                               "constraints")]):
+        return unless_empty([text], "beam_search_constrained", self.nbest,
+                            lambda: self.beam(text, constraints=constraints))
+
     def score(source, target):
       check = tf.debugging.assert_equal(
           tf.size(source), tf.size(target), message="score: the request has a different "
@@ -144,6 +190,11 @@ class ServingModule(tf.Module):
     return {
         "serving_default": tf.function(serving_default, input_signature=[_TEXT], autograph=False),
         "beam_search": tf.function(beam_search, input_signature=[_TEXT], autograph=False),
+        "prefix": tf.function(prefix, input_signature=[_TEXT, _PREFIX], autograph=False),
+        "beam_search_prefix": tf.function(beam_search_prefix, input_signature=[_TEXT, _PREFIX],
+                                          autograph=False),
+        "beam_search_constrained": tf.function(
+            beam_search_constrained, input_signature=[_TEXT, _CONSTRAINTS], autograph=False),
         "score": tf.function(score, input_signature=[_SOURCE, _TARGET], autograph=False),
     }
 
@@ -167,6 +218,10 @@ class ServingModule(tf.Module):
     # An empty input has one hypothesis, the empty one (log_prob 0); the rest are missing.
     first = tf.range(tf.shape(lengths)[1])[None, :] == 0  # [1, nbest]
     empty_value = tf.where(first, 0.0, float("-inf")) * tf.ones_like(result["log_probs"])
+    target_tokens = tf.where(target_mask, self.translator.target_tokenizer.id_to_token(ids), "")
+    token_log_prob = tf.where(target_mask, result["token_log_probs"][:, :, :width], 0.0)
+    words, word_log_prob, word_count = confidence.word_tensors(
+        target_tokens, token_log_prob, lengths, self.translator.target_tokenizer.joins_pieces)
     return {
         "translation": tf.where(empty_n, "", result["translation"]),
         "log_prob": tf.where(empty_n, empty_value, result["log_probs"]),
@@ -174,9 +229,19 @@ class ServingModule(tf.Module):
         "source_tokens": tf.where(
             source_mask, self.translator.source_tokenizer.id_to_token(source), ""),
         "source_length": source_length,
-        "target_tokens": tf.where(
-            target_mask, self.translator.target_tokenizer.id_to_token(ids), ""),
+        "target_tokens": target_tokens,
         "target_length": lengths,
         "alignment": alignment,
         "truncated": result["truncated"],
+        "token_log_prob": token_log_prob,
+        "words": words,
+        "word_log_prob": word_log_prob,
+        "word_count": word_count,
     }
+
+
+def _same_size(text, other, signature, name="prefix"):
+  """An assertion that a request gives one `name` input per text."""
+  return tf.debugging.assert_equal(
+      tf.size(text), tf.size(other), message=f"{signature}: the request has a different "
+      f"number of texts and {name} values; send one {name} value per text (\"\" for none)")

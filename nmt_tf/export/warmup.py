@@ -52,6 +52,11 @@ def warmup_requests(model_name, sentences, batch=WARMUP_BATCH):
       texts = [sentence] * size
       requests.append(_request(model_name, "serving_default", {"text": texts}))
       requests.append(_request(model_name, "beam_search", {"text": texts}))
+      requests.append(_request(model_name, "prefix", {"text": texts, "prefix": [""] * size}))
+      requests.append(_request(model_name, "beam_search_prefix",
+                               {"text": texts, "prefix": [""] * size}))
+      requests.append(_request(model_name, "beam_search_constrained",
+                               {"text": texts, "constraints": [""] * size}))
       requests.append(_request(model_name, "score", {"source": texts, "target": texts}))
   return requests
 

@@ -120,11 +120,20 @@ class Shortlist:
     always = np.concatenate([np.arange(len(SPECIAL_TOKENS)), frequent[:self.num_frequent]])
     self._always = tf.constant(always.astype(np.int32))  # [specials + f]
 
-  def vocabulary(self, source):
-    """source int32 [batch, src_len] -> V' int32 [n]: sorted target ids, 0..3 first."""
+  def vocabulary(self, source, prefix=None, constraints=None):
+    """source int32 [batch, src_len] -> V' int32 [n]: sorted target ids, 0..3 first. With a
+    `decoding.Prefix` (full-vocabulary ids), V' also holds its forced pieces and every piece
+    that may complete one of its words; with `decoding.Constraints`, their tokens."""
     candidates = tf.reshape(tf.gather(self._table, source), [-1])  # [batch * src_len * k]
     ids = tf.concat([self._always, candidates], axis=0)  # [m]
     present = tf.scatter_nd(ids[:, tf.newaxis], tf.ones_like(ids), [self.target_vocab])
+    if prefix is not None:
+      forced = tf.reshape(prefix.ids, [-1])  # [batch * prefix_len], PAD included
+      present += tf.scatter_nd(forced[:, tf.newaxis], tf.ones_like(forced), [self.target_vocab])
+      present += tf.cast(tf.reduce_any(prefix.completion, axis=[0, 1]), tf.int32)  # [vocab]
+    if constraints is not None:
+      needed = tf.reshape(constraints.ids, [-1])  # PAD included
+      present += tf.scatter_nd(needed[:, tf.newaxis], tf.ones_like(needed), [self.target_vocab])
     return tf.cast(tf.where(present > 0)[:, 0], tf.int32)  # [n], ascending
 
 

@@ -4,6 +4,8 @@
   model = nmt_tf.load("runs/quickstart")
   best = model.translate(["a sentence"], beam_size=5)[0]
   best.text, best.score, best.alignment          # alignment: [target tokens, source tokens]
+  best.words, best.word_log_probs                # confidence of each word
+  model.translate("ein Hund läuft", prefix="A dog r").text   # continues "A dog r..."
   model.score(["a sentence"], [best.text])[0].log_prob
 
 It runs what `nmt-tf translate` and `nmt-tf score` run (the same Translator, search and
@@ -40,6 +42,9 @@ class Translation:
     alignment: float32 [len(target_tokens), len(source_tokens)], the attention weights.
     alternatives: the next best translations (with `nbest` > 1), best first.
     truncated: the source was cut to the run's maximum input length.
+    piece_log_probs: log p(piece | previous pieces, source) of each target token (EOS last).
+    words: the translation's words (its pieces joined; EOS left out).
+    word_log_probs: each word's log-probability, the sum over its pieces (confidence).
   """
 
   text: str
@@ -50,6 +55,9 @@ class Translation:
   alignment: np.ndarray
   alternatives: List["Translation"] = dataclasses.field(default_factory=list)
   truncated: bool = False
+  piece_log_probs: List[float] = dataclasses.field(default_factory=list)
+  words: List[str] = dataclasses.field(default_factory=list)
+  word_log_probs: List[float] = dataclasses.field(default_factory=list)
 
 
 class TranslationModel:
@@ -85,7 +93,9 @@ class TranslationModel:
     self._scorer = None
 
   def translate(self, sentences: Union[str, Sequence[str]], beam_size: Optional[int] = None,
-                nbest: int = 1, batch_size: Optional[int] = None
+                nbest: int = 1, batch_size: Optional[int] = None,
+                prefix: Union[None, str, Sequence[str]] = None,
+                constraints: Optional[Sequence[Sequence[str]]] = None
                 ) -> Union[Translation, List[Translation]]:
     """Translates each sentence; returns one Translation per sentence, in order.
 
@@ -95,13 +105,35 @@ class TranslationModel:
       nbest: translations per sentence (<= beam_size): the best, and nbest - 1 alternatives.
       batch_size: sentences per search call; default: the run's decode.batch_size (fewer when
         the search of that many would not fit in memory).
+      prefix: the start of each translation (a str per sentence, "" for none; one str with
+        one sentence): the search continues from it, and a prefix that does not end with a
+        space may have its last word completed ("Ein Hu" -> "Ein Hund ...").
+      constraints: the phrases each translation must contain, a list of str per sentence
+        ([] for none; one list with one str sentence): lexically constrained beam search
+        with dynamic beam allocation (Post and Vilar 2018), also with beam_size 1.
 
     Raises:
-      TypeError: a sentence is not a str.
-      ValueError: beam_size, nbest or batch_size is not a positive int, nbest > beam_size, or
-        the search of one sentence with this beam would not fit in memory.
+      TypeError: a sentence or prefix is not a str.
+      ValueError: beam_size, nbest or batch_size is not a positive int, nbest > beam_size,
+        the prefixes or constraint lists are not one per sentence, a prefix is longer than
+        decode.max_length allows, a constraint is empty, holds characters the vocabulary
+        lacks or does not fit decode.max_length, or the search of one sentence with this
+        beam would not fit in memory.
     """
     lines, single = _sentences(sentences, "sentences")
+    prefixes = None
+    if prefix is not None:
+      prefixes, single_prefix = _sentences(prefix, "prefix")
+      if single_prefix != single or len(prefixes) != len(lines):
+        raise ValueError(f"Received {len(prefixes)} prefix(es) for {len(lines)} sentence(s); "
+                         "expected one per sentence, a str for a str and a list for a list.")
+    if constraints is not None:
+      constraints = [constraints] if single else list(constraints)
+      if len(constraints) != len(lines) or any(isinstance(c, str) for c in constraints):
+        raise ValueError(f"Received constraints={constraints!r} for {len(lines)} "
+                         "sentence(s); expected a list of phrases per sentence (one list for "
+                         "one str sentence).")
+      constraints = [list(c) for c in constraints]
     decode = self.config.decode
     beam_size = _positive_int("beam_size", decode.beam_size if beam_size is None else beam_size)
     nbest = _positive_int("nbest", nbest)
@@ -112,7 +144,8 @@ class TranslationModel:
     if key not in self._compiled:
       self._compiled[key] = CompiledTranslator(self.translator, beam_size, nbest)
     results = [self._translation(r) for r in translate_lines(self._compiled[key], lines,
-                                                             batch_size)]
+                                                             batch_size, prefixes=prefixes,
+                                                             constraints=constraints)]
     return results[0] if single else results
 
   def score(self, sources: Union[str, Sequence[str]], targets: Union[str, Sequence[str]],
@@ -143,7 +176,9 @@ class TranslationModel:
     for hyp in result.hypotheses:
       hyps.append(Translation(hyp.text, hyp.score, hyp.log_prob, src_tokens,
                               alignments.target_tokens(tgt_tok, hyp.ids),
-                              np.asarray(hyp.attention, np.float32), truncated=result.truncated))
+                              np.asarray(hyp.attention, np.float32), truncated=result.truncated,
+                              piece_log_probs=list(hyp.token_log_probs), words=hyp.words,
+                              word_log_probs=hyp.word_log_probs))
     if not hyps:  # an empty input
       return Translation("", 0.0, 0.0, [], [], np.zeros([0, 0], np.float32))
     hyps[0].alternatives = hyps[1:]

@@ -14,7 +14,11 @@ from nmt_tf import cpu
 from nmt_tf import decoding
 from nmt_tf import special_tokens
 from nmt_tf.data import add_bos_eos, encode_source, strip_special
+from nmt_tf.inference import target_prefix as target_prefix_lib
 from nmt_tf.layers import kernels
+
+# Between the phrases of one sentence's constraints in a tf.string (the serving signatures').
+CONSTRAINT_SEPARATOR = "\t"
 
 
 def token_log_probs(model, source, target_in, target_out):
@@ -106,10 +110,79 @@ class Translator(tf.Module):
         "truncated": tf.logical_or(source_cut, target_cut),
     }
 
-  def translate_ids(self, source, beam_size=None, nbest=None, compact=None):
+  @property
+  def max_prefix_pieces(self):
+    """The most target pieces a prefix may hold: one step is left for EOS."""
+    return self.decode_config.max_length - 1
+
+  def prefix(self, text):
+    """text tf.string [batch], the start of each translation ("" = none) -> (Prefix, cut
+    [batch] bool); see `target_prefix`."""
+    return target_prefix_lib.target_prefix(self.target_tokenizer, text, self.max_prefix_pieces)
+
+  def as_typed(self, prefix, text):
+    """Translations text tf.string [batch, nbest] that start with their prefix [batch] as
+    typed (see `target_prefix.as_typed`)."""
+    return target_prefix_lib.as_typed(self.target_tokenizer, prefix, text)
+
+  def check_prefix(self, lines, name="prefix"):
+    """Raises ValueError naming (`name` and its number) the first of the python strings
+    `lines` whose prefix has more pieces than the search can hold (decode.max_length)."""
+    for i, line in enumerate(lines):
+      count = len(self.target_tokenizer.encode(line)) if line else 0
+      if count > self.max_prefix_pieces:
+        raise ValueError(f"{name} {i + 1} has {count} target pieces; decode.max_length="
+                         f"{self.decode_config.max_length} holds at most "
+                         f"{self.max_prefix_pieces} and EOS (raise decode.max_length).")
+
+  def constraints(self, text):
+    """text tf.string [batch]: the phrases each translation must contain, joined by tabs
+    ("" = none) -> `decoding.Constraints` of the target tokens of every phrase."""
+    phrases = tf.strings.split(text, sep=CONSTRAINT_SEPARATOR)  # [batch, (phrases)]
+    phrases = tf.ragged.boolean_mask(phrases, tf.strings.strip(phrases) != "")
+    tokens = tf.cast(self.target_tokenizer.tokenize(phrases.flat_values), tf.int32)
+    position = tf.ragged.range(tokens.row_lengths())  # [phrases, (tokens)]
+    continues = position < tf.expand_dims(tokens.row_lengths() - 1, 1)
+    per_sentence = tf.math.unsorted_segment_sum(  # tokens per sentence [batch]
+        tokens.row_lengths(), phrases.value_rowids(), phrases.nrows())
+    ids = tf.RaggedTensor.from_row_lengths(tokens.flat_values, per_sentence)
+    continues = tf.RaggedTensor.from_row_lengths(continues.flat_values, per_sentence)
+    return decoding.Constraints(ids.to_tensor(), continues.to_tensor(False))
+
+  def check_constraints(self, sentences, name="sentence"):
+    """Raises ValueError naming (`name` and its number) the first sentence of `sentences`
+    (python lists of phrases) with a phrase that is not a non-empty str, holds a tab or
+    characters the target vocabulary lacks, or whose phrases do not fit decode.max_length."""
+    tokenizer = self.target_tokenizer
+    for i, phrases in enumerate(sentences):
+      total = 0
+      for phrase in phrases:
+        if not isinstance(phrase, str) or not phrase.strip():
+          raise ValueError(f"{name} {i + 1}: constraint {phrase!r} is not a non-empty "
+                           "string; give each phrase as a string.")
+        if CONSTRAINT_SEPARATOR in phrase:
+          raise ValueError(f"{name} {i + 1}: constraint {phrase!r} holds a tab; give each "
+                           "phrase as its own string.")
+        ids = tokenizer.encode(phrase)
+        if special_tokens.UNK_ID in ids:
+          raise ValueError(f"{name} {i + 1}: constraint {phrase!r} has characters or words "
+                           "the target vocabulary lacks, which no translation can contain; "
+                           "spell it with the vocabulary's words or drop it.")
+        total += len(ids)
+      if total + 1 > self.decode_config.max_length:
+        raise ValueError(f"{name} {i + 1}: its constraints have {total} target pieces, which "
+                         f"with EOS do not fit decode.max_length="
+                         f"{self.decode_config.max_length}; drop some or raise "
+                         "decode.max_length.")
+
+  def translate_ids(self, source, beam_size=None, nbest=None, compact=None, prefix=None,
+                    constraints=None):
     """source [batch, src_len] ids -> DecodeResult (ids [batch, nbest, max_len], ...).
     `compact` (None = decode.compact_batch): drop finished sentences from the search's batch,
-    which leaves its shapes dynamic (False for XLA and LiteRT)."""
+    which leaves its shapes dynamic (False for XLA and LiteRT). `prefix`: an optional
+    `decoding.Prefix` that each translation starts with (see `prefix`). `constraints`: an
+    optional `decoding.Constraints`, phrases each translation contains (see `constraints`;
+    the search is then lexically constrained beam search, also with beam_size 1)."""
     cfg = self.decode_config
     beam_size = beam_size or cfg.beam_size
     nbest = nbest or (cfg.nbest if beam_size > 1 else 1)
@@ -117,43 +190,70 @@ class Translator(tf.Module):
     dtype = getattr(self.model, "matmul_dtype", None) or kernels.matmul_dtype_for(self.precision)
     with kernels.precision_scope(dtype, prefetch=self.model.trainable_variables):
       return self._search(source, cfg, beam_size, nbest,
-                          cfg.compact_batch if compact is None else compact)
+                          cfg.compact_batch if compact is None else compact, prefix,
+                          constraints)
 
-  def _search(self, source, cfg, beam_size, nbest, compact):
+  def _search(self, source, cfg, beam_size, nbest, compact, prefix=None, constraints=None):
     context = self.model.encode(source)
     state = self.model.initial_state(context, cfg.max_length)
     src_length = tf.reduce_sum(tf.cast(source != 0, tf.int32), axis=1)  # [batch]
     step, vocab = self.model.step, None
     if self.shortlist is not None:
       # The search sees positions in the batch's shortlist V' [n]; the model, their words.
-      vocab = self.shortlist.vocabulary(source)  # [n]
+      vocab = self.shortlist.vocabulary(source, prefix, constraints)  # [n]
+      if constraints is not None:  # in positions of V'
+        constraints = decoding.Constraints(
+            tf.searchsorted(tf.tile(vocab[tf.newaxis], [tf.shape(constraints.ids)[0], 1]),
+                            constraints.ids), constraints.continues)
+      if prefix is not None:  # the prefix in positions of V'
+        prefix = decoding.Prefix(
+            tf.searchsorted(tf.tile(vocab[tf.newaxis], [tf.shape(prefix.ids)[0], 1]),
+                            prefix.ids),
+            prefix.lengths, tf.gather(prefix.completion, vocab, axis=2), prefix.stem_bytes,
+            tf.gather(prefix.piece_bytes, vocab))
       step = lambda ids, state, context, time: self.model.step(  # pylint: disable=g-long-lambda
           tf.gather(vocab, ids), state, context, time, vocab=vocab)
     result = decoding.decode(
         step, state, context, max_length=cfg.max_length, beam_size=beam_size,
         nbest=nbest, batch_size=tf.shape(source)[0], src_length=src_length,
         max_length_a=cfg.max_length_a, max_length_b=cfg.max_length_b,
-        min_length=cfg.min_length, length_penalty=cfg.length_penalty if beam_size > 1 else 0.0,
-        coverage_penalty=cfg.coverage_penalty if beam_size > 1 else 0.0, compact=compact)
+        min_length=cfg.min_length,
+        length_penalty=cfg.length_penalty if beam_size > 1 or constraints is not None else 0.0,
+        coverage_penalty=cfg.coverage_penalty if beam_size > 1 or constraints is not None
+        else 0.0, compact=compact, prefix=prefix, lexical_constraints=constraints)
     if vocab is not None:
       result = result._replace(ids=tf.gather(vocab, result.ids))  # PAD stays 0
     return result
 
-  def translate(self, text, beam_size=None, nbest=None):
+  def translate(self, text, beam_size=None, nbest=None, prefix=None, constraints=None):
     """text tf.string [batch] -> dict: translation [batch, nbest] tf.string, ids, lengths,
-    log_probs, scores, attention [batch, nbest, max_len, src_len], source ids, truncated."""
+    log_probs, scores, attention [batch, nbest, max_len, src_len], token_log_probs
+    [batch, nbest, max_len], source ids, truncated (the source or the prefix was cut).
+    `prefix`: optional tf.string [batch], the start of each translation ("" = none).
+    `constraints`: optional tf.string [batch], the phrases each translation must contain,
+    joined by tabs ("" = none)."""
     source, truncated = self.source_ids(text)
-    result = self.translate_ids(source, beam_size, nbest)
+    target_prefix = None
+    if prefix is not None:
+      target_prefix, cut = self.prefix(prefix)
+      truncated = tf.logical_or(truncated, cut)
+    result = self.translate_ids(
+        source, beam_size, nbest, prefix=target_prefix,
+        constraints=None if constraints is None else self.constraints(constraints))
     batch, n = tf.shape(result.ids)[0], tf.shape(result.ids)[1]
     flat_ids = tf.reshape(result.ids, [batch * n, -1])  # [batch*nbest, max_len]
     words = self.target_tokenizer.detokenize(strip_special(flat_ids))  # [batch*nbest]
+    words = tf.reshape(words, [batch, n])
+    if prefix is not None:
+      words = self.as_typed(prefix, words)
     return {
-        "translation": tf.reshape(words, [batch, n]),
+        "translation": words,
         "ids": result.ids,
         "lengths": result.lengths,
         "log_probs": result.log_probs,
         "scores": result.scores,
         "attention": result.attention,
+        "token_log_probs": result.token_log_probs,
         "source": source,
         "truncated": truncated,
     }

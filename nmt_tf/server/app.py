@@ -4,8 +4,8 @@ and the attention page at `/`.
   GET  /v1/models/NAME[/versions/N | /labels/L]            version status
   GET  /v1/models/NAME[/versions/N | /labels/L]/metadata   signatures (SignatureDefs)
   POST /v1/models/NAME[/versions/N | /labels/L]:predict    rest.py's request and answer; for
-       a run served in-process, beam_search also takes "parameters": {"beam_size", "nbest",
-       "length_penalty"} (an nmt_tf extension, as KServe's "parameters")
+       a run served in-process, the beam searches (BEAM_SIGNATURES) also take "parameters":
+       {"beam_size", "nbest", "length_penalty"} (an nmt_tf extension, as KServe's)
   GET  /                                                   the page (static/index.html)
 
 Every refusal is TF Serving's `{"error": MESSAGE}`: 400 for a request the model cannot take,
@@ -63,7 +63,7 @@ def create_app(servable, limits=None):
   """The Starlette application serving `servable` (servable.py) within `limits`."""
   limits = limits or Limits()
   batcher = Batcher(limits.max_batch_size, limits.batch_timeout_micros / 1e6)
-  variants = collections.OrderedDict()  # (beam, nbest, length penalty) -> Signature
+  variants = collections.OrderedDict()  # (name, beam, nbest, length penalty) -> Signature
 
   def resolve(path):
     """(version, named, tail) of a /v1/models/... path: `named` when the path names the
@@ -128,7 +128,7 @@ def create_app(servable, limits=None):
     if "parameters" in request:
       settings = search_settings(request["parameters"], name)
       if settings != tuple(servable.beam.get(k) for k in SETTINGS):
-        signature, batch_key = await variant(settings), (version, name, settings)
+        signature, batch_key = await variant(name, settings), (version, name, settings)
     inputs, row_format = rest.parse_predict(request, signature.input_dtypes())
     rows = len(next(iter(inputs.values())))
     if rows > limits.max_batch_size:
@@ -152,8 +152,9 @@ def create_app(servable, limits=None):
       raise rest.RestError("This server serves an export, whose beam search is fixed at export "
                            f"({_settings_text(servable.beam)}); serve the run (--run_dir) to "
                            "choose the beam per request.")
-    if name != "beam_search":
-      raise rest.RestError(f"\"parameters\" apply to the beam_search signature, not {name}.")
+    if name not in BEAM_SIGNATURES:
+      raise rest.RestError(f"\"parameters\" apply to the {', '.join(BEAM_SIGNATURES)} "
+                           f"signatures, not {name}.")
     if not isinstance(parameters, dict) or set(parameters) - set(SETTINGS):
       raise rest.RestError(f"\"parameters\" must be an object with some of {list(SETTINGS)}.")
     merged = {**servable.beam, **parameters}
@@ -168,14 +169,16 @@ def create_app(servable, limits=None):
       raise rest.RestError(f"length_penalty={alpha!r}: expected a number from 0 to 5.")
     return beam, nbest, float(alpha)
 
-  async def variant(settings):
-    """The beam_search Signature with `settings`, traced in the model's thread on first use."""
-    if settings not in variants:
+  async def variant(name, settings):
+    """The beam search Signature `name` with `settings`, traced in the model's thread on first
+    use."""
+    key = (name,) + settings
+    if key not in variants:
       if len(variants) >= limits.max_variants:
         variants.popitem(last=False)
-      variants[settings] = await batcher.in_model_thread(servable.variant, *settings)
-    variants.move_to_end(settings)
-    return variants[settings]
+      variants[key] = await batcher.in_model_thread(servable.variant, *settings, name)
+    variants.move_to_end(key)
+    return variants[key]
 
   async def page(request):
     with open(os.path.join(STATIC, "index.html"), encoding="utf-8") as f:
@@ -198,6 +201,8 @@ def create_app(servable, limits=None):
 
 
 SETTINGS = ("beam_size", "nbest", "length_penalty")
+# The signatures whose beam a request's "parameters" may set.
+BEAM_SIGNATURES = ("beam_search", "beam_search_prefix", "beam_search_constrained")
 
 
 def _is_int(value):

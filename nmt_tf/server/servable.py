@@ -24,6 +24,8 @@ PADDED_AXES = {
     "target_tokens": ("target_length",),
     "alignment": ("target_length", "source_length"),
     "token_log_prob": ("target_length",),
+    "words": ("word_count",),
+    "word_log_prob": ("word_count",),
     "attention": ("caption_length", None),
 }
 
@@ -82,7 +84,8 @@ class Servable:
 
   `beam` holds the settings of the newest version's beam_search signature (beam_size, nbest,
   length_penalty; empty when unknown). `variant`, for a run decoded in this process, makes a
-  beam_search Signature with other settings: variant(beam_size, nbest, length_penalty).
+  beam search Signature with other settings: variant(beam_size, nbest, length_penalty, name)
+  for name beam_search (the default), beam_search_prefix or beam_search_constrained.
   """
 
   name: str
@@ -91,7 +94,7 @@ class Servable:
   labels: Dict[str, int] = dataclasses.field(default_factory=dict)
   keep: list = dataclasses.field(default_factory=list)  # what holds the variables
   beam: Dict[str, float] = dataclasses.field(default_factory=dict)
-  variant: Optional[Callable[[int, int, float], Signature]] = None
+  variant: Optional[Callable[..., Signature]] = None
 
   @property
   def latest(self):
@@ -194,10 +197,10 @@ def load_run(run_dir, checkpoint="best", model_name=None, beam_size=None, nbest=
       return CaptionServingModule(Captioner(model, tgt_tok, decode), beam, n)
     return ServingModule(Translator(model, src_tok, tgt_tok, decode, max_source_length), beam, n)
 
-  def variant(beam, n, length_penalty):
+  def variant(beam, n, length_penalty, name="beam_search"):
     decode = dataclasses.replace(decode_config, length_penalty=length_penalty)
     made = module(beam, n, decode)  # the concrete function holds it, and drops it with itself
-    return Signature.of("beam_search", made.signatures()["beam_search"].get_concrete_function())
+    return Signature.of(name, made.signatures()[name].get_concrete_function())
 
   served = module(beam_size, nbest, decode_config)
   signatures = {name: Signature.of(name, fn.get_concrete_function())

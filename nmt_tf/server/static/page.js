@@ -1,12 +1,17 @@
 // The page of `nmt-tf serve`: sends the text (or image) to the TF Serving REST API of the same
 // server and draws the attention of the chosen hypothesis (rows: output pieces, columns:
-// source pieces; for captions, one map over the image's annotation grid per word).
+// source pieces; for captions, one map over the image's annotation grid per word) and its
+// words coloured by confidence. A typed start of the translation goes to the `prefix` (or
+// `beam_search_prefix`) signature as it is typed; terminology, one phrase per line, to
+// `beam_search_constrained`.
 "use strict";
 
 const config = JSON.parse(document.body.dataset.config);
 const $ = (id) => document.getElementById(id);
 const SETTINGS = ["beam_size", "nbest", "length_penalty"];
 let imageB64 = null;
+let typing = null;  // the timer of the completion asked for while typing
+let sent = 0;  // requests sent: an answer to an older one than the last is dropped
 
 function init() {
   const signatures = config.signatures.join(", ");
@@ -17,7 +22,16 @@ function init() {
     $("image-input").hidden = false;
     $("go").textContent = "Caption";
     $("image").addEventListener("change", readImage);
+    $("target-input").hidden = true;
   }
+  const prefixOk = config.signatures.includes("prefix");
+  $("prefix").disabled = !prefixOk;
+  $("terms").disabled = !config.signatures.includes("beam_search_constrained");
+  if (!prefixOk) $("target-note").textContent = "(this export has no prefix signatures)";
+  $("prefix").addEventListener("input", () => {
+    clearTimeout(typing);
+    typing = setTimeout(() => { if ($("text").value.trim()) send(); }, 120);
+  });
   if (!config.signatures.includes("beam_search")) {
     document.querySelector("input[value=beam_search]").disabled = true;
   }
@@ -52,10 +66,23 @@ async function send() {
     instance = $("text").value.trim();
     if (!instance) { return status("Type a sentence first.", true); }
   }
+  let name = signature;
+  const terms = config.task === "caption" ? [] : $("terms").value.split("\n")
+    .map((t) => t.trim()).filter((t) => t);
+  const prefix = config.task === "caption" ? "" : $("prefix").value;
+  if (terms.length) {
+    name = "beam_search_constrained";
+    instance = { text: instance, constraints: terms.join("\t") };
+    $("target-note").textContent = prefix ? "(a typed start is not used with terminology)" : "";
+  } else if (prefix) {
+    name = signature === "beam_search" ? "beam_search_prefix" : "prefix";
+    instance = { text: instance, prefix };
+  }
   status("Working...");
   const url = `/v1/models/${config.model}/versions/${config.version}:predict`;
-  const body = { signature_name: signature, instances: [instance] };
-  if (signature === "beam_search" && config.variants) {
+  const body = { signature_name: name, instances: [instance] };
+  const number = ++sent;
+  if (name === "beam_search" && config.variants) {
     body.parameters = {};
     for (const key of SETTINGS) body.parameters[key] = Number($(key).value);
   }
@@ -66,17 +93,18 @@ async function send() {
       body: JSON.stringify(body),
     });
     answer = await response.json();
+    if (number !== sent) return;  // typed on: a newer request is on its way
     if (!response.ok) { return status(answer.error || response.statusText, true); }
   } catch (error) {
     return status(`The server did not answer: ${error}`, true);
   }
   status("");
-  show(hypotheses(answer.predictions[0], signature));
+  show(hypotheses(answer.predictions[0], name));
 }
 
 // The hypotheses of one prediction, best first: {text, score, logProb, targets, alignment}.
 function hypotheses(p, signature) {
-  const beam = signature === "beam_search";
+  const beam = signature.startsWith("beam_search");
   const list = (x) => (beam ? x : [x]);
   const caption = config.task === "caption";
   const texts = list(caption ? p.caption : p.translation);
@@ -90,6 +118,8 @@ function hypotheses(p, signature) {
       targets: caption ? text.split(" ").concat(["</s>"]).slice(0, length)
         : list(p.target_tokens)[k].slice(0, length),
       sources: caption ? null : p.source_tokens.slice(0, p.source_length),
+      words: caption || !p.words ? [] : list(p.words)[k].slice(0, list(p.word_count)[k]),
+      wordLogProbs: caption || !p.words ? [] : list(p.word_log_prob)[k],
       alignment,
     });
   });
@@ -123,6 +153,16 @@ function choose(hyps, k) {
   });
   const h = hyps[k];
   $("attention").replaceChildren(config.task === "caption" ? imageMaps(h) : heatmap(h));
+  $("confidence").replaceChildren(...h.words.map((word, i) => {
+    const span = document.createElement("span");
+    const p = Math.exp(h.wordLogProbs[i]);
+    span.className = "word";
+    span.textContent = word;
+    span.dataset.probability = p;
+    span.title = `${word}: probability ${p.toFixed(3)}`;
+    span.style.background = `hsl(${Math.round(120 * p)}, 70%, 80%)`;
+    return span;
+  }));
 }
 
 function colour(w) {
