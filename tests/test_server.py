@@ -348,6 +348,30 @@ class ServeCommandTest(ServedRunCase):
     self.assertEqual(answer["predictions"][0]["translation"][0],
                      self.translate("--beam_size=3"))
 
+  def test_bad_prefix_and_constraints_get_400_and_serving_goes_on(self):
+    url = self.url + "/v1/models/nmt:predict"
+    for body in (
+        {"signature_name": "prefix", "instances": [{"text": self.sentence, "prefix": 5}]},
+        {"signature_name": "prefix", "instances": [{"text": self.sentence, "prefix": ["a"]}]},
+        {"signature_name": "prefix", "instances": [{"text": self.sentence}]},
+        {"signature_name": "prefix", "inputs": {"text": [self.sentence], "prefix": ["a", "b"]}},
+        {"signature_name": "beam_search_constrained",
+         "instances": [{"text": self.sentence, "constraints": ["a", "b"]}]},
+        {"signature_name": "beam_search_constrained",
+         "instances": [{"text": self.sentence, "constraints": {"a": 1}}]},
+        {"signature_name": "beam_search_constrained",
+         "inputs": {"text": [self.sentence], "constraints": []}}):
+      status, answer = request(url, body)
+      self.assertEqual(status, 400, (body, answer))
+      self.assertLen(answer["error"].splitlines(), 1, answer)
+    status, answer = request(url, {"signature_name": "beam_search_constrained", "instances": [
+        {"text": self.sentence, "constraints": "\u00e9\u00e9\u00e9\tzz"}]})
+    self.assertEqual(status, 200, answer)  # a phrase the vocabulary cannot spell: no error
+    status, answer = request(url, {"signature_name": "prefix",
+                                   "instances": [{"text": self.sentence, "prefix": "a"}]})
+    self.assertEqual(status, 200, answer)
+    self.assertTrue(answer["predictions"][0]["translation"].startswith("a"))
+
   def test_beam_parameters_per_request(self):
     status, answer = request(self.url + "/v1/models/nmt:predict", {
         "signature_name": "beam_search", "instances": [self.sentence],
