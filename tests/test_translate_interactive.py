@@ -217,6 +217,17 @@ class ConstraintsTest(TinyRunsCase):
       self.assertTrue(both[0].text.startswith("a"))
       self.assertIn(w[0], both[0].text)
 
+  def test_a_shortlist_keeps_the_prefix_and_the_phrases(self):
+    w = self.words
+    for kind, path in self.runs.items():
+      model = nmt_tf.load(path, shortlist=2)
+      out = model.translate(SOURCES, beam_size=3, prefix=["a dog ", "", "", w[5][:2]],
+                            constraints=[[], [w[0]], [w[1] + " " + w[2]], []])
+      self.assertTrue(out[0].text.startswith("a dog"), out[0].text)
+      self.assertIn(w[0], out[1].text)
+      self.assertIn(w[1] + " " + w[2], out[2].text)
+      self.assertTrue(out[3].text.startswith(w[5][:2]), out[3].text)
+
   def test_the_command(self):
     w = self.words
     path = write(os.path.join(self.tmp, "constraints.txt"),
