@@ -98,6 +98,12 @@ NOT_RUN = {
     "\"the boy\"": "needs the running model server (tests/test_export.py runs the client's "
                    "requests)",
     "tensorboard --logdir runs/x/tensorboard": "a server that runs until stopped",
+    "nmt-tf train --config=multi30k:cgru --run_dir=runs/cgru_de_en_domain "
+    "--init_from=runs/cgru_de_en --config.data.name=files --config.data.train_src=domain.de "
+    "--config.data.train_tgt=domain.en --config.data.valid_src=domain_dev.de "
+    "--config.data.valid_tgt=domain_dev.en": "a trained Multi30k run and in-domain files "
+                                             "(tests/test_training_init_from.py fine-tunes "
+                                             "a tiny run)",
     "python run.py train --config=multi30k:cgru --run_dir=/tmp/e "
     "--config.train.steps=300 --config.train.eval_every=300 "
     "--config.train.checkpoint_every=300 --config.model.dropout=0.0 "

@@ -28,6 +28,9 @@ flags.DEFINE_bool("restart_from_scratch", False, "Train from step 0 when no chec
 flags.DEFINE_bool("accept_changed_corpus", False, "Go on although the corpus files changed "
                   "since the run began (the run keeps its vocabulary); records the new "
                   "fingerprint.")
+flags.DEFINE_string("init_from", None, "Fine-tune: start the new --run_dir from this run's "
+                    "weights (RUN: its best/; RUN:last; or a checkpoint prefix), keeping its "
+                    "model and vocabularies; the optimizer starts anew.")
 flags.DEFINE_integer("train_logical_cpus", 0, "Split the CPU into this many logical devices "
                      "(with --config.train.strategy=mirrored on a machine without GPUs).")
 
@@ -56,7 +59,8 @@ def run(argv):
     distribution.use_logical_cpus(FLAGS.train_logical_cpus)
   try:
     summary = train(config, FLAGS.run_dir, restart_from_scratch=FLAGS.restart_from_scratch,
-                    accept_changed_corpus=FLAGS.accept_changed_corpus)
+                    accept_changed_corpus=FLAGS.accept_changed_corpus,
+                    init_from=FLAGS.init_from)
   except NonFiniteLossError as error:
     return _error(str(error), 1)
   except (RunDirError, ConfigError, DataError, TrainingError) as error:

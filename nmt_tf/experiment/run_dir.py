@@ -167,7 +167,7 @@ class RunDir:
   def load_tokenizers(self):
     return data.load_tokenizers(self.vocab_dir)
 
-  def prepare(self, config, corpus=None, write=True):
+  def prepare(self, config, corpus=None, write=True, parent=None):
     """Creates or reopens the run for `config`: corpus, tokenizers, vocabulary sizes.
 
     A reopened run must have the same model, data and tokenizer sections (train, pipeline
@@ -175,6 +175,8 @@ class RunDir:
     settings (INIT_ONLY_MODEL_FIELDS), which its checkpoints have made irrelevant. With
     `write`, the config and manifest are written (in the current run format): the holder of
     the run's lock does; the other workers of a multi-worker run read what it wrote.
+    `parent`: the manifest entry of the run it was initialised from (`parent.record`), for
+    a fine-tuned run; an earlier entry is kept.
 
     Returns:
       (config with vocabulary sizes, corpus splits, source tokenizer, target tokenizer).
@@ -199,7 +201,7 @@ class RunDir:
               "--run_dir or the run's own config.")
     if write:
       self.save_config(config)
-      run_manifest.write(self, config, src_tok, tgt_tok)
+      run_manifest.write(self, config, src_tok, tgt_tok, parent)
     return config, corpus, src_tok, tgt_tok
 
   def checkpoint_path(self, which="best"):

@@ -63,13 +63,18 @@ def _update(run, change):
     write_path.write_json(run.manifest_path, rec)
 
 
-def write(run, config, src_tok, tgt_tok):
+def write(run, config, src_tok, tgt_tok, parent=None):
   """Writes RUN/manifest.json from the run's vocab/ files and config, in the current run
-  format (upgrade.py), keeping the checkpoint entries whose checkpoints are still on disk."""
-  _update(run, lambda old: manifest.record(
-      run.path, manifest.files_below(run.path, os.path.basename(run.vocab_dir)),
-      vocab_sizes(src_tok, tgt_tok), config=config_digest(config),
-      checkpoints=(old or {}).get("checkpoints", {}), run_format=upgrade.FORMAT))
+  format (upgrade.py), keeping the checkpoint entries whose checkpoints are still on disk
+  and the parent a fine-tuned run started from (`parent`, or the one recorded before)."""
+  def rewrite(old):
+    extra = {"parent": parent or (old or {}).get("parent")}
+    return manifest.record(
+        run.path, manifest.files_below(run.path, os.path.basename(run.vocab_dir)),
+        vocab_sizes(src_tok, tgt_tok), config=config_digest(config),
+        checkpoints=(old or {}).get("checkpoints", {}), run_format=upgrade.FORMAT,
+        **{k: v for k, v in extra.items() if v is not None})
+  _update(run, rewrite)
 
 
 def add_checkpoint(run, path):

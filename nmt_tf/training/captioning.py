@@ -25,6 +25,7 @@ from nmt_tf.data import captions
 from nmt_tf.evaluation import scoring
 from nmt_tf.evaluation.image_attention import caption_attention_png
 from nmt_tf.experiment import corpus_fingerprint, RunDir
+from nmt_tf.experiment import parent as parent_lib
 from nmt_tf.inference.image_captioner import Captioner
 from nmt_tf.training.data_order import CaptionOrder
 from nmt_tf.training.trainer import Trainer
@@ -123,7 +124,8 @@ class CaptionTrainer(Trainer):
     splits = corpus if corpus is not None else load_splits(config, self.run_dir.path)
     text = caption_corpus(splits)
     self.config, _, self.src_tok, self.tgt_tok = self.run_dir.prepare(
-        config, {"train": text["train"]}, write=self.worker.is_chief)
+        config, {"train": text["train"]}, write=self.worker.is_chief,
+        parent=None if self.parent is None else parent_lib.record(self.parent))
     self.corpus = splits
     if self.worker.is_chief:
       corpus_fingerprint.check(self.run_dir.path, text, accept_changed_corpus,

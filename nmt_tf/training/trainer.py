@@ -34,6 +34,7 @@ from nmt_tf import cpu
 from nmt_tf.layers import kernels
 from nmt_tf.write_path import write_json
 from nmt_tf.experiment import corpus_fingerprint, ExperimentConfig, RunDir
+from nmt_tf.experiment import parent as parent_lib
 from nmt_tf.models import build_model
 from nmt_tf.training import distribution
 from nmt_tf.training.checkpoints import CheckpointKeeper
@@ -111,6 +112,9 @@ class Trainer:
     restart_from_scratch: train from step 0 when no checkpoint is usable although the run
       has trained before (the user's decision after a refusal; best/ is kept and guarded).
     accept_changed_corpus: go on although the corpus differs from the one the run began with.
+    init_from: fine-tune: start a new run from another run's weights (experiment/parent.py:
+      RUN, RUN:last or a checkpoint prefix); the run keeps that run's model and vocabularies.
+      A run that has checkpoints resumes from them.
 
   What a kind of corpus changes is in four methods, which a subclass overrides (the captioning
   trainer, training/captioning.py): `prepare_data` (the splits, tokenizers and the run's
@@ -119,13 +123,15 @@ class Trainer:
   """
 
   def __init__(self, config, run_dir, corpus=None, stream=None, restart_from_scratch=False,
-               accept_changed_corpus=False):
+               accept_changed_corpus=False, init_from=None):
     if not isinstance(config, ExperimentConfig):
       config = ExperimentConfig.from_dict(config)
     self.strategy = distribution.make_strategy(config.train.strategy)
     self.worker = distribution.worker_info(config.train.strategy)
     self.run_dir = RunDir(run_dir)
     self.restart_from_scratch = restart_from_scratch
+    self.init_from = init_from
+    self.parent = None  # the parent_lib.Parent of a fine-tuned run
     self.stream = stream
     self.lock = None
     if self.worker.is_chief:
@@ -141,6 +147,12 @@ class Trainer:
     """Prepares the run directory and builds the model, optimizer, state and train step."""
     if not self.worker.is_chief:
       distribution.barrier(self.strategy)  # the chief prepares the run directory first
+    if self.init_from is not None:
+      self.parent = parent_lib.resolve(self.init_from)
+      parent_lib.check_recorded(self.parent, self.run_dir)
+      config = parent_lib.child_config(config, self.parent)
+      if self.worker.is_chief and not os.path.exists(self.run_dir.vocab_dir):
+        parent_lib.copy_vocabularies(self.parent, self.run_dir)
     self.prepare_data(config, corpus, accept_changed_corpus)
     if self.worker.is_chief and self.worker.num_workers > 1:
       distribution.barrier(self.strategy)
@@ -215,7 +227,8 @@ class Trainer:
     """Sets config (with the vocabulary sizes), corpus, src_tok and tgt_tok for the run, and
     checks the corpus against the one the run began with."""
     self.config, self.corpus, self.src_tok, self.tgt_tok = self.run_dir.prepare(
-        config, corpus, write=self.worker.is_chief)
+        config, corpus, write=self.worker.is_chief,
+        parent=None if self.parent is None else parent_lib.record(self.parent))
     if self.worker.is_chief:
       corpus_fingerprint.check(self.run_dir.path, self.corpus, accept_changed_corpus,
                                report=self._warn)
@@ -287,6 +300,10 @@ class Trainer:
     step = self.state.read("step")
     if restored:
       progress.message(f"Resumed from {restored} at step {step}.")
+    elif self.parent is not None:  # a fine-tuned run's first start: the parent's weights
+      checkpoint = tf.train.Checkpoint(model=self.model)
+      checkpoint.restore(self.parent.checkpoint).expect_partial().assert_existing_objects_matched()
+      progress.message(f"Initialised from {self.parent.checkpoint}; the optimizer starts anew.")
     self._cpu_clock = _resumed_clock(self.state.read("cpu_seconds"), time.process_time,
                                      time.process_time())
     loop = hooks.Loop(steps=cfg.steps, step=step, epoch=self.state.read("epoch"),
