@@ -47,6 +47,7 @@ class TinyRunsCase(tf.test.TestCase):
     cls.sources = write(os.path.join(cls.tmp, "src.txt"), SOURCES)
 
 
+@pytest.mark.slow  # decodes with two runs through every interface
 class PrefixTest(TinyRunsCase):
 
   def translator(self, kind, **decode):
@@ -193,6 +194,7 @@ class PrefixTest(TinyRunsCase):
     self.assertTrue(model.translate("a dog", prefix="the ").text.startswith("the"))
 
 
+@pytest.mark.slow  # decodes with two runs through every interface
 class ConstraintsTest(TinyRunsCase):
   """Terminology constraints on untrained runs: the command, the API and bad input."""
 
