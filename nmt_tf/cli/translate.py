@@ -175,25 +175,13 @@ def format_results(translator, results, nbest, mode, replace_unk, output_format=
         text, src_tokens, tgt_tokens = alignments.hypothesis_view(translator, r, hyp,
                                                                     replace_unk)
         attention, score, log_prob = hyp.attention, hyp.score, hyp.log_prob
-      if output_format == "jsonl":
-        pieces = [] if hyp is None else alignments.target_tokens(translator.target_tokenizer,
-                                                                   hyp.ids)
-        piece_lps = [] if hyp is None else hyp.token_log_probs
-        words, word_lps = ([], []) if hyp is None else (hyp.words, hyp.word_log_probs)
-        links = alignments.hard_alignment(attention) if hyp is not None else []
+      if output_format == "jsonl" or mode == "soft":
         record = {"index": r.index, "rank": rank, "translation": text, "score": score,
-                  "log_prob": log_prob, "pieces": pieces,
-                  "piece_log_probs": [round(x, 4) for x in piece_lps], "words": words,
-                  "word_log_probs": [round(x, 4) for x in word_lps],
-                  "alignment": alignments.pharaoh(links)}
+                  "log_prob": log_prob}
+        if output_format == "jsonl":
+          record.update(_confidence(translator, hyp, tgt_tokens, replace_unk))
         if mode == "soft":
           record.update(alignments.soft_alignment(attention, src_tokens, tgt_tokens))
-        yield json.dumps(record, ensure_ascii=False)
-        continue
-      if mode == "soft":
-        record = {"index": r.index, "rank": rank, "translation": text, "score": score,
-                  "log_prob": log_prob,
-                  **alignments.soft_alignment(attention, src_tokens, tgt_tokens)}
         yield json.dumps(record, ensure_ascii=False)
         continue
       line = f"{r.index} ||| {text} ||| {score:.4f} ||| {log_prob:.4f}" if nbest > 1 else text
@@ -201,6 +189,20 @@ def format_results(translator, results, nbest, mode, replace_unk, output_format=
         links = alignments.hard_alignment(attention) if hyp is not None else []
         line += " ||| " + alignments.pharaoh(links)
       yield line
+
+
+def _confidence(translator, hyp, tgt_tokens, replace_unk):
+  """The --output_format=jsonl fields of hypothesis `hyp` (None for an empty input line):
+  its pieces (as the model emitted them, before any UNK replacement), words, their
+  log-probabilities and its Pharaoh alignment."""
+  if hyp is None:
+    return {"pieces": [], "piece_log_probs": [], "words": [], "word_log_probs": [],
+            "alignment": ""}
+  pieces = (alignments.target_tokens(translator.target_tokenizer, hyp.ids) if replace_unk
+            else tgt_tokens)
+  return {"pieces": pieces, "piece_log_probs": [round(x, 4) for x in hyp.token_log_probs],
+          "words": hyp.words, "word_log_probs": [round(x, 4) for x in hyp.word_log_probs],
+          "alignment": alignments.pharaoh(alignments.hard_alignment(hyp.attention))}
 
 
 @common.decoding_command

@@ -91,9 +91,8 @@ def beam_search(step_fn, state, context, batch_size, beam_size, max_length, *,
       batch_size, max_length, src_length, max_length_a, max_length_b)  # [batch]
   if prefix is not None:
     max_lengths = prefix_lib.max_lengths(max_lengths, prefix, max_length)
-  if lexical_constraints is not None:  # room for every constraint token and EOS
-    max_lengths = tf.minimum(tf.maximum(max_lengths, lexical.needed(lexical_constraints) + 1),
-                             max_length)
+  if lexical_constraints is not None:
+    max_lengths = lexical.max_lengths(max_lengths, lexical_constraints, max_length)
   # The prefix buffers are copied at every step: without static shapes to keep, they end at
   # the batch's longest cap instead of max_length.
   length = tf.reduce_max(max_lengths) if compact else max_length

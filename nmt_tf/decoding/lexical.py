@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
+from nmt_tf.decoding import utils
 from nmt_tf.special_tokens import EOS_ID, PAD_ID
 
 _NEG_INF = -float("inf")
@@ -46,6 +47,12 @@ class Constraints(NamedTuple):
 def needed(constraints):
   """int32 [batch]: the constraint tokens of each sentence."""
   return tf.reduce_sum(tf.cast(constraints.ids != PAD_ID, tf.int32), axis=1)
+
+
+def max_lengths(limits, constraints, max_length):
+  """Per-sentence maximum lengths (EOS included) raised to hold every constraint token and
+  EOS, at most the static `max_length`. limits: int32 [batch]."""
+  return tf.minimum(tf.maximum(limits, needed(constraints) + 1), max_length)
 
 
 def start(constraints, beam_size):
@@ -139,7 +146,7 @@ def candidates(totals, rows, sentences, k):
   vocab = tf.shape(totals)[1]
   offsets = (tf.range(sentences) * k)[:, tf.newaxis]  # [n, 1]
   flat = tf.reshape(totals, [sentences, -1])  # [n, k * vocab]
-  top_scores, top_index = tf.math.top_k(flat, k=2 * k)  # [n, 2k]
+  top_scores, top_index = utils.top_k(flat, k=2 * k)  # [n, 2k]
   top_parents, top_tokens = offsets + top_index // vocab, top_index % vocab
   row = tf.range(tf.shape(totals)[0])  # [n * k]
   tokens, ok = allowed(rows)  # [n * k, L]

@@ -58,10 +58,11 @@ def max_lengths(limits, prefix, max_length):
 
 def start(prefix, beam_size=1):
   """The search's prefix entries: per row (`beam_size` rows per sentence, row
-  b * beam_size + k) the forced ids, their count and the completion offset; per sentence the
-  completion table (or None)."""
+  b * beam_size + k) the forced ids (one PAD column more, so that a step past them reads PAD),
+  their count and the completion offset; per sentence the completion table (or None)."""
   tile = lambda x: tf.repeat(x, beam_size, axis=0)  # pylint: disable=unnecessary-lambda-assignment
-  rows = {"ids": tile(prefix.ids), "lengths": tile(prefix.lengths)}
+  rows = {"ids": tile(tf.pad(prefix.ids, [[0, 0], [0, 1]])),  # [rows, prefix_len + 1]
+          "lengths": tile(prefix.lengths)}
   if prefix.completion is None:
     return rows, None
   rows["offset"] = tf.where(tile(prefix.stem_bytes) > 0, 0, DONE)  # [rows]
@@ -81,7 +82,7 @@ def restrict(log_probs, time, rows, completion, max_lengths, beam_size=1):
     beam_size: rows per sentence.
   """
   vocab = tf.shape(log_probs)[-1]
-  ids = tf.pad(rows["ids"], [[0, 0], [0, 1]])  # [rows, prefix_len + 1]: never empty
+  ids = rows["ids"]  # [rows, prefix_len + 1]
   forced = tf.gather(ids, tf.minimum(time, tf.shape(ids)[1] - 1), axis=1)  # [rows]
   inside = (time < rows["lengths"])[:, tf.newaxis]  # [rows, 1]
   allowed = tf.equal(tf.range(vocab)[tf.newaxis, :], forced[:, tf.newaxis])  # [rows, vocab]

@@ -73,8 +73,7 @@ def check_recorded(parent, run):
       raise RunDirError(f"{run.path} has trained without --init_from; fine-tune into a new "
                         "--run_dir, or leave --init_from out to resume it.")
     return
-  now = record(parent)
-  if (before.get("run_dir"), before.get("checkpoint")) != (now["run_dir"], now["checkpoint"]):
+  if (before.get("run_dir"), before.get("checkpoint")) != _origin(parent):
     origin = os.path.join(before.get("run_dir", "?"), before.get("checkpoint", "?"))
     raise RunDirError(f"{run.path} was initialised from {origin}, not {parent.checkpoint}; "
                       "fine-tune into a new --run_dir, or give that --init_from.")
@@ -121,6 +120,12 @@ def record(parent):
            for name in sorted(os.listdir(run.vocab_dir))]
   files += [os.path.relpath(path, run.path)
             for path in sorted(glob.glob(glob.escape(parent.checkpoint) + ".*"))]
-  return {"run_dir": os.path.abspath(run.path),
-          "checkpoint": os.path.relpath(os.path.abspath(parent.checkpoint), run.path),
+  run_dir, checkpoint = _origin(parent)
+  return {"run_dir": run_dir, "checkpoint": checkpoint,
           "checksums": {name: manifest.sha256(os.path.join(run.path, name)) for name in files}}
+
+
+def _origin(parent):
+  """(the parent's run directory, absolute; its checkpoint, relative to it)."""
+  return (os.path.abspath(parent.run.path),
+          os.path.relpath(os.path.abspath(parent.checkpoint), parent.run.path))

@@ -190,11 +190,12 @@ def translate_lines(compiled, lines, batch_size, progress: Optional[callable] = 
       search_memory.py).
     progress: optional callback(num_done, num_total).
     prefixes: optional python strings, one per line: the start of each translation ("" =
-      none; a prefix not ending with whitespace may have its last word completed), checked
-      with `Translator.check_prefix` first. An empty line still gives no translation.
+      none; a prefix not ending with whitespace may have its last word completed), which the
+      caller has checked with `Translator.check_prefix`. An empty line still gives no
+      translation.
     constraints: optional lists of phrases, one list per line: phrases each translation
-      must contain (lexically constrained beam search, also with a beam of 1), checked with
-      `Translator.check_constraints` first.
+      must contain (lexically constrained beam search, also with a beam of 1), which the
+      caller has checked with `Translator.check_constraints`.
 
   Returns:
     list of SentenceResult in the order of `lines`.
@@ -208,12 +209,10 @@ def translate_lines(compiled, lines, batch_size, progress: Optional[callable] = 
     if len(prefixes) != len(lines):
       raise ValueError(f"Received {len(prefixes)} prefixes for {len(lines)} sentences; "
                        "expected one per sentence (an empty string for none).")
-    translator.check_prefix(prefixes)
   if constraints is not None:
     if len(constraints) != len(lines):
       raise ValueError(f"Received {len(constraints)} constraint lists for {len(lines)} "
                        "sentences; expected one per sentence (an empty list for none).")
-    translator.check_constraints(constraints)
   counts = _token_counts(translator.source_tokenizer, lines) if lines else []
   results = [SentenceResult(i, line, [special_tokens.EOS_ID], 0, False, [])
              for i, line in enumerate(lines)]

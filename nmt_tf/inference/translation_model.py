@@ -134,6 +134,9 @@ class TranslationModel:
                          "sentence(s); expected a list of phrases per sentence (one list for "
                          "one str sentence).")
       constraints = [list(c) for c in constraints]
+      self.translator.check_constraints(constraints)
+    if prefixes is not None:
+      self.translator.check_prefix(prefixes)
     decode = self.config.decode
     beam_size = _positive_int("beam_size", decode.beam_size if beam_size is None else beam_size)
     nbest = _positive_int("nbest", nbest)
