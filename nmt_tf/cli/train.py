@@ -31,6 +31,10 @@ flags.DEFINE_bool("accept_changed_corpus", False, "Go on although the corpus fil
 flags.DEFINE_string("init_from", None, "Fine-tune: start the new --run_dir from this run's "
                     "weights (RUN: its best/; RUN:last; or a checkpoint prefix), keeping its "
                     "model and vocabularies; the optimizer starts anew.")
+flags.DEFINE_enum("update_vocab", None, ["merge", "replace"], "With --init_from: make the "
+                  "vocabularies from this run's corpus with the parent's tokenizer settings, "
+                  "and keep the parent's rows of the tokens both hold. merge: the parent's "
+                  "tokens and the new ones; replace: the new ones only.")
 flags.DEFINE_integer("train_logical_cpus", 0, "Split the CPU into this many logical devices "
                      "(with --config.train.strategy=mirrored on a machine without GPUs).")
 
@@ -47,6 +51,9 @@ def run(argv):
   training."""
   if argv:
     return _error(f"Received unexpected arguments {argv}; `train` takes only --flags.", 2)
+  if FLAGS.update_vocab and not FLAGS.init_from:
+    return _error("--update_vocab updates the vocabularies of a parent run; give it with "
+                  "--init_from=RUN.", 2)
   try:
     config = common.experiment_config()
   except (ConfigError, DataError, ValueError, TypeError) as error:
@@ -60,7 +67,7 @@ def run(argv):
   try:
     summary = train(config, FLAGS.run_dir, restart_from_scratch=FLAGS.restart_from_scratch,
                     accept_changed_corpus=FLAGS.accept_changed_corpus,
-                    init_from=FLAGS.init_from)
+                    init_from=FLAGS.init_from, update_vocab=FLAGS.update_vocab)
   except NonFiniteLossError as error:
     return _error(str(error), 1)
   except (RunDirError, ConfigError, DataError, TrainingError) as error:

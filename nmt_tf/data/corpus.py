@@ -33,6 +33,7 @@ from nmt_tf.data import multi30k
 from nmt_tf.data.errors import DataError
 from nmt_tf.data.shards import expand_paths, open_text_shards, ParallelShards
 from nmt_tf.data.text_files import ParallelText, read_parallel, split_files
+from nmt_tf.data.tokenizer_pair import sample_texts
 
 SPLITS = ("train", "valid", "test")
 Split = Union[ParallelText, ParallelShards, tf.data.Dataset]
@@ -61,6 +62,10 @@ class CorpusConfig:
       (default ``data_dir/<prefix>.tsv``).
     use_tfds: ``multi30k`` through the TFDS builder (prepared in ``tfds_data_dir``).
     tfds_data_dir: TFDS data directory for the Multi30k builder.
+    train_sample: train on a seeded uniform sample of this many pairs of the training
+      split (every source but the generated pair; held in memory, in corpus order): a
+      low-resource corpus cut from a larger one. None: every pair.
+    train_sample_seed: the seed of that sample.
   """
   name: str = "generated"
   source_lang: Optional[str] = None
@@ -82,6 +87,14 @@ class CorpusConfig:
   max_length: int = 60
   use_tfds: bool = False
   tfds_data_dir: Optional[str] = None
+  train_sample: Optional[int] = None
+  train_sample_seed: int = 0
+
+  def __post_init__(self):
+    if self.train_sample is not None and (not isinstance(self.train_sample, int)
+                                          or self.train_sample <= 0):
+      raise DataError(f"Received train_sample={self.train_sample!r}; expected a positive "
+                      "number of pairs, or None for every pair.")
 
   @classmethod
   def from_dict(cls, values: Mapping[str, Any]) -> "CorpusConfig":
@@ -113,6 +126,21 @@ def load_corpus(config: Union[CorpusConfig, str, None] = None,
   if config is None or isinstance(config, str):
     config = CorpusConfig(name=config or "generated")
   config = CorpusConfig.from_dict({**dataclasses.asdict(config), **overrides})
+  corpus = _load(config)
+  if config.train_sample and config.name != "generated":
+    corpus["train"] = _sample(corpus["train"], config.train_sample, config.train_sample_seed)
+  return corpus
+
+
+def _sample(split: Split, size: int, seed: int) -> ParallelText:
+  """A seeded uniform sample of ``size`` pairs of ``split``, in corpus order."""
+  pairs = list(sample_texts(split, size, seed))
+  name = f"{getattr(split, 'name', '') or 'train'} (a sample of {len(pairs):,} pairs)"
+  return ParallelText([s for s, _ in pairs], [t for _, t in pairs], name)
+
+
+def _load(config: CorpusConfig) -> Dict[str, Split]:
+  """The splits of ``config``'s source."""
   name = config.name
   if name == "generated":
     return generated.generate_corpus(config.seed, config.train_size, config.valid_size,

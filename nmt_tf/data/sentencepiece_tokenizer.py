@@ -7,6 +7,7 @@ import os
 from typing import Iterable, List, Optional, Sequence
 
 import sentencepiece as spm
+from sentencepiece import sentencepiece_model_pb2
 import tensorflow as tf
 
 from nmt_tf import special_tokens
@@ -101,6 +102,22 @@ class SentencePieceTokenizer(Tokenizer):
   @property
   def vocab_size(self) -> int:
     return self._processor.get_piece_size()
+
+  @property
+  def vocab(self) -> List[str]:
+    return [self._processor.id_to_piece(i) for i in range(self.vocab_size)]
+
+  def extended(self, other: "SentencePieceTokenizer") -> "SentencePieceTokenizer":
+    """The model with the pieces of `other` it lacks appended, each with its score in
+    `other`: segmentation picks among the pieces of both by their scores (log-probabilities
+    of a unigram model, merge ranks of BPE), with this model's normalization."""
+    model = sentencepiece_model_pb2.ModelProto.FromString(self._proto)
+    known = {piece.piece for piece in model.pieces}
+    for piece in sentencepiece_model_pb2.ModelProto.FromString(other._proto).pieces:  # pylint: disable=protected-access
+      if piece.piece not in known:
+        model.pieces.append(piece)
+    model.trainer_spec.vocab_size = len(model.pieces)
+    return SentencePieceTokenizer(model.SerializeToString())
 
   def encode(self, text: str) -> List[int]:
     return self._processor.encode(text, out_type=int)

@@ -126,6 +126,16 @@ class Tokenizer(tf.Module):
   def vocab_size(self) -> int:
     raise NotImplementedError
 
+  @property
+  def vocab(self) -> List[str]:
+    """The tokens by id, spelt as ``id_to_token`` spells them."""
+    raise NotImplementedError
+
+  def extended(self, other: "Tokenizer") -> "Tokenizer":
+    """This tokenizer with the tokens of ``other`` (of the same kind) that it lacks appended:
+    every token keeps its id, ``other``'s new tokens follow in ``other``'s order."""
+    raise NotImplementedError
+
   # Python.
   def encode(self, text: str) -> List[int]:
     """One sentence -> ids, equal to ``tokenize`` on it."""

@@ -144,6 +144,10 @@ class WordTokenizer(Tokenizer):
   def vocab(self) -> List[str]:
     return list(self._vocab)
 
+  def extended(self, other: "WordTokenizer") -> "WordTokenizer":
+    new = [w for w in other.vocab if w not in self._index]
+    return WordTokenizer(self._vocab + new, self.split_punctuation)
+
   def encode(self, text: str) -> List[int]:
     ids = (self._index.get(w, special_tokens.UNK_ID)
            for w in split_words(text, self.split_punctuation))

@@ -15,11 +15,17 @@ import dataclasses
 import glob
 import os
 import shutil
+from typing import Optional
 
+import tensorflow as tf
+
+from nmt_tf import data
 from nmt_tf import manifest
 from nmt_tf import write_path
+from nmt_tf.data import vocab_update
 from nmt_tf.experiment import run_manifest
 from nmt_tf.experiment.run_dir import RunDir, RunDirError
+from nmt_tf.models import build_model, vocab_rows
 
 # Model fields a child may set to its own values: none of them shapes a weight.
 TUNABLE_MODEL_FIELDS = ("dropout", "source_word_dropout", "target_word_dropout",
@@ -36,9 +42,10 @@ class Parent:
   run: RunDir
   checkpoint: str
   config: object  # ExperimentConfig
+  update_vocab: Optional[str] = None  # None (its vocabularies kept), "merge" or "replace"
 
 
-def resolve(init_from):
+def resolve(init_from, update_vocab=None):
   """The Parent that --init_from names: RUN (its best/), RUN:last, or a checkpoint prefix
   inside a run (RUN/best/ckpt-5, RUN/checkpoints/ckpt-3).
 
@@ -56,11 +63,15 @@ def resolve(init_from):
                         "nor a checkpoint of one; pass RUN, RUN:last or "
                         "RUN/checkpoints/ckpt-N.")
     which = prefix
+  if update_vocab not in (None,) + vocab_update.MODES:
+    raise RunDirError(f"--update_vocab={update_vocab} is not a mode; pass "
+                      f"{' or '.join(vocab_update.MODES)}, or leave it out to keep the "
+                      "parent's vocabularies.")
   run = RunDir(path)
   config = run.load_config()
   checkpoint = run.checkpoint_path(which)
   run_manifest.verify_checkpoint(run, checkpoint)
-  return Parent(run, checkpoint, config)
+  return Parent(run, checkpoint, config, update_vocab)
 
 
 def check_recorded(parent, run):
@@ -77,6 +88,11 @@ def check_recorded(parent, run):
     origin = os.path.join(before.get("run_dir", "?"), before.get("checkpoint", "?"))
     raise RunDirError(f"{run.path} was initialised from {origin}, not {parent.checkpoint}; "
                       "fine-tune into a new --run_dir, or give that --init_from.")
+  if before.get("update_vocab") != parent.update_vocab:
+    said = lambda mode: f"--update_vocab={mode}" if mode else "no --update_vocab"
+    raise RunDirError(f"{run.path} was initialised with {said(before.get('update_vocab'))}, "
+                      f"not {said(parent.update_vocab)}; resume it as it began, or fine-tune "
+                      "into a new --run_dir.")
 
 
 def child_config(config, parent):
@@ -104,13 +120,38 @@ def child_config(config, parent):
   return config.replace(model=model)
 
 
-def copy_vocabularies(parent, run):
-  """Copies the parent's vocab/ files into the run's vocab/ (which must not exist yet)."""
+def write_vocabularies(parent, run, train_split):
+  """Writes the run's vocab/ (which must not exist yet): a copy of the parent's, or with
+  `parent.update_vocab` the vocabularies of `train_split` merged with or replacing the
+  parent's (data/vocab_update.py)."""
   with write_path.staged_folder(run.vocab_dir) as staging:
+    if parent.update_vocab:
+      source, target = parent.run.load_tokenizers()
+      data.save_tokenizers(staging, *vocab_update.update_tokenizers(
+          parent.update_vocab, source, target, parent.config.tokenizer, train_split))
+      return
     for name in sorted(os.listdir(parent.run.vocab_dir)):
       source = os.path.join(parent.run.vocab_dir, name)
       if os.path.isfile(source):
         shutil.copyfile(source, os.path.join(staging, name))
+
+
+def initialise(parent, model, source, target):
+  """Sets `model`'s weights (a child built with the tokenizers `source` and `target`) to the
+  parent's checkpoint: all of them, or with updated vocabularies the rows of the tokens the
+  parent also has, the others keeping their initial values (models/vocab_rows.py)."""
+  if not parent.update_vocab:
+    checkpoint = tf.train.Checkpoint(model=model)
+    checkpoint.restore(parent.checkpoint).expect_partial().assert_existing_objects_matched()
+    return
+  # Built as the child was, so that the weights have the same paths (a model built for
+  # decoding may name them otherwise); the checkpoint restores by the object graph.
+  old_model = build_model(parent.config.model)
+  checkpoint = tf.train.Checkpoint(model=old_model)
+  checkpoint.restore(parent.checkpoint).expect_partial().assert_existing_objects_matched()
+  old_source, old_target = parent.run.load_tokenizers()
+  vocab_rows.transfer(old_model, model, {"source": vocab_update.row_map(old_source, source),
+                                         "target": vocab_update.row_map(old_target, target)})
 
 
 def record(parent):
@@ -121,8 +162,12 @@ def record(parent):
   files += [os.path.relpath(path, run.path)
             for path in sorted(glob.glob(glob.escape(parent.checkpoint) + ".*"))]
   run_dir, checkpoint = _origin(parent)
-  return {"run_dir": run_dir, "checkpoint": checkpoint,
-          "checksums": {name: manifest.sha256(os.path.join(run.path, name)) for name in files}}
+  entry = {"run_dir": run_dir, "checkpoint": checkpoint,
+           "checksums": {name: manifest.sha256(os.path.join(run.path, name))
+                         for name in files}}
+  if parent.update_vocab:
+    entry["update_vocab"] = parent.update_vocab
+  return entry
 
 
 def _origin(parent):

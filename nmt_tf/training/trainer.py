@@ -31,6 +31,7 @@ import keras
 import tensorflow as tf
 
 from nmt_tf import cpu
+from nmt_tf import data
 from nmt_tf.layers import kernels
 from nmt_tf.write_path import write_json
 from nmt_tf.experiment import corpus_fingerprint, ExperimentConfig, RunDir
@@ -115,6 +116,8 @@ class Trainer:
     init_from: fine-tune: start a new run from another run's weights (experiment/parent.py:
       RUN, RUN:last or a checkpoint prefix); the run keeps that run's model and vocabularies.
       A run that has checkpoints resumes from them.
+    update_vocab: with init_from, "merge" or "replace": the run's vocabularies are made from
+      its own corpus (data/vocab_update.py) in place of the parent's.
 
   What a kind of corpus changes is in four methods, which a subclass overrides (the captioning
   trainer, training/captioning.py): `prepare_data` (the splits, tokenizers and the run's
@@ -123,7 +126,7 @@ class Trainer:
   """
 
   def __init__(self, config, run_dir, corpus=None, stream=None, restart_from_scratch=False,
-               accept_changed_corpus=False, init_from=None):
+               accept_changed_corpus=False, init_from=None, update_vocab=None):
     if not isinstance(config, ExperimentConfig):
       config = ExperimentConfig.from_dict(config)
     self.strategy = distribution.make_strategy(config.train.strategy)
@@ -131,6 +134,7 @@ class Trainer:
     self.run_dir = RunDir(run_dir)
     self.restart_from_scratch = restart_from_scratch
     self.init_from = init_from
+    self.update_vocab = update_vocab
     self.parent = None  # the parent_lib.Parent of a fine-tuned run
     self.stream = stream
     self.lock = None
@@ -148,11 +152,14 @@ class Trainer:
     if not self.worker.is_chief:
       distribution.barrier(self.strategy)  # the chief prepares the run directory first
     if self.init_from is not None:
-      self.parent = parent_lib.resolve(self.init_from)
+      self.parent = parent_lib.resolve(self.init_from, self.update_vocab)
       parent_lib.check_recorded(self.parent, self.run_dir)
       config = parent_lib.child_config(config, self.parent)
       if self.worker.is_chief and not os.path.exists(self.run_dir.vocab_dir):
-        parent_lib.copy_vocabularies(self.parent, self.run_dir)
+        if self.parent.update_vocab and corpus is None:
+          corpus = data.load_corpus(config.data)  # the new vocabularies are made from it
+        parent_lib.write_vocabularies(self.parent, self.run_dir,
+                                      corpus["train"] if corpus else None)
     self.prepare_data(config, corpus, accept_changed_corpus)
     if self.worker.is_chief and self.worker.num_workers > 1:
       distribution.barrier(self.strategy)
@@ -301,9 +308,12 @@ class Trainer:
     if restored:
       progress.message(f"Resumed from {restored} at step {step}.")
     elif self.parent is not None:  # a fine-tuned run's first start: the parent's weights
-      checkpoint = tf.train.Checkpoint(model=self.model)
-      checkpoint.restore(self.parent.checkpoint).expect_partial().assert_existing_objects_matched()
-      progress.message(f"Initialised from {self.parent.checkpoint}; the optimizer starts anew.")
+      parent_lib.initialise(self.parent, self.model, self.src_tok, self.tgt_tok)
+      vocab = (f" with the vocabularies updated ({self.parent.update_vocab}: "
+               f"{self.src_tok.vocab_size:,} source and {self.tgt_tok.vocab_size:,} target "
+               "tokens)" if self.parent.update_vocab else "")
+      progress.message(f"Initialised from {self.parent.checkpoint}{vocab}; the optimizer "
+                       "starts anew.")
     self._cpu_clock = _resumed_clock(self.state.read("cpu_seconds"), time.process_time,
                                      time.process_time())
     loop = hooks.Loop(steps=cfg.steps, step=step, epoch=self.state.read("epoch"),
