@@ -25,6 +25,9 @@ flags.DEFINE_string("checkpoint", "best", "Checkpoint to use: best, last or a ch
 flags.DEFINE_list("checkpoints", [], "Ensemble (translate, evaluate, export) or the checkpoints "
                   "to average (average): checkpoint prefixes of --run_dir and/or run "
                   "directories (their --checkpoint); log-probabilities are averaged.")
+flags.DEFINE_string("target_lang", None, "A model trained with target-language tags "
+                    "(data.target_tags): the language to translate into, e.g. fr (translate, "
+                    "evaluate, score); evaluate without it reports each of the run's pairs.")
 flags.DEFINE_integer("beam_size", None, "Beam size (1 = greedy); default: the config's.")
 flags.DEFINE_integer("nbest", None, "Hypotheses per sentence; default: the config's.")
 flags.DEFINE_float("length_penalty", None, "GNMT length penalty alpha; default: the config's.")

@@ -19,6 +19,7 @@ from nmt_tf import write_path
 from nmt_tf.cli import caption as caption_cli
 from nmt_tf.cli import common
 from nmt_tf.cli import translate as translate_cli
+from nmt_tf.data import target_tags
 from nmt_tf.evaluation.caption_report import evaluate_captions, format_caption_report
 from nmt_tf.evaluation.report import evaluate, format_report
 from nmt_tf.experiment import RunDir
@@ -40,6 +41,42 @@ flags.DEFINE_list("plot_sentences", ["0", "1", "2"], "0-based sentence numbers t
 FLAGS = flags.FLAGS
 
 
+def _evaluation_sets(translator, config):
+  """[(name, sources, references)] from the flags: the given files, or the split of the run's
+  corpus; of each of its language pairs for a run of several (data.pairs, "test_de-fr"),
+  of --target_lang's alone when given."""
+  if FLAGS.source_file or FLAGS.reference_file or not config.data.pairs:
+    name, sources, references = _evaluation_set(config)
+    if FLAGS.source_file:  # the corpus's sources are tagged already
+      sources = translator.tag(sources, FLAGS.target_lang)
+    elif FLAGS.target_lang is not None:
+      target_tags.check_language(FLAGS.target_lang, translator.target_languages)
+    return [(name, sources, references)]
+  if FLAGS.target_lang is not None:
+    target_tags.check_language(FLAGS.target_lang, translator.target_languages)
+  sets = []
+  for pair, corpus in data.pair_corpora(config.data).items():
+    if FLAGS.target_lang is not None and not pair.endswith(f"-{FLAGS.target_lang}"):
+      continue
+    split = _split(corpus)
+    sets.append((f"{FLAGS.eval_split}_{pair}", list(split.sources), list(split.targets)))
+  return sets
+
+
+def _split(corpus):
+  """The split --eval_split of `corpus` as a ParallelText; DataError if it has none."""
+  if FLAGS.eval_split not in corpus:
+    raise data.DataError(
+        f"The run's corpus has no {FLAGS.eval_split!r} split (it has "
+        f"{', '.join(sorted(corpus))}); pass --eval_split with one of those, or "
+        "--source_file and --reference_file.")
+  split = corpus[FLAGS.eval_split]
+  if not isinstance(split, data.ParallelText):  # a tf.data corpus (TFDS)
+    pairs = [(s.decode("utf-8"), t.decode("utf-8")) for s, t in split.as_numpy_iterator()]
+    return data.ParallelText([s for s, _ in pairs], [t for _, t in pairs])
+  return split
+
+
 def _evaluation_set(config):
   """(name, sources, references) from the flags."""
   if FLAGS.source_file or FLAGS.reference_file:
@@ -52,16 +89,7 @@ def _evaluation_set(config):
                        f"{FLAGS.reference_file} {len(references)}; expected line-aligned "
                        "files.")
     return os.path.splitext(os.path.basename(FLAGS.source_file))[0], sources, references
-  corpus = data.load_corpus(config.data)
-  if FLAGS.eval_split not in corpus:
-    raise data.DataError(
-        f"The run's corpus has no {FLAGS.eval_split!r} split (it has "
-        f"{', '.join(sorted(corpus))}); pass --eval_split with one of those, or "
-        "--source_file and --reference_file.")
-  split = corpus[FLAGS.eval_split]
-  if not isinstance(split, data.ParallelText):  # a tf.data corpus (TFDS)
-    pairs = [(s.decode("utf-8"), t.decode("utf-8")) for s, t in split.as_numpy_iterator()]
-    return FLAGS.eval_split, [s for s, _ in pairs], [t for _, t in pairs]
+  split = _split(data.load_corpus(config.data))
   return FLAGS.eval_split, list(split.sources), list(split.targets)
 
 
@@ -83,19 +111,29 @@ def run(argv):
     if RunDir(FLAGS.run_dir).load_config().model.encoder == "image":
       return _evaluate_captions()
     translator, config, decode, paths = translate_cli.build_translator()
-    name, sources, references = _evaluation_set(config)
-    out_dir = FLAGS.eval_dir or os.path.join(FLAGS.run_dir, "eval", name)
-    write_path.check_folder(out_dir, "--eval_dir",
-                            inputs=[FLAGS.source_file, FLAGS.reference_file])
+    sets = _evaluation_sets(translator, config)
     plot = _plot_indices()
-    results = translate_cli.decode_lines(translator, decode, sources)
-    report = evaluate(translator, results, sources, references, out_dir, decode.beam_size,
-                      decode.length_penalty, FLAGS.length_bucket_width, plot)
+    out_dirs = []
+    for name, _, _ in sets:  # every destination checked before the first decoding
+      base = FLAGS.eval_dir or os.path.join(FLAGS.run_dir, "eval")
+      out_dirs.append(os.path.join(base, name) if FLAGS.eval_dir is None or len(sets) > 1
+                      else base)
+      write_path.check_folder(out_dirs[-1], "--eval_dir",
+                              inputs=[FLAGS.source_file, FLAGS.reference_file])
+    for (name, sources, references), out_dir in zip(sets, out_dirs):
+      results = translate_cli.decode_lines(translator, decode, sources)
+      report = evaluate(translator, results, sources, references, out_dir, decode.beam_size,
+                        decode.length_penalty, FLAGS.length_bucket_width, plot)
+      if len(sets) > 1:
+        print(f"== {name}\n{format_report(report)}\nwritten to {out_dir}\n")
   except common.USER_ERRORS as error:
     print(f"error: {error}", file=sys.stderr)
     return 2
-  print(format_report(report))
-  print(f"\ncheckpoints: {', '.join(paths)}\nwritten to {out_dir}")
+  if len(sets) > 1:
+    print(f"checkpoints: {', '.join(paths)}")
+  else:
+    print(format_report(report))
+    print(f"\ncheckpoints: {', '.join(paths)}\nwritten to {out_dirs[0]}")
   return 0
 
 

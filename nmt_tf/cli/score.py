@@ -48,6 +48,7 @@ def run(argv):
       raise ValueError(f"{FLAGS.source_file} has {len(sources)} lines and {FLAGS.target_file} "
                        f"{len(targets)}; expected one translation per source line.")
     translator, _, decode, _ = translate_cli.build_translator()
+    sources = translator.tag(sources, FLAGS.target_lang)
     scores = ForcedScorer(translator).score(sources, targets, decode.batch_size)
     code = common.write_lines(FLAGS.score_output, (
         f"{s.log_prob:.6f}\t{s.num_tokens}\t{s.per_token:.6f}" for s in scores), "score")

@@ -38,6 +38,7 @@ from nmt_tf import data
 from nmt_tf import special_tokens
 from nmt_tf import write_path
 from nmt_tf.cli import common
+from nmt_tf.data import target_tags
 from nmt_tf.experiment.run_dir import RunDirError
 from nmt_tf.inference import (alignments, CompiledTranslator, load_models, translate_lines,
                               Translator)
@@ -83,7 +84,8 @@ def build_translator():
   shortlist = shortlist_lib.load_or_build(FLAGS.run_dir, decode, config.data, src_tok,
                                          tgt_tok)
   translator = Translator(model, src_tok, tgt_tok, decode, FLAGS.max_input_tokens,
-                          shortlist=shortlist)
+                          shortlist=shortlist,
+                          target_languages=target_tags.target_languages(config.data))
   if translator.precision_reason:
     print(f"precision: {translator.precision} ({translator.precision_reason})", file=sys.stderr)
   return translator, config, decode, paths
@@ -221,6 +223,7 @@ def run(argv):
     prefixes = read_prefixes(FLAGS.prefix_file, lines, input_error)
     constraints = read_constraints(FLAGS.constraints_file, lines, input_error)
     translator, _, decode, _ = build_translator()
+    lines = translator.tag(lines, FLAGS.target_lang)
     if prefixes is not None:
       translator.check_prefix(prefixes, "--prefix_file line")
     if constraints is not None:

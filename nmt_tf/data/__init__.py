@@ -10,7 +10,7 @@ Typical use by the trainer::
 """
 
 from nmt_tf import lazy
-from nmt_tf.data.corpus import CorpusConfig, load_corpus, SPLITS
+from nmt_tf.data.corpus import CorpusConfig, load_corpus, pair_corpora, SPLITS
 from nmt_tf.data.errors import DataError
 from nmt_tf.data.generated import generate_corpus, generate_pairs, write_corpus
 from nmt_tf.data.multi30k import load_multi30k

@@ -30,6 +30,7 @@ import tensorflow as tf
 
 from nmt_tf.data import generated
 from nmt_tf.data import multi30k
+from nmt_tf.data import target_tags
 from nmt_tf.data.errors import DataError
 from nmt_tf.data.shards import expand_paths, open_text_shards, ParallelShards
 from nmt_tf.data.text_files import ParallelText, read_parallel, split_files
@@ -66,6 +67,12 @@ class CorpusConfig:
       split (every source but the generated pair; held in memory, in corpus order): a
       low-resource corpus cut from a larger one. None: every pair.
     train_sample_seed: the seed of that sample.
+    pairs: several language pairs of the source, "de-en,de-fr" (Multi30k, files in
+      data_dir, TFDS), in place of source_lang and target_lang: each split holds the pairs
+      one after the other (in memory). See ``target_tags.py``.
+    target_tags: start every source with the tag of its target language, "<2fr>", so
+      that one model translates into several languages (needed when ``pairs`` has
+      several target languages).
   """
   name: str = "generated"
   source_lang: Optional[str] = None
@@ -89,8 +96,19 @@ class CorpusConfig:
   tfds_data_dir: Optional[str] = None
   train_sample: Optional[int] = None
   train_sample_seed: int = 0
+  pairs: Optional[str] = None
+  target_tags: bool = False
 
   def __post_init__(self):
+    if self.pairs is not None:
+      try:
+        targets = {target for _, target in target_tags.parse_pairs(self.pairs)}
+      except ValueError as error:
+        raise DataError(str(error)) from None
+      if len(targets) > 1 and not self.target_tags:
+        raise DataError(f"data.pairs={self.pairs!r} has {len(targets)} target languages; "
+                        "set data.target_tags=True so that the model is told which to "
+                        "produce.")
     if self.train_sample is not None and (not isinstance(self.train_sample, int)
                                           or self.train_sample <= 0):
       raise DataError(f"Received train_sample={self.train_sample!r}; expected a positive "
@@ -126,10 +144,51 @@ def load_corpus(config: Union[CorpusConfig, str, None] = None,
   if config is None or isinstance(config, str):
     config = CorpusConfig(name=config or "generated")
   config = CorpusConfig.from_dict({**dataclasses.asdict(config), **overrides})
-  corpus = _load(config)
+  corpus = _load_pairs(config) if config.pairs else _tagged(_load(config), config)
   if config.train_sample and config.name != "generated":
     corpus["train"] = _sample(corpus["train"], config.train_sample, config.train_sample_seed)
   return corpus
+
+
+def pair_corpora(config: CorpusConfig) -> Dict[str, Dict[str, Split]]:
+  """{"de-en": splits, ...}: each pair of ``config.pairs`` (or its one pair) loaded alone,
+  its sources tagged as the model reads them, for a report of each pair."""
+  if not config.pairs:
+    return {f"{config.source_lang}-{config.target_lang}": _tagged(_load(config), config)}
+  return {f"{source}-{target}": _tagged(_load(dataclasses.replace(
+              config, source_lang=source, target_lang=target, pairs=None)), config, target)
+          for source, target in target_tags.parse_pairs(config.pairs)}
+
+
+def _load_pairs(config: CorpusConfig) -> Dict[str, Split]:
+  """The splits of every pair of ``config.pairs``, one after the other (ParallelText)."""
+  corpus = {}
+  for splits in pair_corpora(config).values():
+    for split, part in splits.items():
+      merged = corpus.setdefault(split, ParallelText(
+          [], [], name=f"{config.name}/{split} ({config.pairs})"))
+      for source, target in sample_texts(part):
+        merged.sources.append(source)
+        merged.targets.append(target)
+  return corpus
+
+
+def _tagged(corpus: Dict[str, Split], config: CorpusConfig,
+            target_lang: Optional[str] = None) -> Dict[str, Split]:
+  """``corpus`` with the tag of ``target_lang`` (default config.target_lang) before each
+  source when ``config.target_tags`` (in memory, ParallelText); as it is otherwise."""
+  if not config.target_tags:
+    return corpus
+  language = target_lang or config.target_lang
+  if not language:
+    raise DataError("data.target_tags=True needs the target language: set "
+                    "data.target_lang, or data.pairs.")
+  tagged = {}
+  for split, part in corpus.items():
+    pairs = list(sample_texts(part))
+    tagged[split] = ParallelText([target_tags.tagged(s, language) for s, _ in pairs],
+                                 [t for _, t in pairs], name=getattr(part, "name", split))
+  return tagged
 
 
 def _sample(split: Split, size: int, seed: int) -> ParallelText:

@@ -22,7 +22,8 @@ MODEL_TYPES = ("unigram", "bpe")
 
 def train_sentencepiece(texts: Iterable[str], vocab_size: int = 8000,
                         model_type: str = "unigram", character_coverage: float = 1.0,
-                        max_sentences: int = 1_000_000) -> bytes:
+                        max_sentences: int = 1_000_000,
+                        symbols: Sequence[str] = ()) -> bytes:
   """Trains a SentencePiece model whose first ids are PAD=0, UNK=1, BOS=2, EOS=3.
 
   Args:
@@ -33,6 +34,8 @@ def train_sentencepiece(texts: Iterable[str], vocab_size: int = 8000,
     character_coverage: share of characters covered by the pieces (1.0 for small alphabets).
     max_sentences: at most this many sentences are sampled for training (by SentencePiece,
       without a seed).
+    symbols: pieces that are always one piece wherever they appear (user-defined
+      symbols, e.g. the target-language tags "<2fr>"), after the reserved ids.
 
   Returns:
     The serialized model proto.
@@ -54,7 +57,8 @@ def train_sentencepiece(texts: Iterable[str], vocab_size: int = 8000,
       pad_id=special_tokens.PAD_ID, unk_id=special_tokens.UNK_ID,
       bos_id=special_tokens.BOS_ID, eos_id=special_tokens.EOS_ID,
       pad_piece=special_tokens.PAD, unk_piece=special_tokens.UNK,
-      bos_piece=special_tokens.BOS, eos_piece=special_tokens.EOS)
+      bos_piece=special_tokens.BOS, eos_piece=special_tokens.EOS,
+      **({"user_defined_symbols": list(symbols)} if symbols else {}))
   return model.getvalue()
 
 

@@ -8,7 +8,7 @@ share one vocabulary (Sennrich et al., 2016 "joint BPE").
 import collections
 import dataclasses
 import os
-from typing import Any, Iterator, Mapping, Optional, Tuple
+from typing import Any, Iterator, Mapping, Optional, Sequence, Tuple
 
 from nmt_tf import write_path
 from nmt_tf.data.errors import DataError
@@ -85,8 +85,8 @@ def sample_texts(split, limit: Optional[int] = None,
   return ((s.decode("utf-8"), t.decode("utf-8")) for s, t in ds.as_numpy_iterator())
 
 
-def train_tokenizers(config: TokenizerConfig,
-                     train_split) -> Tuple[Tokenizer, Tokenizer]:
+def train_tokenizers(config: TokenizerConfig, train_split,
+                     symbols: Sequence[str] = ()) -> Tuple[Tokenizer, Tokenizer]:
   """Trains the source and target tokenizers on the training split (at most
   ``config.max_sentences`` pairs of it, ``sample_texts``, read once).
 
@@ -98,6 +98,9 @@ def train_tokenizers(config: TokenizerConfig,
     train_split: ``ParallelText``, ``ParallelShards`` or ``tf.data.Dataset`` of ``(source,
       target)``.
 
+    symbols: source tokens kept whole and always in the vocabulary (the target-language
+      tags of ``target_tags.py``).
+
   Returns:
     ``(source_tokenizer, target_tokenizer)``; the same object twice when shared.
   """
@@ -108,6 +111,8 @@ def train_tokenizers(config: TokenizerConfig,
     for source, target in pairs:
       count_words(source_counts, (source,), config.split_punctuation)
       count_words(target_counts, (target,), config.split_punctuation)
+    for symbol in symbols:  # before every word: kept whatever the cap
+      source_counts[symbol] = float("inf")
     build = lambda counts: WordTokenizer.from_counts(  # pylint: disable=g-long-lambda
         counts, config.vocab_size, config.min_count, config.split_punctuation)
     if config.shared:
@@ -120,14 +125,14 @@ def train_tokenizers(config: TokenizerConfig,
     targets.append(target)
   # SentencePiece reads at most max_sentences of its input and samples a larger input without
   # a seed: it gets at least as many as the sample holds, so it trains on all of them.
-  train = lambda texts: SentencePieceTokenizer.train(  # pylint: disable=g-long-lambda
+  train = lambda texts, symbols=(): SentencePieceTokenizer.train(  # pylint: disable=g-long-lambda
       texts, config.vocab_size, config.model_type,
       character_coverage=config.character_coverage,
-      max_sentences=max(config.max_sentences, len(texts)))
+      max_sentences=max(config.max_sentences, len(texts)), symbols=symbols)
   if config.shared:
-    shared = train(sources + targets)
+    shared = train(sources + targets, symbols)
     return shared, shared
-  return train(sources), train(targets)
+  return train(sources, symbols), train(targets)
 
 
 def save_tokenizers(directory: str, source: Tokenizer, target: Tokenizer) -> None:
@@ -171,11 +176,12 @@ def load_tokenizers(directory: str) -> Tuple[Tokenizer, Tokenizer]:
   return source, Tokenizer.load(directory, prefixes["target"], DAMAGED_FIX)
 
 
-def load_or_train_tokenizers(directory: str, config: TokenizerConfig,
-                             train_split) -> Tuple[Tokenizer, Tokenizer]:
-  """Loads the run's tokenizers, or trains them on ``train_split`` and saves them."""
+def load_or_train_tokenizers(directory: str, config: TokenizerConfig, train_split,
+                             symbols: Sequence[str] = ()) -> Tuple[Tokenizer, Tokenizer]:
+  """Loads the run's tokenizers, or trains them on ``train_split`` (with the source
+  ``symbols`` of ``train_tokenizers``) and saves them."""
   if os.path.isfile(os.path.join(directory, MANIFEST)):
     return load_tokenizers(directory)
-  source, target = train_tokenizers(config, train_split)
+  source, target = train_tokenizers(config, train_split, symbols)
   save_tokenizers(directory, source, target)
   return source, target

@@ -13,7 +13,7 @@ string (or -1): the embedding and output rows of a kept token are the parent's
 (models/vocab_rows.py), a new token's rows are initialised as at the start of training.
 """
 
-from typing import Tuple
+from typing import Sequence, Tuple
 
 import numpy as np
 
@@ -24,7 +24,8 @@ MODES = ("merge", "replace")
 
 
 def update_tokenizers(mode: str, source: Tokenizer, target: Tokenizer,
-                      config: TokenizerConfig, train_split) -> Tuple[Tokenizer, Tokenizer]:
+                      config: TokenizerConfig, train_split,
+                      symbols: Sequence[str] = ()) -> Tuple[Tokenizer, Tokenizer]:
   """The (source, target) tokenizers of a run fine-tuned on `train_split` from a parent with
   tokenizers `source` and `target` (the same object when shared, and so are the results).
 
@@ -32,10 +33,11 @@ def update_tokenizers(mode: str, source: Tokenizer, target: Tokenizer,
     mode: "merge" or "replace" (module docstring).
     config: the parent's tokenizer settings, which the new tokenizers are trained with.
     train_split: the new training split (any split `train_tokenizers` takes).
+    symbols: source tokens kept whole (`train_tokenizers`), e.g. target-language tags.
   """
   if mode not in MODES:
     raise ValueError(f"Received update_vocab={mode!r}; expected one of {MODES}.")
-  new_source, new_target = train_tokenizers(config, train_split)
+  new_source, new_target = train_tokenizers(config, train_split, symbols)
   if mode == "replace":
     return new_source, new_target
   if source is target:

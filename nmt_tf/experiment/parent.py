@@ -120,15 +120,27 @@ def child_config(config, parent):
   return config.replace(model=model)
 
 
-def write_vocabularies(parent, run, train_split):
+def write_vocabularies(parent, run, train_split, symbols=()):
   """Writes the run's vocab/ (which must not exist yet): a copy of the parent's, or with
   `parent.update_vocab` the vocabularies of `train_split` merged with or replacing the
-  parent's (data/vocab_update.py)."""
+  parent's (data/vocab_update.py), the source one keeping `symbols` whole.
+
+  Raises:
+    RunDirError: the parent's vocabularies are kept, and its source vocabulary lacks one of
+      `symbols` (a target-language tag the parent was not trained with).
+  """
+  if not parent.update_vocab and symbols:
+    source, _ = parent.run.load_tokenizers()
+    missing = [symbol for symbol in symbols if symbol not in source.vocab]
+    if missing:
+      raise RunDirError(f"the parent's source vocabulary lacks the target-language tags "
+                        f"{', '.join(missing)}; pass --update_vocab=merge to add them.")
   with write_path.staged_folder(run.vocab_dir) as staging:
     if parent.update_vocab:
       source, target = parent.run.load_tokenizers()
       data.save_tokenizers(staging, *vocab_update.update_tokenizers(
-          parent.update_vocab, source, target, parent.config.tokenizer, train_split))
+          parent.update_vocab, source, target, parent.config.tokenizer, train_split,
+          symbols))
       return
     for name in sorted(os.listdir(parent.run.vocab_dir)):
       source = os.path.join(parent.run.vocab_dir, name)

@@ -35,6 +35,7 @@ import os
 import tensorflow as tf
 
 from nmt_tf import data
+from nmt_tf.data import target_tags
 from nmt_tf import manifest
 from nmt_tf.write_path import write_text
 from nmt_tf.experiment import checkpoint_files
@@ -183,7 +184,7 @@ class RunDir:
     """
     corpus = corpus if corpus is not None else data.load_corpus(config.data)
     src_tok, tgt_tok = data.load_or_train_tokenizers(self.vocab_dir, config.tokenizer,
-                                                     corpus["train"])
+                                                     corpus["train"], tag_symbols(config))
     model_cfg = config.model.replace(src_vocab_size=src_tok.vocab_size,
                                      tgt_vocab_size=tgt_tok.vocab_size)
     config = config.replace(model=model_cfg)
@@ -252,6 +253,13 @@ class RunDir:
     model = build_model(config.model, initialize=False, checkpoint=path)
     restore_model(model, path, "pass --checkpoint=last or another checkpoint prefix")
     return model, config, src_tok, tgt_tok
+
+
+def tag_symbols(config):
+  """The target-language tags of `config`'s corpus, which the source vocabulary keeps whole
+  (data/target_tags.py); () without tags."""
+  return tuple(target_tags.tag(language)
+               for language in target_tags.target_languages(config.data))
 
 
 def with_hard_inference(model_config, hard_inference, run_path):

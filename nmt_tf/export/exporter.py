@@ -14,6 +14,7 @@ import shutil
 import tensorflow as tf
 
 from nmt_tf import write_path
+from nmt_tf.data import target_tags
 from nmt_tf.experiment import RunDir
 from nmt_tf.export.ops import check_forbidden_ops
 from nmt_tf.export.serving import ServingModule
@@ -199,7 +200,9 @@ def _export(run, loaded, path, tmp, model_name, beam_size, nbest, max_source_len
   # A beam whose search of one longest sentence cannot fit would fail every request.
   search_memory.batch_limit(beam_size, decode_config.max_length, max_source_length + 1,
                             tgt_tok.vocab_size)
-  translator = Translator(model, src_tok, tgt_tok, decode_config, max_source_length)
+  languages = target_tags.target_languages(config.data)
+  translator = Translator(model, src_tok, tgt_tok, decode_config, max_source_length,
+                          target_languages=languages)
   module = ServingModule(translator, beam_size, nbest)
   signatures = {name: fn.get_concrete_function() for name, fn in module.signatures().items()}
   tf.saved_model.save(saved_root(module, signatures.values()), tmp, signatures=signatures)
@@ -209,8 +212,9 @@ def _export(run, loaded, path, tmp, model_name, beam_size, nbest, max_source_len
       "model_name": model_name, "version": version, "beam_size": beam_size, "nbest": nbest,
       "max_source_length": max_source_length, "decode": dataclasses.asdict(decode_config),
       "model": config.model.to_dict(), "tokenizer": src_tok.kind,
+      "target_languages": list(languages),
   }
   write_path.make_folder(os.path.join(tmp, "assets.extra"))
   write_path.write_json(os.path.join(tmp, "assets.extra", METADATA_FILE), metadata)
   if warmup:
-    write_warmup_file(tmp, model_name, src_tok)
+    write_warmup_file(tmp, model_name, src_tok, languages)

@@ -15,7 +15,10 @@ Six signatures, all string-in and tokenized inside the graph (docs/EXPORT.md):
                       EOS included).
 The searches also answer each piece's log-probability and the translation's words with
 theirs (word-level confidence, nmt_tf/inference/confidence.py). TF Serving has no optional
-inputs, hence separate signatures for a prefix and for constraints.
+inputs, hence separate signatures for a prefix and for constraints. A model trained with
+target-language tags (data/target_tags.py) takes one more input in every signature,
+`target_lang` [batch] ("fr"): each source is read with the tag of its language, and a
+language the model lacks fails the request with an InvalidArgumentError naming those it has.
 
 Guarding the server: a `score` request with a different number of sources and targets fails
 with an InvalidArgumentError that says so; every input is transcoded UTF-8 -> UTF-8 with invalid bytes replaced by
@@ -37,6 +40,7 @@ _PREFIX = tf.TensorSpec([None], tf.string, name="prefix")
 _CONSTRAINTS = tf.TensorSpec([None], tf.string, name="constraints")
 _SOURCE = tf.TensorSpec([None], tf.string, name="source")
 _TARGET = tf.TensorSpec([None], tf.string, name="target")
+_TARGET_LANG = tf.TensorSpec([None], tf.string, name="target_lang")
 
 # Outputs of each signature: {key: (dtype, shape after the batch axis)}; "nbest" stands for
 # the n-best size and 0 for a length (token strings, alignments) that an empty batch lacks.
@@ -112,18 +116,27 @@ class ServingModule(tf.Module):
       raise ValueError(f"Received nbest={nbest!r}; expected an integer in [1, "
                        f"beam_size={beam_size}].")
     self.translator = translator
+    self.target_languages = translator.target_languages
     self.beam_size = beam_size
     self.nbest = nbest
     self.max_target_length = translator.decode_config.max_length
 
-  def greedy(self, text, prefix=None):
+  def source(self, text, target_lang=None):
+    """text [batch] as the model reads it: valid UTF-8, tagged with `target_lang` [batch]
+    when the model has target-language tags."""
+    text = clean_text(text)
+    if target_lang is None:
+      return text
+    return self.translator.tag_texts(text, clean_text(target_lang))
+
+  def greedy(self, text, prefix=None, target_lang=None):
     """text [batch] -> dict (see docs/EXPORT.md): translation [batch], log_prob [batch],
     source_tokens [batch, src_len], source_length [batch], target_tokens [batch, tgt_len],
     target_length [batch], alignment [batch, tgt_len, src_len], truncated [batch],
     token_log_prob [batch, tgt_len], words [batch, n_words], word_log_prob [batch,
     n_words], word_count [batch]. `prefix`: optional [batch], the start of each
-    translation ("" = none)."""
-    result = self.translator.translate(clean_text(text), beam_size=1, nbest=1,
+    translation ("" = none); `target_lang`: [batch], for a model with target-language tags."""
+    result = self.translator.translate(self.source(text, target_lang), beam_size=1, nbest=1,
                                        prefix=None if prefix is None else clean_text(prefix))
     outputs = self._outputs(result)
     for key in ("translation", "log_prob", "target_tokens", "target_length", "alignment",
@@ -132,23 +145,23 @@ class ServingModule(tf.Module):
     del outputs["score"]  # equal to log_prob without a beam
     return outputs
 
-  def beam(self, text, prefix=None, constraints=None):
+  def beam(self, text, prefix=None, constraints=None, target_lang=None):
     """text [batch] -> dict: as `greedy` with an n-best axis after the batch axis
     (translation [batch, nbest], log_prob, score [batch, nbest], target_tokens
     [batch, nbest, tgt_len], target_length, alignment [batch, nbest, tgt_len, src_len], ...),
     sorted by decreasing score; missing hypotheses have score -inf and length 0.
     `constraints`: optional [batch], each translation's required phrases joined by tabs."""
     result = self.translator.translate(
-        clean_text(text), beam_size=self.beam_size, nbest=self.nbest,
+        self.source(text, target_lang), beam_size=self.beam_size, nbest=self.nbest,
         prefix=None if prefix is None else clean_text(prefix),
         constraints=None if constraints is None else clean_text(constraints))
     return self._outputs(result)
 
-  def score(self, source, target):
+  def score(self, source, target, target_lang=None):
     """(source [batch], target [batch]) -> dict: log_prob [batch] = log P(target | source),
     token_log_prob [batch, tgt_len] (EOS last, 0 after), target_length [batch] (EOS
     included), truncated [batch] (source or target cut)."""
-    return self.translator.score(clean_text(source), clean_text(target),
+    return self.translator.score(self.source(source, target_lang), clean_text(target),
                                  self.max_target_length)
 
   def signatures(self):
@@ -158,44 +171,60 @@ class ServingModule(tf.Module):
     The tf.functions are not attributes of the module: tf.saved_model.save would trace every
     tracked tf.function again (beam search takes seconds to trace).
     """
-    def serving_default(text):
-      return unless_empty([text], "serving_default", 1, lambda: self.greedy(text))
+    lang = [_TARGET_LANG] if self.target_languages else []
 
-    def beam_search(text):
-      return unless_empty([text], "beam_search", self.nbest, lambda: self.beam(text))
+    def checked(name, inputs, outputs_fn, *pairs):
+      """outputs_fn() after the checks that `pairs` of inputs have the same size."""
+      nbest = self.nbest if name.startswith("beam_search") else 1
+      with tf.control_dependencies([_same_size(a, b, name, what) for a, b, what in pairs]):
+        return unless_empty(inputs, name, nbest, outputs_fn)
 
-    def prefix(text, prefix):
-      with tf.control_dependencies([_same_size(text, prefix, "prefix")]):
-        return unless_empty([text], "prefix", 1, lambda: self.greedy(text, prefix))
+    def langs(text, target_lang):
+      return [] if target_lang is None else [(text, target_lang, "target_lang")]
 
-    def beam_search_prefix(text, prefix):
-      with tf.control_dependencies([_same_size(text, prefix, "beam_search_prefix")]):
-        return unless_empty([text], "beam_search_prefix", self.nbest,
-                            lambda: self.beam(text, prefix))
+    def serving_default(text, target_lang=None):
+      return checked("serving_default", [text],
+                     lambda: self.greedy(text, target_lang=target_lang),
+                     *langs(text, target_lang))
 
-    def beam_search_constrained(text, constraints):
-      with tf.control_dependencies([_same_size(text, constraints, "beam_search_constrained",
-                                               "constraints")]):
-        return unless_empty([text], "beam_search_constrained", self.nbest,
-                            lambda: self.beam(text, constraints=constraints))
+    def beam_search(text, target_lang=None):
+      return checked("beam_search", [text], lambda: self.beam(text, target_lang=target_lang),
+                     *langs(text, target_lang))
 
-    def score(source, target):
+    def prefix(text, prefix, target_lang=None):
+      return checked("prefix", [text],
+                     lambda: self.greedy(text, prefix, target_lang=target_lang),
+                     (text, prefix, "prefix"), *langs(text, target_lang))
+
+    def beam_search_prefix(text, prefix, target_lang=None):
+      return checked("beam_search_prefix", [text],
+                     lambda: self.beam(text, prefix, target_lang=target_lang),
+                     (text, prefix, "prefix"), *langs(text, target_lang))
+
+    def beam_search_constrained(text, constraints, target_lang=None):
+      return checked("beam_search_constrained", [text],
+                     lambda: self.beam(text, constraints=constraints, target_lang=target_lang),
+                     (text, constraints, "constraints"),
+                     *langs(text, target_lang))
+
+    def score(source, target, target_lang=None):
       check = tf.debugging.assert_equal(
           tf.size(source), tf.size(target), message="score: the request has a different "
           "number of sources and targets; send one target per source")
       with tf.control_dependencies([check]):
-        return unless_empty([source, target], "score", 1,
-                            lambda: self.score(source, target))
+        return checked("score", [source, target],
+                       lambda: self.score(source, target, target_lang),
+                       *langs(source, target_lang))
 
+    function = lambda fn, *specs: tf.function(fn, input_signature=list(specs) + lang,  # pylint: disable=g-long-lambda
+                                              autograph=False)
     return {
-        "serving_default": tf.function(serving_default, input_signature=[_TEXT], autograph=False),
-        "beam_search": tf.function(beam_search, input_signature=[_TEXT], autograph=False),
-        "prefix": tf.function(prefix, input_signature=[_TEXT, _PREFIX], autograph=False),
-        "beam_search_prefix": tf.function(beam_search_prefix, input_signature=[_TEXT, _PREFIX],
-                                          autograph=False),
-        "beam_search_constrained": tf.function(
-            beam_search_constrained, input_signature=[_TEXT, _CONSTRAINTS], autograph=False),
-        "score": tf.function(score, input_signature=[_SOURCE, _TARGET], autograph=False),
+        "serving_default": function(serving_default, _TEXT),
+        "beam_search": function(beam_search, _TEXT),
+        "prefix": function(prefix, _TEXT, _PREFIX),
+        "beam_search_prefix": function(beam_search_prefix, _TEXT, _PREFIX),
+        "beam_search_constrained": function(beam_search_constrained, _TEXT, _CONSTRAINTS),
+        "score": function(score, _SOURCE, _TARGET),
     }
 
   def _outputs(self, result):
@@ -242,6 +271,7 @@ class ServingModule(tf.Module):
 
 def _same_size(text, other, signature, name="prefix"):
   """An assertion that a request gives one `name` input per text."""
+  none = "" if name == "target_lang" else ' ("" for none)'
   return tf.debugging.assert_equal(
       tf.size(text), tf.size(other), message=f"{signature}: the request has a different "
-      f"number of texts and {name} values; send one {name} value per text (\"\" for none)")
+      f"number of texts and {name} values; send one {name} value per text{none}")

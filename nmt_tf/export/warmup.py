@@ -44,30 +44,33 @@ def _request(model_name, signature, inputs):
   return request
 
 
-def warmup_requests(model_name, sentences, batch=WARMUP_BATCH):
-  """PredictRequests for every signature: each sentence alone and `batch` copies of it."""
+def warmup_requests(model_name, sentences, batch=WARMUP_BATCH, target_languages=()):
+  """PredictRequests for every signature: each sentence alone and `batch` copies of it (in
+  the first of `target_languages`, a model with target-language tags)."""
   requests = []
   for sentence in sentences:
     for size in (1, batch):
       texts = [sentence] * size
-      requests.append(_request(model_name, "serving_default", {"text": texts}))
-      requests.append(_request(model_name, "beam_search", {"text": texts}))
-      requests.append(_request(model_name, "prefix", {"text": texts, "prefix": [""] * size}))
-      requests.append(_request(model_name, "beam_search_prefix",
-                               {"text": texts, "prefix": [""] * size}))
-      requests.append(_request(model_name, "beam_search_constrained",
-                               {"text": texts, "constraints": [""] * size}))
-      requests.append(_request(model_name, "score", {"source": texts, "target": texts}))
+      lang = {"target_lang": [target_languages[0]] * size} if target_languages else {}
+      request = lambda name, inputs: _request(model_name, name, {**inputs, **lang})  # pylint: disable=cell-var-from-loop
+      requests.append(request("serving_default", {"text": texts}))
+      requests.append(request("beam_search", {"text": texts}))
+      requests.append(request("prefix", {"text": texts, "prefix": [""] * size}))
+      requests.append(request("beam_search_prefix", {"text": texts, "prefix": [""] * size}))
+      requests.append(request("beam_search_constrained",
+                              {"text": texts, "constraints": [""] * size}))
+      requests.append(request("score", {"source": texts, "target": texts}))
   return requests
 
 
-def write_warmup_file(saved_model_dir, model_name, source_tokenizer):
+def write_warmup_file(saved_model_dir, model_name, source_tokenizer, target_languages=()):
   """Writes <saved_model_dir>/assets.extra/tf_serving_warmup_requests; returns its path."""
   directory = os.path.join(saved_model_dir, "assets.extra")
   os.makedirs(directory, exist_ok=True)
   path = os.path.join(directory, WARMUP_FILE)
   with tf.io.TFRecordWriter(path) as writer:
-    for request in warmup_requests(model_name, warmup_sentences(source_tokenizer)):
+    for request in warmup_requests(model_name, warmup_sentences(source_tokenizer),
+                                   target_languages=target_languages):
       log = prediction_log_pb2.PredictionLog(
           predict_log=prediction_log_pb2.PredictLog(request=request))
       writer.write(log.SerializeToString())

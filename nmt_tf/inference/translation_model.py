@@ -16,10 +16,11 @@ is not a positive int) raises TypeError or ValueError naming the argument.
 
 import dataclasses
 import numbers
-from typing import List, Optional, Sequence, Union
+from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from nmt_tf.data import target_tags
 from nmt_tf.experiment.run_dir import RunDirError
 from nmt_tf.inference import alignments
 from nmt_tf.inference import shortlist as shortlist_lib
@@ -88,15 +89,16 @@ class TranslationModel:
     shortlist = shortlist_lib.load_or_build(run_dir, config.decode, config.data, src_tok,
                                            tgt_tok)
     self.translator = Translator(model, src_tok, tgt_tok, config.decode, max_input_tokens,
-                                 shortlist=shortlist)
+                                 shortlist=shortlist,
+                                 target_languages=target_tags.target_languages(config.data))
     self._compiled = {}
     self._scorer = None
 
   def translate(self, sentences: Union[str, Sequence[str]], beam_size: Optional[int] = None,
                 nbest: int = 1, batch_size: Optional[int] = None,
                 prefix: Union[None, str, Sequence[str]] = None,
-                constraints: Optional[Sequence[Sequence[str]]] = None
-                ) -> Union[Translation, List[Translation]]:
+                constraints: Optional[Sequence[Sequence[str]]] = None,
+                target_lang: Optional[str] = None) -> Union[Translation, List[Translation]]:
     """Translates each sentence; returns one Translation per sentence, in order.
 
     Args:
@@ -111,6 +113,8 @@ class TranslationModel:
       constraints: the phrases each translation must contain, a list of str per sentence
         ([] for none; one list with one str sentence): lexically constrained beam search
         with dynamic beam allocation (Post and Vilar 2018), also with beam_size 1.
+      target_lang: the language to translate into, for a model trained with
+        target-language tags (`target_languages`); leave it out for any other.
 
     Raises:
       TypeError: a sentence or prefix is not a str.
@@ -118,9 +122,11 @@ class TranslationModel:
         the prefixes or constraint lists are not one per sentence, a prefix is longer than
         decode.max_length allows, a constraint is empty, holds characters the vocabulary
         lacks or does not fit decode.max_length, or the search of one sentence with this
-        beam would not fit in memory.
+        beam would not fit in memory; target_lang is not one of `target_languages` (or
+        missing for a model that has some).
     """
     lines, single = _sentences(sentences, "sentences")
+    lines = self.translator.tag(lines, target_lang)
     prefixes = None
     if prefix is not None:
       prefixes, single_prefix = _sentences(prefix, "prefix")
@@ -151,17 +157,25 @@ class TranslationModel:
                                                              constraints=constraints)]
     return results[0] if single else results
 
+  @property
+  def target_languages(self) -> Tuple[str, ...]:
+    """The languages `target_lang` may name: those of a model trained with target-language
+    tags (data.target_tags), () for any other."""
+    return self.translator.target_languages
+
   def score(self, sources: Union[str, Sequence[str]], targets: Union[str, Sequence[str]],
-            batch_size: Optional[int] = None) -> Union[ForcedScore, List[ForcedScore]]:
+            batch_size: Optional[int] = None, target_lang: Optional[str] = None
+            ) -> Union[ForcedScore, List[ForcedScore]]:
     """log P(target | source) of each pair (forced decoding): ForcedScore per pair, with
     log_prob, num_tokens (EOS included), token_log_probs and per_token. Two strings give one
-    ForcedScore (not a list).
+    ForcedScore (not a list). `target_lang` as in `translate`.
 
     Raises:
       TypeError: a sentence is not a str, or one argument is a str and the other a list.
       ValueError: the lists differ in length, or batch_size is not a positive int.
     """
     source_lines, single = _sentences(sources, "sources")
+    source_lines = self.translator.tag(source_lines, target_lang)
     target_lines, single_target = _sentences(targets, "targets")
     if single != single_target:
       raise TypeError("Received one of sources and targets as a str and the other as a list; "

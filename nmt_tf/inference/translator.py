@@ -14,6 +14,7 @@ from nmt_tf import cpu
 from nmt_tf import decoding
 from nmt_tf import special_tokens
 from nmt_tf.data import add_bos_eos, encode_source, strip_special
+from nmt_tf.data import target_tags
 from nmt_tf.inference import target_prefix as target_prefix_lib
 from nmt_tf.layers import kernels
 
@@ -50,11 +51,15 @@ class Translator(tf.Module):
     max_source_length: longer inputs are cut to this many tokens (EOS excluded) and flagged.
     shortlist: optional `inference.shortlist.Shortlist`: the searches score only its
       vocabulary of each batch (decode.shortlist).
+    target_languages: the target languages of a model trained with target-language tags
+      (data/target_tags.py), whose sources `tag` and `tag_texts` start with the tag of the
+      language asked for; () for a model without tags.
   """
 
   def __init__(self, model, source_tokenizer, target_tokenizer, decode_config,
-               max_source_length=200, shortlist=None, name=None):
+               max_source_length=200, shortlist=None, target_languages=(), name=None):
     super().__init__(name=name)
+    self.target_languages = tuple(target_languages)
     self.shortlist = shortlist
     self.model = model
     self.source_tokenizer = source_tokenizer
@@ -64,6 +69,26 @@ class Translator(tf.Module):
     # decode.precision=auto decided once, for this machine; `precision_reason` says why.
     self.precision, self.precision_reason = cpu.resolve_precision(
         decode_config.precision, gpus=tf.config.list_physical_devices("GPU"))
+
+  def tag(self, lines, target_lang=None):
+    """Python source lines as the model reads them: for a tagged model each non-blank line
+    starts with the tag of `target_lang` ("<2fr> ..."); unchanged for a model without tags.
+
+    Raises:
+      TargetLanguageError: `target_lang` is not one of the model's target languages (or
+        missing for a tagged model, or given for a model without tags).
+    """
+    target_tags.check_language(target_lang, self.target_languages)
+    if not self.target_languages:
+      return list(lines)
+    return [target_tags.tagged(line, target_lang) if line.strip() else line for line in lines]
+
+  def tag_texts(self, text, target_lang):
+    """`tag` in the graph: text tf.string [batch], target_lang tf.string [batch] -> [batch];
+    an InvalidArgumentError for a language the model does not have. A blank text stays as
+    it is (an empty translation)."""
+    tagged = target_tags.tag_in_graph(text, target_lang, self.target_languages)
+    return tf.where(tf.strings.strip(text) == "", text, tagged)
 
   def source_ids(self, text):
     """text tf.string [batch] -> (ids [batch, src_len] padded with 0 and ending in EOS,

@@ -137,6 +137,8 @@ def create_app(servable, limits=None):
     for input_name, values in inputs.items():
       if input_name != "image_bytes":
         _check_lengths(input_name, values, limits.max_text_chars)
+    if "target_lang" in inputs:
+      _check_languages(inputs["target_lang"], servable.target_languages)
     if rows == 0:  # the signature's empty outputs, without a batch
       return rest.predict_answer(signature(inputs), row_format)
     try:
@@ -185,7 +187,8 @@ def create_app(servable, limits=None):
       text = f.read()
     config = {"model": servable.name, "task": servable.task, "version": servable.latest,
               "signatures": sorted(servable.versions[servable.latest]),
-              "beam": servable.beam, "variants": servable.variant is not None}
+              "beam": servable.beam, "variants": servable.variant is not None,
+              "target_languages": list(servable.target_languages)}
     return HTMLResponse(text.replace("{{CONFIG}}", html.escape(json.dumps(config))))
 
   async def not_found(request, exc):
@@ -221,6 +224,19 @@ def _check_lengths(key, values, max_chars):
       if chars > max_chars:
         raise rest.RestError(f"The input {key}[{i}] has {chars} characters; this server "
                              f"takes at most {max_chars} (--max_text_chars).")
+
+
+def _check_languages(values, languages):
+  """RestError unless every target_lang of `values` (bytes) is one of `languages` (a model
+  with target-language tags; the model's own check runs when the server does not know
+  them)."""
+  if not languages:
+    return
+  for i, value in enumerate(values):
+    language = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+    if language not in languages:
+      raise rest.RestError(f"target_lang[{i}] is {language!r}, a language this model was not "
+                           f"trained for; give one of {', '.join(languages)}.")
 
 
 def _too_large(size, limits):

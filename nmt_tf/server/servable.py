@@ -47,8 +47,10 @@ class Signature:
   @classmethod
   def of(cls, name, function):
     """The Signature of a concrete function: a loaded SavedModel's (inputs by keyword) or a
-    traced one's (inputs by position, named by their TensorSpecs)."""
+    traced one's (inputs by position, named by their TensorSpecs; an optional input the
+    signature leaves out, such as the target_lang of a model without tags, is None)."""
     args, specs = function.structured_input_signature
+    args = [spec for spec in args if spec is not None]
     specs = dict(specs) or {spec.name: spec for spec in args}
     outputs = function.structured_outputs
     return cls(name, function,
@@ -80,7 +82,8 @@ class Signature:
 @dataclasses.dataclass
 class Servable:
   """A named model: {version: {signature name: Signature}}, labels naming versions, and
-  `task` ("translate" or "caption"), which the page reads.
+  `task` ("translate" or "caption"), which the page reads. `target_languages`: those the
+  `target_lang` input of a model with target-language tags takes (data/target_tags.py).
 
   `beam` holds the settings of the newest version's beam_search signature (beam_size, nbest,
   length_penalty; empty when unknown). `variant`, for a run decoded in this process, makes a
@@ -95,6 +98,7 @@ class Servable:
   keep: list = dataclasses.field(default_factory=list)  # what holds the variables
   beam: Dict[str, float] = dataclasses.field(default_factory=dict)
   variant: Optional[Callable[..., Signature]] = None
+  target_languages: Tuple[str, ...] = ()  # a model with target-language tags: its input
 
   @property
   def latest(self):
@@ -158,18 +162,28 @@ def load_export(path, model_name=None):
     versions[version] = {name: Signature.of(name, fn)
                          for name, fn in loaded.signatures.items()}
     keep.append(loaded)
+  meta = _export_metadata(found[max(found)])
   return Servable(model_name, versions, _task(versions[max(versions)]), keep=keep,
-                  beam=_export_beam(found[max(found)]))
+                  beam=_export_beam(meta),
+                  target_languages=tuple(meta.get("target_languages") or ()))
 
 
-def _export_beam(version_dir):
-  """The beam settings an export's metadata (assets.extra/METADATA_FILE) records, or {}."""
+def _export_metadata(version_dir):
+  """The metadata of an export (assets.extra/METADATA_FILE), or {}."""
   try:
     with open(os.path.join(version_dir, "assets.extra", METADATA_FILE), encoding="utf-8") as f:
       meta = json.load(f)
+  except (OSError, ValueError):
+    return {}
+  return meta if isinstance(meta, dict) else {}
+
+
+def _export_beam(meta):
+  """The beam settings an export's metadata records, or {}."""
+  try:
     return {"beam_size": meta["beam_size"], "nbest": meta["nbest"],
             "length_penalty": meta["decode"]["length_penalty"]}
-  except (OSError, ValueError, KeyError, TypeError):
+  except (KeyError, TypeError):
     return {}
 
 
@@ -187,15 +201,18 @@ def load_run(run_dir, checkpoint="best", model_name=None, beam_size=None, nbest=
   from nmt_tf.inference.image_captioner import Captioner
   from nmt_tf.inference.loading import load_models
   from nmt_tf.inference.translator import Translator
+  from nmt_tf.data import target_tags
   model, config, src_tok, tgt_tok, _ = load_models(run_dir, checkpoint,
                                                    hard_inference=hard_inference)
+  languages = target_tags.target_languages(config.data)
   decode_config = decode_config or config.decode
   beam_size, nbest = beam_and_nbest(beam_size, nbest, decode_config)
 
   def module(beam, n, decode):
     if config.model.encoder == "image":
       return CaptionServingModule(Captioner(model, tgt_tok, decode), beam, n)
-    return ServingModule(Translator(model, src_tok, tgt_tok, decode, max_source_length), beam, n)
+    return ServingModule(Translator(model, src_tok, tgt_tok, decode, max_source_length,
+                                    target_languages=languages), beam, n)
 
   def variant(beam, n, length_penalty, name="beam_search"):
     decode = dataclasses.replace(decode_config, length_penalty=length_penalty)
@@ -209,7 +226,8 @@ def load_run(run_dir, checkpoint="best", model_name=None, beam_size=None, nbest=
   default_name = "nmt_caption" if task == "caption" else "nmt"
   return Servable(model_name or default_name, {1: signatures}, task, keep=[served],
                   beam={"beam_size": beam_size, "nbest": nbest,
-                        "length_penalty": decode_config.length_penalty}, variant=variant)
+                        "length_penalty": decode_config.length_penalty}, variant=variant,
+                  target_languages=languages)
 
 
 def warm_up(servable):
@@ -219,4 +237,6 @@ def warm_up(servable):
     for signature in signatures.values():
       if all(dtype == "string" for dtype, _ in signature.inputs.values()) and \
           "image_bytes" not in signature.inputs:
-        signature({name: np.array([b"a"], object) for name in signature.inputs})
+        language = (servable.target_languages or ("",))[0].encode("utf-8")
+        signature({name: np.array([language if name == "target_lang" else b"a"], object)
+                   for name in signature.inputs})

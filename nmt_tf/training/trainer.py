@@ -36,6 +36,7 @@ from nmt_tf.layers import kernels
 from nmt_tf.write_path import write_json
 from nmt_tf.experiment import corpus_fingerprint, ExperimentConfig, RunDir
 from nmt_tf.experiment import parent as parent_lib
+from nmt_tf.experiment.run_dir import tag_symbols
 from nmt_tf.models import build_model
 from nmt_tf.training import distribution
 from nmt_tf.training.checkpoints import CheckpointKeeper
@@ -159,7 +160,7 @@ class Trainer:
         if self.parent.update_vocab and corpus is None:
           corpus = data.load_corpus(config.data)  # the new vocabularies are made from it
         parent_lib.write_vocabularies(self.parent, self.run_dir,
-                                      corpus["train"] if corpus else None)
+                                      corpus["train"] if corpus else None, tag_symbols(config))
     self.prepare_data(config, corpus, accept_changed_corpus)
     if self.worker.is_chief and self.worker.num_workers > 1:
       distribution.barrier(self.strategy)

@@ -24,6 +24,14 @@ function init() {
     $("image").addEventListener("change", readImage);
     $("target-input").hidden = true;
   }
+  if (config.target_languages && config.target_languages.length) {
+    for (const language of config.target_languages) {
+      const option = document.createElement("option");
+      option.value = option.textContent = language;
+      $("target_lang").append(option);
+    }
+    $("target-lang-label").hidden = false;
+  }
   const prefixOk = config.signatures.includes("prefix");
   $("prefix").disabled = !prefixOk;
   $("terms").disabled = !config.signatures.includes("beam_search_constrained");
@@ -56,6 +64,11 @@ function readImage() {
   reader.readAsDataURL(file);
 }
 
+// A text instance as an object of named inputs.
+function asObject(instance) {
+  return typeof instance === "string" ? { text: instance } : instance;
+}
+
 async function send() {
   const signature = document.querySelector("input[name=search]:checked").value;
   let instance;
@@ -70,13 +83,16 @@ async function send() {
   const terms = config.task === "caption" ? [] : $("terms").value.split("\n")
     .map((t) => t.trim()).filter((t) => t);
   const prefix = config.task === "caption" ? "" : $("prefix").value;
+  if (config.target_languages && config.target_languages.length) {
+    instance = { ...asObject(instance), target_lang: $("target_lang").value };
+  }
   if (terms.length) {
     name = "beam_search_constrained";
-    instance = { text: instance, constraints: terms.join("\t") };
+    instance = { ...asObject(instance), constraints: terms.join("\t") };
     $("target-note").textContent = prefix ? "(a typed start is not used with terminology)" : "";
   } else if (prefix) {
     name = signature === "beam_search" ? "beam_search_prefix" : "prefix";
-    instance = { text: instance, prefix };
+    instance = { ...asObject(instance), prefix };
   }
   status("Working...");
   const url = `/v1/models/${config.model}/versions/${config.version}:predict`;
