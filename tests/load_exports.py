@@ -1,7 +1,8 @@
 """Loads exported SavedModels as TF Serving does, with only tensorflow and tensorflow_text.
 
 Run as a program (never imported by the tests' own process): each line of stdin is a JSON
-request {"path": SAVED_MODEL_DIR, "text": [sentences]}; for each, the model is loaded and
+request {"path": SAVED_MODEL_DIR, "text": [sentences]} (and "target_lang": LANG for a
+model with target-language tags); for each, the model is loaded and
 every signature is called once on the sentences and once on an empty batch, and one JSON line
 answers: {"greedy": [translations], "greedy_tokens": [[target tokens, EOS last]],
 "greedy_log_prob": [...], "truncated": [...], "beam": [[translations] per sentence],
@@ -50,13 +51,17 @@ def answer(request):
     text = tf.constant([base64.b64decode(t) for t in request["text_base64"]], tf.string)
   else:
     text = tf.constant(request["text"], tf.string)
-  greedy = model.signatures["serving_default"](text=text)
-  beam = model.signatures["beam_search"](text=text)
-  score = model.signatures["score"](source=text, target=greedy["translation"])
+  # A model with target-language tags: every sentence into the request's "target_lang".
+  lang = lambda n: ({"target_lang": tf.constant([request["target_lang"]] * n, tf.string)}  # pylint: disable=g-long-lambda
+                    if "target_lang" in request else {})
+  n = int(tf.size(text))
+  greedy = model.signatures["serving_default"](text=text, **lang(n))
+  beam = model.signatures["beam_search"](text=text, **lang(n))
+  score = model.signatures["score"](source=text, target=greedy["translation"], **lang(n))
   empty = tf.constant([], tf.string)
-  empties = {"serving_default": model.signatures["serving_default"](text=empty),
-             "beam_search": model.signatures["beam_search"](text=empty),
-             "score": model.signatures["score"](source=empty, target=empty)}
+  empties = {"serving_default": model.signatures["serving_default"](text=empty, **lang(0)),
+             "beam_search": model.signatures["beam_search"](text=empty, **lang(0)),
+             "score": model.signatures["score"](source=empty, target=empty, **lang(0))}
   return {
       "greedy": [t.decode("utf-8") for t in greedy["translation"].numpy()],
       "greedy_log_prob": greedy["log_prob"].numpy().tolist(),

@@ -15,8 +15,8 @@ class RecipesTest(tf.test.TestCase):
 
   def test_every_recipe_with_every_model_validates(self):
     self.assertEqual(configs.names(),
-                     ["generated", "multi30k", "multi30k_lowres", "multi30k_word", "shapes",
-                      "wmt14"])
+                     ["generated", "multi30k", "multi30k_lowres", "multi30k_multilingual",
+                      "multi30k_word", "shapes", "wmt14"])
     for name in configs.names():
       self.assertEqual(configs.load(name).to_dict(), configs.load(f"{name}:cgru").to_dict())
       for model, (fields, _) in presets.MODELS.items():

@@ -22,6 +22,7 @@ from nmt_tf.cli import caption as caption_cli
 from nmt_tf.cli import evaluate as evaluate_cli
 from nmt_tf.cli import export as export_cli
 from nmt_tf import configs
+from nmt_tf.data import target_tags
 from nmt_tf.cli import translate as translate_cli
 from tests.release_fixtures import ExportLoader, shrunk_recipe, write_multi30k_slice
 from tests.test_cli_decode import run_command
@@ -62,10 +63,14 @@ class RecipeCase(tf.test.TestCase):
       if config.decode.beam_size > 1:
         self.assertIn(f"valid/alignment_beam/{i}", tags)
 
+    languages = target_tags.target_languages(config.data)  # a multilingual recipe's
+    lang = {"target_lang": languages[-1]} if languages else {}
     code, out, err = run_command(evaluate_cli, run_dir=run_dir)
     self.assertEqual(code, 0, err)
     self.assertRegex(out, r"BLEU  = \d+\.\d\d")
-    self.assertTrue(os.path.exists(os.path.join(run_dir, "eval", "test", "report.json")))
+    for name in ([f"test_{s}-{t}" for s, t in target_tags.parse_pairs(config.data.pairs)]
+                 if languages else ["test"]):  # a report of each language pair
+      self.assertTrue(os.path.exists(os.path.join(run_dir, "eval", name, "report.json")))
     if config.model.encoder == "image":
       self.check_captioning(config, run_dir, out)
       return
@@ -73,7 +78,8 @@ class RecipeCase(tf.test.TestCase):
     source_file = os.path.join(run_dir, "input.txt")
     with open(source_file, "w", encoding="utf-8") as f:
       f.writelines(line + "\n" for line in SENTENCES)
-    code, out, err = run_command(translate_cli, run_dir=run_dir, input_file=source_file)
+    code, out, err = run_command(translate_cli, run_dir=run_dir, input_file=source_file,
+                                 **lang)
     self.assertEqual(code, 0, err)
     translations = out.splitlines()
     self.assertLen(translations, len(SENTENCES))
@@ -83,7 +89,7 @@ class RecipeCase(tf.test.TestCase):
     self.assertEqual(code, 0, err)
     path = out.strip()
     self.assertEqual(path, os.path.join(run_dir, "export", "nmt", "1"))
-    served = ExportLoader.answer(path, SENTENCES)
+    served = ExportLoader.request({"path": path, "text": SENTENCES, **lang})
     self.assertNotIn("error", served, served.get("error"))
     self.assertEqual(served["modules"], [])  # neither nmt_tf nor the tests were imported
     self.assertLen(served["greedy"], len(SENTENCES))
