@@ -164,9 +164,11 @@ def tokens_per_second(run_dir):
   return round(statistics.median(readings.values()), 1) if readings else None
 
 
-def from_run(run_dir, name, command, baseline=None, note=None, eval_root=None):
+def from_run(run_dir, name, command, baseline=None, note=None, eval_root=None,
+             target_lang=None):
   """The row.json of a trained run whose test split was evaluated with every search of
-  SEARCHES into EVAL_ROOT/test_<search>/ (default RUN/eval).
+  SEARCHES into EVAL_ROOT/test_<search>/ (default RUN/eval); of its pair into `target_lang`
+  for a run of several language pairs (data.pairs).
 
   Raises:
     RecordError: the name is not a plain file name, or a file of the run is missing.
@@ -188,8 +190,7 @@ def from_run(run_dir, name, command, baseline=None, note=None, eval_root=None):
       "model": model_label(config["model"]),
       "decoder": config["model"]["decoder"],
       "dataset": data["name"],
-      "direction": (f"{data['source_lang']}-{data['target_lang']}" if data.get("source_lang")
-                    else data["name"]),
+      "direction": direction(data, target_lang),
       "tokenizer": config["tokenizer"]["kind"],
       "max_length": config["pipeline"]["max_source_len"],
       "seed": config["train"]["seed"],
@@ -210,7 +211,23 @@ def from_run(run_dir, name, command, baseline=None, note=None, eval_root=None):
   }
   if note:
     record["note"] = note
+  if target_lang:
+    record["target_lang"] = target_lang
   return record
+
+
+def direction(data, target_lang=None):
+  """"de-en" of a run's data section: its pair, or of several (data.pairs) the one into
+  `target_lang`; the corpus name when it names no language."""
+  if data.get("pairs") and target_lang:
+    for pair in data["pairs"].split(","):
+      if pair.strip().endswith(f"-{target_lang}"):
+        return pair.strip()
+    raise RecordError(f"--target_lang={target_lang} is not a target of data.pairs="
+                      f"{data['pairs']!r}.")
+  if data.get("source_lang"):
+    return f"{data['source_lang']}-{data['target_lang']}"
+  return data["name"]
 
 
 def write(record, run_dir, rows_dir, keep_attention=False, eval_root=None):

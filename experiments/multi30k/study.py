@@ -60,7 +60,8 @@ def _nmt_tf(args):
 
 
 def _record(args, command):
-  record = records.from_run(args.run_dir, args.name, command, args.baseline, args.note)
+  record = records.from_run(args.run_dir, args.name, command, args.baseline, args.note,
+                            target_lang=args.target_lang)
   path = records.write(record, args.run_dir, args.rows, args.keep_attention)
   print(f"recorded {path}: " + ", ".join(
       f"{key} BLEU {entry['bleu']:.2f}" for key, entry in record["scores"].items()))
@@ -82,9 +83,11 @@ def row(args):
   if code:
     return code
   for key, beam in records.SEARCHES.items():
+    language = [f"--target_lang={args.target_lang}"] if args.target_lang else []
     code = _nmt_tf(["evaluate", f"--run_dir={args.run_dir}", "--checkpoint=best",
                     "--eval_split=test", f"--beam_size={beam}",
-                    f"--eval_dir={os.path.join(args.run_dir, 'eval', f'test_{key}')}"])
+                    f"--eval_dir={os.path.join(args.run_dir, 'eval', f'test_{key}')}"]
+                   + language)
     if code:
       return code
   command = shlex.join(["nmt-tf", "train", f"--config={args.config}",
@@ -238,6 +241,9 @@ def parser():
     p.add_argument("--keep_attention", action="store_true",
                    help="Also keep the beam-5 attention maps of the first test sentences.")
     p.add_argument("--rows", default=ROWS, help="Where records live.")
+    p.add_argument("--target_lang", help="A run of several target languages (data.pairs): "
+                   "the one this row evaluates (its other pairs are rows of their own, of the "
+                   "same --run_dir).")
     if name == "row":
       p.add_argument("--config", required=True)
     else:
