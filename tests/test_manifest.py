@@ -6,6 +6,7 @@ which runs it without TensorFlow."""
 import contextlib
 import glob
 import io
+import dataclasses
 import json
 import os
 import random
@@ -113,6 +114,33 @@ class RunManifestTest(tf.test.TestCase):
     hard = self.config.replace(model=self.config.model.replace(
         attention_mode="hard", hard_expectation_rate=0.5))
     self.assertNotEqual(run_manifest.config_digest(changed), run_manifest.config_digest(hard))
+
+  def test_a_field_added_to_a_fixed_section_is_a_later_field(self):
+    """The fields of the checksummed sections when runs of this format were first recorded:
+    a field added since must be in LATER_FIELDS, or every earlier run would fail its check."""
+    from nmt_tf.experiment import run_manifest  # pylint: disable=import-outside-toplevel
+    recorded = {
+        "model": {"attention", "attention_mode", "attention_units", "conv_kernel_size",
+                  "decoder", "decoder_transition_depth", "decoder_units", "dropout",
+                  "embedding_dim", "embedding_dropout", "embedding_init_std", "encoder",
+                  "encoder_layers", "encoder_units", "gru_reset", "hard_expectation_rate",
+                  "hard_inference", "hidden_dropout", "image_backbone",
+                  "image_backbone_weights", "image_coordinates", "image_size", "layer_norm",
+                  "lexical_model", "output_units", "reverse_source", "rnn_cell",
+                  "scale_embeddings", "source_word_dropout", "src_vocab_size", "summary",
+                  "summary_units", "target_word_dropout", "tgt_vocab_size", "tie_embeddings"},
+        "data": {"data_dir", "max_length", "name", "seed", "source_lang", "target_lang",
+                 "test_prefix", "test_size", "test_src", "test_tgt", "tfds_data_dir",
+                 "train_prefix", "train_size", "train_src", "train_tgt", "use_tfds",
+                 "valid_prefix", "valid_size", "valid_src", "valid_tgt"},
+        "tokenizer": {"character_coverage", "kind", "max_sentences", "min_count",
+                      "model_type", "sample_seed", "shared", "split_punctuation",
+                      "vocab_size"},
+    }
+    for section, fields in recorded.items():
+      now = {f.name for f in dataclasses.fields(getattr(self.config, section))}
+      later = {field for (where, field) in run_manifest.LATER_FIELDS if where == section}
+      self.assertEqual(now - later, fields, section)
 
   def test_a_reshuffled_vocabulary_is_refused_by_every_loader(self):
     path = os.path.join(self.rundir.vocab_dir, "source.vocab")

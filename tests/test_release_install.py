@@ -104,6 +104,20 @@ NOT_RUN = {
     "--config.data.valid_tgt=domain_dev.en": "a trained Multi30k run and in-domain files "
                                              "(tests/test_training_init_from.py fine-tunes "
                                              "a tiny run)",
+    "nmt-tf train --config=multi30k:cgru --run_dir=runs/multi30k_cgru":
+        "Multi30k, which CI does not have (tests/test_release_recipes.py trains every "
+        "Multi30k recipe on a slice)",
+    "nmt-tf train --config=multi30k_lowres --run_dir=runs/fr_en_child "
+    "--init_from=runs/multi30k_cgru --update_vocab=merge": "a trained Multi30k run "
+        "(tests/test_training_init_from.py fine-tunes a tiny run with --update_vocab)",
+    "nmt-tf train --config=multi30k_multilingual --run_dir=runs/multi30k_de_enfr":
+        "Multi30k, which CI does not have (tests/test_release_recipes.py trains every "
+        "Multi30k recipe on a slice)",
+    "echo \"Ein Hund rennt.\" | nmt-tf translate --run_dir=runs/multi30k_de_enfr "
+    "--target_lang=fr": "a trained multilingual Multi30k run (tests/test_target_tags.py "
+                        "translates with a tiny one)",
+    "nmt-tf evaluate --run_dir=runs/multi30k_de_enfr": "a trained multilingual Multi30k run "
+        "(tests/test_target_tags.py evaluates a tiny one pair by pair)",
     "python run.py train --config=multi30k:cgru --run_dir=/tmp/e "
     "--config.train.steps=300 --config.train.eval_every=300 "
     "--config.train.checkpoint_every=300 --config.model.dropout=0.0 "

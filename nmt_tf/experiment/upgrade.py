@@ -30,7 +30,13 @@ from nmt_tf.models.config import ConfigError
 FORMAT = 3
 
 # (section, field): the value every run recorded before the field existed trained with.
-LATER_FIELDS = {("model", "hard_expectation_draw"): "sentence"}
+LATER_FIELDS = {
+    ("model", "hard_expectation_draw"): "sentence",
+    ("data", "train_sample"): None,
+    ("data", "train_sample_seed"): 0,
+    ("data", "pairs"): None,
+    ("data", "target_tags"): False,
+}
 
 # (section, key) of an earlier config.json that no section has any more: (the values that
 # mean what the current config does, read and dropped; the setting to use for any other).
