@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import urllib.request
 
 import numpy as np
 import pytest
@@ -221,6 +222,10 @@ class TaggedModelTest(tf.test.TestCase):
       self.assertEqual(status, 400, answer)
       status, _ = request(url, {"instances": [{"text": "", "target_lang": "en"}]})
       self.assertEqual(status, 200)  # still serving
+      with urllib.request.urlopen(server.url + "/", timeout=30) as page:
+        html = page.read().decode("utf-8")
+      self.assertIn("&quot;target_languages&quot;: [&quot;en&quot;, &quot;fr&quot;]", html)
+      self.assertIn('<select id="target_lang">', html)  # the page's menu of them
     finally:
       server.stop()
 
