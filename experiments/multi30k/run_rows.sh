@@ -9,6 +9,7 @@
 #   RUN_ROOT=/data/study bash experiments/multi30k/run_rows.sh   # run directories elsewhere
 #   PRECISION=recipe ROWS=layernorm bash experiments/multi30k/run_rows.sh   # bfloat16 ablations
 #   PRECISION=float32_bf16_matmul ROWS=batch2k bash experiments/multi30k/run_rows.sh  # any CPU
+#   ROWS="lowres fr-en multilingual" bash experiments/multi30k/run_rows.sh   # adaptation
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PYTHON=${PYTHON:-.venv/bin/python}
@@ -199,4 +200,45 @@ ende ema 6001 cgru_tied_scaled_en-de_1h_epyc-f26 \
 ende plateau 12000 cgru_tied_scaled_en-de_2h_epyc-f26 \
   "The 2-hour en->de row's recipe with the learning rate halved at every third validation without a BLEU gain, for up to 12,000 steps: that row stopped early at step 8,000." \
   --config.train.plateau_factor=0.5 --config.train.plateau_patience=3
+
+# Adaptation (docs/TRAINING.md, "Fine-tuning" and "Several languages in one model"). The
+# parent: the de->en recipe for 50 minutes. Fine-tuned to French->English (its source
+# vocabulary merged with one of the French data) against the same model from scratch, at equal
+# steps: on a fixed 10% sample (recipe multi30k_lowres), then on all 29,000 pairs.
+PARENT=cgru_tied_scaled_de-en_50min_xeon-m207
+MERGE=(--init_from="$RUN_ROOT/$PARENT" --update_vocab=merge)
+EQUAL=(--config.train.max_minutes=0 "${AS_RECORDED[@]}")
+FR_EN=(--config.data.source_lang=fr --config.train.steps=1500 "${EQUAL[@]}")
+adapt() {  # adapt NAME CONFIG [--baseline=ROW ...] -- FLAGS...
+  local name=$1 config=$2
+  shift 2
+  "$PYTHON" experiments/multi30k/study.py row "$name" --config="$config" \
+    --run_dir="$RUN_ROOT/$name" "$@"
+}
+if wanted lowres || wanted fr-en; then
+  adapt "$PARENT" multi30k:cgru -- --config.train.max_minutes=50 "${AS_RECORDED[@]}"
+fi
+if wanted lowres; then
+  adapt cgru_fr-en_2900pairs_scratch_1500steps multi30k_lowres -- "${AS_RECORDED[@]}"
+  adapt cgru_fr-en_2900pairs_merge_1500steps multi30k_lowres \
+    --baseline=cgru_fr-en_2900pairs_scratch_1500steps -- "${MERGE[@]}" "${AS_RECORDED[@]}"
+fi
+if wanted fr-en; then
+  adapt cgru_fr-en_scratch_1500steps multi30k:cgru -- "${FR_EN[@]}"
+  adapt cgru_fr-en_merge_1500steps multi30k:cgru --baseline=cgru_fr-en_scratch_1500steps \
+    -- "${FR_EN[@]}" "${MERGE[@]}"
+fi
+# de->en and de->fr in one model with target-language tags, against the two bilingual models
+# at equal total steps: one run, a row for each of its target languages.
+if wanted multilingual; then
+  adapt cgru_de-en_1000steps multi30k:cgru -- --config.train.steps=1000 "${EQUAL[@]}"
+  adapt cgru_de-fr_1000steps multi30k:cgru \
+    -- --config.data.target_lang=fr --config.train.steps=1000 "${EQUAL[@]}"
+  for lang in en fr; do
+    "$PYTHON" experiments/multi30k/study.py row "cgru_multilingual_de-${lang}_2000steps" \
+      --config=multi30k_multilingual --run_dir="$RUN_ROOT/cgru_multilingual_2000steps" \
+      --target_lang="$lang" --baseline="cgru_de-${lang}_1000steps" \
+      -- --config.train.steps=2000 "${EQUAL[@]}"
+  done
+fi
 "$PYTHON" experiments/multi30k/study.py report
