@@ -45,15 +45,13 @@ def _evaluation_sets(translator, config):
   """[(name, sources, references)] from the flags: the given files, or the split of the run's
   corpus; of each of its language pairs for a run of several (data.pairs, "test_de-fr"),
   of --target_lang's alone when given."""
+  if FLAGS.target_lang is not None:
+    target_tags.check_language(FLAGS.target_lang, translator.target_languages)
   if FLAGS.source_file or FLAGS.reference_file or not config.data.pairs:
     name, sources, references = _evaluation_set(config)
     if FLAGS.source_file:  # the corpus's sources are tagged already
       sources = translator.tag(sources, FLAGS.target_lang)
-    elif FLAGS.target_lang is not None:
-      target_tags.check_language(FLAGS.target_lang, translator.target_languages)
     return [(name, sources, references)]
-  if FLAGS.target_lang is not None:
-    target_tags.check_language(FLAGS.target_lang, translator.target_languages)
   sets = []
   for pair, corpus in data.pair_corpora(config.data).items():
     if FLAGS.target_lang is not None and not pair.endswith(f"-{FLAGS.target_lang}"):

@@ -146,7 +146,8 @@ def load_corpus(config: Union[CorpusConfig, str, None] = None,
   config = CorpusConfig.from_dict({**dataclasses.asdict(config), **overrides})
   corpus = _load_pairs(config) if config.pairs else _tagged(_load(config), config)
   if config.train_sample and config.name != "generated":
-    corpus["train"] = _sample(corpus["train"], config.train_sample, config.train_sample_seed)
+    corpus["train"] = _in_memory(corpus["train"], config.train_sample,
+                                 config.train_sample_seed)
   return corpus
 
 
@@ -167,9 +168,9 @@ def _load_pairs(config: CorpusConfig) -> Dict[str, Split]:
     for split, part in splits.items():
       merged = corpus.setdefault(split, ParallelText(
           [], [], name=f"{config.name}/{split} ({config.pairs})"))
-      for source, target in sample_texts(part):
-        merged.sources.append(source)
-        merged.targets.append(target)
+      part = _in_memory(part)
+      merged.sources.extend(part.sources)
+      merged.targets.extend(part.targets)
   return corpus
 
 
@@ -183,19 +184,19 @@ def _tagged(corpus: Dict[str, Split], config: CorpusConfig,
   if not language:
     raise DataError("data.target_tags=True needs the target language: set "
                     "data.target_lang, or data.pairs.")
-  tagged = {}
-  for split, part in corpus.items():
-    pairs = list(sample_texts(part))
-    tagged[split] = ParallelText([target_tags.tagged(s, language) for s, _ in pairs],
-                                 [t for _, t in pairs], name=getattr(part, "name", split))
-  return tagged
+  return {split: _in_memory(part, tag=lambda source: target_tags.tagged(source, language))
+          for split, part in corpus.items()}
 
 
-def _sample(split: Split, size: int, seed: int) -> ParallelText:
-  """A seeded uniform sample of ``size`` pairs of ``split``, in corpus order."""
+def _in_memory(split: Split, size: Optional[int] = None, seed: int = 0,
+               tag=lambda source: source) -> ParallelText:
+  """``split`` as a ParallelText: every pair, or a seeded uniform sample of ``size`` pairs
+  (``sample_texts``, in corpus order), each source passed through ``tag``."""
   pairs = list(sample_texts(split, size, seed))
-  name = f"{getattr(split, 'name', '') or 'train'} (a sample of {len(pairs):,} pairs)"
-  return ParallelText([s for s, _ in pairs], [t for _, t in pairs], name)
+  name = getattr(split, "name", "") or "train"
+  if size:
+    name = f"{name} (a sample of {len(pairs):,} pairs)"
+  return ParallelText([tag(s) for s, _ in pairs], [t for _, t in pairs], name)
 
 
 def _load(config: CorpusConfig) -> Dict[str, Split]:

@@ -37,9 +37,12 @@ def parse_pairs(pairs: str) -> List[Tuple[str, str]]:
   return parsed
 
 
+_OPEN, _CLOSE = "<2", ">"  # around the language: "<2fr>"
+
+
 def tag(language: str) -> str:
   """The tag of a target language: "fr" -> "<2fr>"."""
-  return f"<2{language}>"
+  return f"{_OPEN}{language}{_CLOSE}"
 
 
 def tagged(text: str, language: str) -> str:
@@ -83,4 +86,4 @@ def tag_in_graph(text: tf.Tensor, target_lang: tf.Tensor,
       f"target_lang: a language the model was not trained for; give one of "
       f"{', '.join(languages)} for every text. Received:", target_lang], summarize=8)
   with tf.control_dependencies([check]):
-    return tf.strings.join(["<2", target_lang, "> ", text])
+    return tf.strings.join([_OPEN, target_lang, _CLOSE + " ", text])  # as `tagged`

@@ -153,17 +153,21 @@ def initialise(parent, model, source, target):
   parent's checkpoint: all of them, or with updated vocabularies the rows of the tokens the
   parent also has, the others keeping their initial values (models/vocab_rows.py)."""
   if not parent.update_vocab:
-    checkpoint = tf.train.Checkpoint(model=model)
-    checkpoint.restore(parent.checkpoint).expect_partial().assert_existing_objects_matched()
+    _restore(model, parent.checkpoint)
     return
   # Built as the child was, so that the weights have the same paths (a model built for
   # decoding may name them otherwise); the checkpoint restores by the object graph.
   old_model = build_model(parent.config.model)
-  checkpoint = tf.train.Checkpoint(model=old_model)
-  checkpoint.restore(parent.checkpoint).expect_partial().assert_existing_objects_matched()
+  _restore(old_model, parent.checkpoint)
   old_source, old_target = parent.run.load_tokenizers()
   vocab_rows.transfer(old_model, model, {"source": vocab_update.row_map(old_source, source),
                                          "target": vocab_update.row_map(old_target, target)})
+
+
+def _restore(model, path):
+  """Every weight of `model` from the model of the training checkpoint `path`."""
+  checkpoint = tf.train.Checkpoint(model=model)
+  checkpoint.restore(path).expect_partial().assert_existing_objects_matched()
 
 
 def record(parent):
