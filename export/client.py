@@ -4,6 +4,7 @@
   python export/client.py --rest=http://localhost:8501 --signature=beam_search "ein Satz"
   python export/client.py --server=localhost:8500 --signature=score \
       --target="a sentence" "ein Satz"
+  python export/client.py --server=localhost:8500 --target_lang=fr "ein Satz"
 
 Requests are built here (`predict_request`, `rest_body`); the answers of both protocols go
 through `response_to_dict` / `rest_outputs` to the same numpy dict, and `to_results` turns
@@ -29,27 +30,30 @@ def _check_signature(signature_name):
                      f"{SIGNATURES}.")
 
 
-def _inputs(signature_name, texts, targets):
+def _inputs(signature_name, texts, targets, target_lang=None):
+  """{input name: list of str} of one request; `target_lang` (one language for every
+  sentence) fills the "target_lang" input of a model with target-language tags."""
   _check_signature(signature_name)
+  languages = {} if target_lang is None else {"target_lang": [target_lang] * len(texts)}
   if signature_name != "score":
-    return {"text": list(texts)}
+    return {"text": list(texts), **languages}
   if targets is None or len(targets) != len(texts):
     raise ValueError(f"Received {len(texts)} sources and "
                      f"{'no' if targets is None else len(targets)} targets; the score "
                      "signature needs one target per source.")
-  return {"source": list(texts), "target": list(targets)}
+  return {"source": list(texts), "target": list(targets), **languages}
 
 
 def predict_request(texts, model_name="nmt", signature_name="serving_default", version=None,
-                    targets=None):
+                    targets=None, target_lang=None):
   """A gRPC PredictRequest: `texts` (str or bytes) in input "text", or ("source", "target")
-  for the score signature."""
+  for the score signature; "target_lang" too when `target_lang` is given."""
   request = predict_pb2.PredictRequest()
   request.model_spec.name = model_name
   request.model_spec.signature_name = signature_name
   if version is not None:
     request.model_spec.version.value = int(version)
-  for name, values in _inputs(signature_name, texts, targets).items():
+  for name, values in _inputs(signature_name, texts, targets, target_lang).items():
     data = [v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in values]
     request.inputs[name].CopyFrom(tf.make_tensor_proto(data, dtype=tf.string,
                                                        shape=[len(data)]))
@@ -66,11 +70,11 @@ def response_to_dict(response):
   return _decode({name: tf.make_ndarray(proto) for name, proto in response.outputs.items()})
 
 
-def rest_body(texts, signature_name="serving_default", targets=None):
+def rest_body(texts, signature_name="serving_default", targets=None, target_lang=None):
   """JSON body of POST /v1/models/<name>[/versions/<v>]:predict (columnar "inputs")."""
   inputs = {name: [v.decode("utf-8", "replace") if isinstance(v, bytes) else v
                    for v in values]
-            for name, values in _inputs(signature_name, texts, targets).items()}
+            for name, values in _inputs(signature_name, texts, targets, target_lang).items()}
   return {"signature_name": signature_name, "inputs": inputs}
 
 
@@ -163,16 +167,20 @@ def main(argv=None):
   parser.add_argument("--signature", default="serving_default", choices=SIGNATURES)
   parser.add_argument("--target", action="append", default=None,
                       help="score: one target per source sentence (repeat the flag)")
+  parser.add_argument("--target_lang", default=None,
+                      help="target language of every sentence, for a model exported with "
+                           "target-language tags (its nmt_export.json lists them)")
   parser.add_argument("texts", nargs="*", help="sentences; none = one per line on stdin")
   args = parser.parse_args(argv)
   texts = args.texts or [line.rstrip("\n") for line in sys.stdin]
   if args.server:
     request = predict_request(texts, args.model_name, args.signature, args.version,
-                              args.target)
+                              args.target, args.target_lang)
     outputs = response_to_dict(predict_grpc(args.server, request))
   else:
     answer = predict_rest(args.rest, args.model_name,
-                          rest_body(texts, args.signature, args.target), args.version)
+                          rest_body(texts, args.signature, args.target, args.target_lang),
+                          args.version)
     outputs = rest_outputs(answer)
   for result in to_results(outputs, args.signature):
     print(json.dumps(result, ensure_ascii=False))

@@ -5,6 +5,8 @@ evaluate per pair, SavedModel signatures in a fresh process, `nmt-tf serve`)."""
 import dataclasses
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import urllib.request
 
@@ -19,7 +21,7 @@ from nmt_tf.cli import translate as translate_cli
 from nmt_tf.data import target_tags
 from nmt_tf.export import export_run
 from nmt_tf.server import servable as servable_lib
-from tests.release_fixtures import ExportLoader
+from tests.release_fixtures import ExportLoader, ROOT
 from tests.server_fixtures import request, ThreadServer
 from tests.test_cli_decode import run_command
 from tests.training_fixtures import tiny_train_config
@@ -203,6 +205,12 @@ class TaggedModelTest(tf.test.TestCase):
                        "not trained for; give one of en, fr.")
       status, answer = request(url, {"instances": [self.sentences[0]]})
       self.assertEqual(status, 400, answer)
+      out = subprocess.run([sys.executable, os.path.join(ROOT, "export", "client.py"),
+                            f"--rest={server.url}", "--target_lang=fr"] + self.sentences,
+                           capture_output=True, text=True, timeout=120, check=False)
+      self.assertEqual(out.returncode, 0, out.stderr)
+      self.assertEqual([json.loads(line)["translation"] for line in out.stdout.splitlines()],
+                       served["fr"]["greedy"])
       status, _ = request(url, {"instances": [{"text": "", "target_lang": "en"}]})
       self.assertEqual(status, 200)  # still serving
       with urllib.request.urlopen(server.url + "/", timeout=30) as page:
