@@ -1,11 +1,13 @@
 """What the release tests share: the shipped recipes shrunk to test sizes, a small slice of
-each recipe's own data, a separate process that loads exports as TF Serving does, and a
-Python without TensorFlow that runs LiteRT exports with their own client."""
+each recipe's own data, a separate process that loads exports as TF Serving does, the
+export's client (export/client.py) as a module, and a Python without TensorFlow that runs
+LiteRT exports with their own client."""
 
 import atexit
 import base64
 import functools
 import gzip
+import importlib.util
 import json
 import os
 import subprocess
@@ -18,6 +20,16 @@ from nmt_tf import data
 from nmt_tf.data import multi30k
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def load_client():
+  """export/client.py as a module (export/ is a deployment folder, not a package)."""
+  spec = importlib.util.spec_from_file_location("nmt_serving_client",
+                                                os.path.join(ROOT, "export", "client.py"))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
+
 
 # Only the sizes shrink: the tokenizer, decoder, attention, precision, strategy and decode
 # settings stay as the recipe ships them.

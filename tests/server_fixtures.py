@@ -25,12 +25,14 @@ def free_port():
 
 
 class ThreadServer:
-  """uvicorn serving create_app(servable, limits) on 127.0.0.1 in a daemon thread."""
+  """uvicorn serving create_app(servable, limits) on 127.0.0.1 in a daemon thread; with
+  `grpc`, TF Serving's gRPC API too, at `grpc_address`."""
 
-  def __init__(self, servable, limits=None):
+  def __init__(self, servable, limits=None, grpc=False):
     self.port = free_port()
-    config = uvicorn.Config(create_app(servable, limits), host="127.0.0.1", port=self.port,
-                            log_level="error")
+    self.grpc_address = f"127.0.0.1:{free_port()}" if grpc else None
+    config = uvicorn.Config(create_app(servable, limits, self.grpc_address), host="127.0.0.1",
+                            port=self.port, log_level="error")
     self.server = uvicorn.Server(config)
     self.thread = threading.Thread(target=self.server.run, daemon=True)
     self.thread.start()

@@ -2,7 +2,6 @@
 loading (saved_model_cli), a fresh process with only tensorflow + tensorflow_text, the op
 allow-list and the TF Serving client's request/response code."""
 
-import importlib.util
 import json
 import os
 import shutil
@@ -26,21 +25,13 @@ from nmt_tf.export.ops import check_forbidden_ops, saved_model_ops
 from nmt_tf.inference.ensemble import ModelEnsemble
 from nmt_tf.inference.loading import load_models
 from nmt_tf.inference.translator import Translator
+from tests.release_fixtures import load_client
 from tests.run_fixtures import make_tiny_run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = sys.executable
 SAVED_MODEL_CLI = os.path.join(os.path.dirname(PYTHON), "saved_model_cli")
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-
-
-def load_client():
-  """export/client.py as a module (export/ is a deployment folder, not a package)."""
-  spec = importlib.util.spec_from_file_location("nmt_serving_client",
-                                                os.path.join(ROOT, "export", "client.py"))
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
 
 
 def texts(values):

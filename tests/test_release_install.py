@@ -52,6 +52,9 @@ NOT_RUN = {
                               "it and sends it the README's curl line)",
     ".venv/bin/nmt-tf serve --export_dir=runs/quickstart/export --version_labels=stable=1":
         "a server that runs until stopped (tests/test_server.py serves exports)",
+    ".venv/bin/nmt-tf serve --export_dir=runs/quickstart/export --grpc_port=8500 "
+    "--rest_api_port=8501": "a server that runs until stopped (tests/test_server.py serves "
+                            "with --grpc_port and talks to it with export/client.py)",
     ".venv/bin/nmt-tf train --config=multi30k:cgru --run_dir=runs/cgru_de_en":
         "Multi30k, which CI does not have (tests/test_release_recipes.py trains every "
         "Multi30k recipe on a slice)",

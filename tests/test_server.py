@@ -1,6 +1,6 @@
-"""`nmt-tf serve`: TF Serving's REST API against the export's signatures called directly, its
-errors, batching across concurrent clients, export/client.py against it, the command, and the
-attention page in headless Chromium."""
+"""`nmt-tf serve`: TF Serving's REST and gRPC APIs against the export's signatures called
+directly, their errors, batching across concurrent clients, export/client.py against both, the
+command, and the attention page in headless Chromium."""
 
 import base64
 import concurrent.futures
@@ -14,17 +14,26 @@ import sys
 import tempfile
 from unittest import mock
 
+import grpc
 import numpy as np
 import pytest
 import tensorflow as tf
+from google.protobuf import json_format
+from tensorflow.core.framework import tensor_pb2, types_pb2
+from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2
+from tensorflow_serving.apis import model_service_pb2_grpc, prediction_service_pb2_grpc
 
 from nmt_tf.experiment import RunDir
 from nmt_tf.export import export_run
 from nmt_tf.server import rest, servable
+from nmt_tf.server.errors import RequestError
 from nmt_tf.server.app import Limits
 from tests import server_fixtures
+from tests.release_fixtures import load_client
 from tests.run_fixtures import make_tiny_run
 from tests.server_fixtures import request, ROOT
+
+CLIENT = load_client()  # export/client.py
 
 
 class RestProtocolTest(tf.test.TestCase):
@@ -56,13 +65,13 @@ class RestProtocolTest(tf.test.TestCase):
         ({"inputs": {"source": ["a"], "target": []}}, two, "different batch sizes"),
         ({"instances": ["a"]}, two, "is not an object"),
     ):
-      with self.assertRaisesRegex(rest.RestError, words):
+      with self.assertRaisesRegex(RequestError, words):
         rest.parse_predict(body, specs_)
     deep = b'{"instances": ' + b"[" * 100000 + b'"a"' + b"]" * 100000 + b"}"
     for body, words in ((b"", "empty"), (b"{", "JSON Parse error"), (b"[1]", "JSON list"),
                         (b'{"instances": ["\xff"]}', "not valid UTF-8"),
                         (deep, "nests arrays or objects too deeply")):
-      with self.assertRaisesRegex(rest.RestError, words):
+      with self.assertRaisesRegex(RequestError, words):
         rest.parse_json(body)
 
   def test_answers(self):
@@ -103,7 +112,7 @@ def _close(test, got, want, where):
 @pytest.mark.slow
 class ServerApiTest(tf.test.TestCase):
   """One tiny run exported twice (versions 1 and 2, labelled), served by uvicorn in a thread
-  of this process over 127.0.0.1."""
+  of this process over 127.0.0.1, with the gRPC API beside REST."""
 
   @classmethod
   def setUpClass(cls):
@@ -118,12 +127,15 @@ class ServerApiTest(tf.test.TestCase):
     served = servable.load_export(run.export_dir)
     served.labels = {"stable": 1, "canary": 2}
     cls.limits = Limits(max_batch_size=16, max_text_chars=300, max_body_bytes=200_000)
-    cls.server = server_fixtures.ThreadServer(served, cls.limits)
+    cls.server = server_fixtures.ThreadServer(served, cls.limits, grpc=True)
     cls.url = cls.server.url + "/v1/models/nmt"
+    cls.channel = grpc.insecure_channel(cls.server.grpc_address)
+    cls.stub = prediction_service_pb2_grpc.PredictionServiceStub(cls.channel)
     cls.sentences = list(corpus["test"].sources[:5]) + ["", "ein unbekanntes Wort ."]
 
   @classmethod
   def tearDownClass(cls):
+    cls.channel.close()
     cls.server.stop()
     shutil.rmtree(cls.tmp, ignore_errors=True)
     super().tearDownClass()
@@ -267,6 +279,129 @@ class ServerApiTest(tf.test.TestCase):
                       if np.isfinite(s)])
 
 
+  def grpc_predict(self, texts, signature="serving_default", version=None, targets=None,
+                   **fields):
+    request = CLIENT.predict_request(texts, "nmt", signature, version, targets)
+    for key, value in fields.items():
+      setattr(request.model_spec, key, value) if isinstance(value, str) else \
+          request.model_spec.version.CopyFrom(value)
+    return CLIENT.response_to_dict(self.stub.Predict(request, 60))
+
+  def test_grpc_predict_equals_rest_and_the_signatures(self):
+    for signature in ("serving_default", "beam_search"):
+      got = self.grpc_predict(self.sentences, signature, version=1)
+      _close(self, {k: rest.to_json_value(v) for k, v in got.items()},
+             self.direct(signature, text=self.sentences), f"gRPC {signature}")
+      _, columnar = request(self.url + "/versions/1:predict", {
+          "signature_name": signature, "inputs": {"text": self.sentences}})
+      self.assertEqual(CLIENT.to_results(got, signature),
+                       CLIENT.to_results(CLIENT.rest_outputs(columnar), signature))
+    targets = ["the boy", "a", "", "b c", "d", "e", "f"]
+    got = self.grpc_predict(self.sentences, "score", version=1, targets=targets)
+    _close(self, {k: rest.to_json_value(v) for k, v in got.items()},
+           self.direct("score", source=self.sentences, target=targets), "gRPC score")
+    latest = self.stub.Predict(CLIENT.predict_request(["a b"], "nmt", "beam_search"), 60)
+    self.assertEqual((latest.model_spec.version.value, latest.model_spec.signature_name),
+                     (2, "beam_search"))
+    labelled = self.grpc_predict(["a b"], "beam_search", version_label="stable")
+    self.assertLen(labelled["translation"][0], 3)  # version 1: beam 3, 3-best
+    filtered = CLIENT.predict_request(["a b"], "nmt")
+    filtered.output_filter.append("translation")
+    self.assertEqual(list(self.stub.Predict(filtered, 60).outputs), ["translation"])
+
+  def test_grpc_metadata_and_status(self):
+    request_ = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=["signature_def"])
+    request_.model_spec.name = "nmt"
+    request_.model_spec.version.value = 1
+    answer = self.stub.GetModelMetadata(request_, 60)
+    self.assertEqual((answer.model_spec.name, answer.model_spec.version.value), ("nmt", 1))
+    defs = get_model_metadata_pb2.SignatureDefMap()
+    answer.metadata["signature_def"].Unpack(defs)
+    _, rest_meta = request(self.url + "/versions/1/metadata")
+    self.assertEqual(defs, json_format.ParseDict(rest_meta["metadata"]["signature_def"],
+                                                 get_model_metadata_pb2.SignatureDefMap()))
+    self.assertEqual(defs.signature_def["serving_default"].inputs["text"].dtype,
+                     tf.string.as_datatype_enum)
+    models = model_service_pb2_grpc.ModelServiceStub(self.channel)
+    status = get_model_status_pb2.GetModelStatusRequest()
+    status.model_spec.name = "nmt"
+    answer = models.GetModelStatus(status, 60)
+    self.assertEqual([(v.version, v.state) for v in answer.model_version_status],
+                     [(1, get_model_status_pb2.ModelVersionStatus.AVAILABLE),
+                      (2, get_model_status_pb2.ModelVersionStatus.AVAILABLE)])
+    status.model_spec.version_label = "canary"
+    self.assertEqual([v.version for v in models.GetModelStatus(status, 60).model_version_status],
+                     [2])
+
+  def test_grpc_refusals_name_the_fault_and_the_server_goes_on(self):
+    def request_with(texts=("a",), signature="serving_default", **change):
+      message = CLIENT.predict_request(list(texts), "nmt", signature)
+      for key, value in change.items():
+        if key == "inputs":
+          message.inputs.clear()
+          for name, proto in value.items():
+            message.inputs[name].CopyFrom(proto)
+        elif key == "version":
+          message.model_spec.version.value = value
+        else:
+          setattr(message.model_spec, key, value)
+      return message
+    huge = tensor_pb2.TensorProto(dtype=types_pb2.DT_STRING, string_val=[b"a"])
+    huge.tensor_shape.dim.add(size=10**12)
+    for message, code, words in (
+        (request_with(name="other"), grpc.StatusCode.NOT_FOUND, "Servable not found"),
+        (request_with(version=7), grpc.StatusCode.NOT_FOUND, "Specific(nmt, 7)"),
+        (request_with(version_label="beta"), grpc.StatusCode.NOT_FOUND, "label: beta"),
+        (request_with(signature_name="beam"), grpc.StatusCode.NOT_FOUND,
+         "not found in signature def"),
+        (request_with(inputs={}), grpc.StatusCode.INVALID_ARGUMENT, "lacks the input 'text'"),
+        (request_with(inputs={"text": tf.make_tensor_proto([1.0])}),
+         grpc.StatusCode.INVALID_ARGUMENT, "is DT_FLOAT; this signature takes DT_STRING"),
+        (request_with(inputs={"text": tf.make_tensor_proto([[b"a"]])}),
+         grpc.StatusCode.INVALID_ARGUMENT, "shape [1, 1]"),
+        (request_with(inputs={"text": huge}), grpc.StatusCode.INVALID_ARGUMENT,
+         "--max_batch_size"),
+        (request_with(["a"] * 17), grpc.StatusCode.INVALID_ARGUMENT, "--max_batch_size"),
+        (request_with(["x" * 10_000]), grpc.StatusCode.INVALID_ARGUMENT, "--max_text_chars"),
+        (request_with(["x" * 300_000]), grpc.StatusCode.RESOURCE_EXHAUSTED, "")):
+      with self.assertRaises(grpc.RpcError) as caught:
+        self.stub.Predict(message, 60)
+      self.assertEqual(caught.exception.code(), code, message.model_spec)
+      self.assertIn(words, caught.exception.details())
+      self.assertNotIn("\n", caught.exception.details())
+    got = self.grpc_predict(["a b"])
+    self.assertEqual(rest.to_json_value(got["translation"]),
+                     self.direct("serving_default", text=["a b"])["translation"])
+
+  def test_grpc_and_rest_clients_at_once_get_the_serial_answers(self):
+    texts = [self.sentences[i % 7:i % 7 + 1 + i % 3] for i in range(12)]
+    serial = [self.direct("serving_default", text=t)["translation"] for t in texts]
+
+    def client(k):
+      text = texts[k % 12]
+      if k % 2:
+        got = self.grpc_predict(text, version=1)["translation"]
+        return rest.to_json_value(got)
+      _, answer = request(self.url + "/versions/1:predict", {"inputs": {"text": text}})
+      return answer["outputs"]["translation"]
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+      answers = list(pool.map(client, range(48)))
+    for k, answer in enumerate(answers):
+      self.assertEqual(answer, serial[k % 12], f"client {k}")
+
+  def test_export_client_over_grpc(self):
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "export", "client.py"),
+                          f"--server={self.server.grpc_address}", "--signature=beam_search",
+                          "--version=1", self.sentences[0]], capture_output=True, text=True,
+                         timeout=120, check=False)
+    self.assertEqual(out.returncode, 0, out.stderr)
+    result = json.loads(out.stdout.splitlines()[0])
+    want = self.direct("beam_search", text=[self.sentences[0]])
+    self.assertEqual([h["translation"] for h in result["nbest"]],
+                     [t for t, s in zip(want["translation"][0], want["score"][0])
+                      if np.isfinite(s)])
+
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                  "--no-first-run", "--disable-background-networking",
@@ -283,9 +418,9 @@ class ServedRunCase(tf.test.TestCase):
   process on 127.0.0.1 (`url`), stopped and its `tmp` folder removed after the class."""
 
   @classmethod
-  def serve(cls, run_dir):
+  def serve(cls, run_dir, *flags):
     cls.run_dir = run_dir
-    cls.process, cls.url = server_fixtures.serve_process([f"--run_dir={run_dir}"])
+    cls.process, cls.url = server_fixtures.serve_process([f"--run_dir={run_dir}", *flags])
 
   @classmethod
   def tearDownClass(cls):
@@ -326,7 +461,8 @@ class ServeCommandTest(ServedRunCase):
     cls.tmp = tempfile.mkdtemp()
     run, _, corpus = make_tiny_run(os.path.join(cls.tmp, "run"))
     cls.sentence = corpus["test"].sources[0]
-    cls.serve(run.path)
+    cls.grpc_address = f"127.0.0.1:{server_fixtures.free_port()}"
+    cls.serve(run.path, f"--grpc_port={cls.grpc_address.rsplit(':', 1)[1]}")
 
   translations = {}  # (flags, sentence) -> output: each translate process once per class
 
@@ -412,9 +548,29 @@ class ServeCommandTest(ServedRunCase):
                      self.translate("--beam_size=3", sentence="the boy helps the king"))
     self.assertLen(answer["outputs"]["translation"][0], 3)  # the run's beam, whole
 
+  def test_grpc_answers_as_translate(self):
+    """export/client.py --server against `nmt-tf serve --grpc_port`, in processes of their
+    own."""
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "export", "client.py"),
+                          f"--server={self.grpc_address}", "--signature=beam_search",
+                          self.sentence], capture_output=True, text=True, timeout=120,
+                         check=False)
+    self.assertEqual(out.returncode, 0, out.stderr)
+    self.assertEqual(json.loads(out.stdout)["nbest"][0]["translation"],
+                     self.translate("--beam_size=3"))
+
   def test_user_errors_are_one_line_and_exit_2(self):
     taken = self.url.rsplit(":", 1)[1]
+    grpc_taken = self.grpc_address.rsplit(":", 1)[1]
     for args, words in (([f"--run_dir={self.run_dir}", f"--port={taken}"], "cannot listen"),
+                        ([f"--run_dir={self.run_dir}", f"--rest_api_port={taken}"],
+                         "pass another --port"),
+                        ([f"--run_dir={self.run_dir}", f"--grpc_port={grpc_taken}",
+                          f"--port={server_fixtures.free_port()}"],
+                         "pass another --grpc_port"),
+                        ([f"--run_dir={self.run_dir}", "--grpc_port=8501"], "a port each"),
+                        ([f"--run_dir={self.run_dir}", "--grpc_port=70000"],
+                         "expected a port from 1 to 65535 (0: no gRPC)"),
                         ([f"--run_dir={self.tmp}/missing"], "error:"),
                         ([f"--export_dir={self.tmp}/missing"], "is not a directory"),
                         ([f"--run_dir={self.run_dir}", "--version_labels=stable=4"],

@@ -2,6 +2,7 @@
 
   nmt-tf serve --run_dir=runs/quickstart           the run's best checkpoint, in this process
   nmt-tf serve --export_dir=runs/quickstart/export the versions `nmt-tf export` wrote
+  nmt-tf serve --export_dir=... --grpc_port=8500   TF Serving's gRPC API as well
   curl -d '{"instances": ["the boy helps the king"]}' localhost:8501/v1/models/nmt:predict
 
 The model is loaded once; concurrent requests are grouped into batches (--max_batch_size,
@@ -20,7 +21,11 @@ from nmt_tf.cli import common
 COMMAND = "serve"
 
 flags.DEFINE_string("host", "127.0.0.1", "Address to listen on (0.0.0.0: every interface).")
-flags.DEFINE_integer("port", 8501, "Port of the REST API and the page (TF Serving's REST port).")
+flags.DEFINE_integer("port", 8501, "Port of the REST API and the page (TF Serving's REST port; "
+                     "--rest_api_port names it too).")
+flags.DEFINE_alias("rest_api_port", "port")
+flags.DEFINE_integer("grpc_port", 0, "Port of TF Serving's gRPC API (PredictionService, "
+                     "ModelService; TF Serving's --port, 8500); 0: no gRPC.")
 flags.DEFINE_list("version_labels", [], "Labels naming versions, as TF Serving's "
                   "version_labels: stable=1,canary=2 (with --export_dir).")
 flags.DEFINE_integer("max_batch_size", 64, "Most rows of one request, and of one batch of "
@@ -83,8 +88,19 @@ def run(argv):
       print(f"error: --{name}={FLAGS[name].value}; expected a positive integer.",
             file=sys.stderr)
       return 2
+  for name in ("port", "grpc_port"):
+    if not 0 <= FLAGS[name].value <= 65535 or (name == "port" and not FLAGS.port):
+      print(f"error: --{name}={FLAGS[name].value}; expected a port from 1 to 65535"
+            f"{' (0: no gRPC)' if name == 'grpc_port' else ''}.", file=sys.stderr)
+      return 2
+  if FLAGS.grpc_port and FLAGS.grpc_port == FLAGS.port:
+    print(f"error: --grpc_port and --port are both {FLAGS.port}; give the gRPC API and the REST "
+          "API a port each (TF Serving: 8500 and 8501).", file=sys.stderr)
+    return 2
   try:
-    _check_port(FLAGS.host, FLAGS.port)
+    _check_port(FLAGS.host, FLAGS.port, "--port")
+    if FLAGS.grpc_port:
+      _check_port(FLAGS.host, FLAGS.grpc_port, "--grpc_port")
     served = load_servable()
   except common.USER_ERRORS as error:
     print(f"error: {error}", file=sys.stderr)
@@ -92,16 +108,23 @@ def run(argv):
   from nmt_tf.server.app import create_app, Limits  # pylint: disable=g-import-not-at-top
   limits = Limits(FLAGS.max_batch_size, FLAGS.max_text_chars, FLAGS.max_body_bytes,
                   FLAGS.batch_timeout_micros)
-  app = create_app(served, limits)
+  grpc_address = _address(FLAGS.host, FLAGS.grpc_port) if FLAGS.grpc_port else None
+  app = create_app(served, limits, grpc_address)
   versions = ", ".join(f"{v}: {', '.join(sorted(s))}" for v, s in sorted(served.versions.items()))
+  grpc_text = f", gRPC: {grpc_address}" if grpc_address else ""
   print(f"serving {served.name} (version {versions}) at http://{FLAGS.host}:{FLAGS.port}/ "
-        f"(REST: /v1/models/{served.name}:predict); Ctrl-C stops", file=sys.stderr, flush=True)
+        f"(REST: /v1/models/{served.name}:predict{grpc_text}); Ctrl-C stops", file=sys.stderr,
+        flush=True)
   uvicorn.run(app, host=FLAGS.host, port=FLAGS.port, log_level="warning",
               timeout_graceful_shutdown=5)
   return 0
 
 
-def _check_port(host, port):
+def _address(host, port):
+  return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _check_port(host, port, flag):
   """OSError naming the fix unless `host`:`port` can be listened on (checked before the model
   loads, which takes seconds)."""
   family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -111,4 +134,4 @@ def _check_port(host, port):
       probe.bind((host, port))
     except OSError as error:
       raise OSError(f"cannot listen on {host}:{port} ({error.strerror or error}); pass another "
-                    "--port or --host.") from None
+                    f"{flag} or --host.") from None

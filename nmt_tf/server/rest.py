@@ -8,7 +8,7 @@ A predict request is
 and its answer `{"predictions": [...]}` (row) or `{"outputs": {...}}` (columnar); a signature
 with one input may take bare values (`"instances": ["a", "b"]`, `"inputs": ["a", "b"]`) and one
 with one output answers with bare values. A string may be given as `{"b64": BASE64}`. Errors
-are `{"error": MESSAGE}` with the HTTP status of `RestError.status`.
+are `{"error": MESSAGE}` with the HTTP status of `RequestError.status`.
 """
 
 import base64
@@ -16,14 +16,10 @@ import binascii
 import json
 
 import numpy as np
+import tensorflow as tf
+from tensorflow.core.framework import types_pb2
 
-
-class RestError(Exception):
-  """A request the server refuses: `status` (400, 404, 413) and a one-line message."""
-
-  def __init__(self, message, status=400):
-    super().__init__(message)
-    self.status = status
+from nmt_tf.server.errors import RequestError
 
 
 # Numpy dtype of each TensorFlow dtype name a signature input may have.
@@ -32,23 +28,23 @@ _NUMPY = {"string": object, "float32": np.float32, "float64": np.float64, "int32
 
 
 def parse_json(body):
-  """The JSON object of a request body (bytes); RestError for anything else."""
+  """The JSON object of a request body (bytes); RequestError for anything else."""
   if not body or not body.strip():
-    raise RestError("The request body is empty; send a JSON object such as "
+    raise RequestError("The request body is empty; send a JSON object such as "
                     '{"signature_name": "serving_default", "instances": ["a sentence"]}.')
   try:
     request = json.loads(body.decode("utf-8"))
   except UnicodeDecodeError as error:
-    raise RestError(f"JSON Parse error: the body is not valid UTF-8 (byte {error.start}); "
+    raise RequestError(f"JSON Parse error: the body is not valid UTF-8 (byte {error.start}); "
                     "send UTF-8, or binary strings as {\"b64\": ...}.") from None
   except ValueError as error:
-    raise RestError(f"JSON Parse error: {error}.") from None
+    raise RequestError(f"JSON Parse error: {error}.") from None
   except RecursionError:  # arrays or objects nested deeper than the parser's stack
-    raise RestError("JSON Parse error: the body nests arrays or objects too deeply; a predict "
+    raise RequestError("JSON Parse error: the body nests arrays or objects too deeply; a predict "
                     "request needs at most two levels inside \"instances\" or \"inputs\"."
                     ) from None
   if not isinstance(request, dict):
-    raise RestError(f"The request is a JSON {type(request).__name__}; expected an object "
+    raise RequestError(f"The request is a JSON {type(request).__name__}; expected an object "
                     "with \"instances\" or \"inputs\".")
   return request
 
@@ -64,18 +60,18 @@ def parse_predict(request, input_specs):
     ({input name: numpy array [batch]}, True for the row format).
   """
   if ("instances" in request) == ("inputs" in request):
-    raise RestError("Missing 'instances' or 'inputs' key" if "instances" not in request else
+    raise RequestError("Missing 'instances' or 'inputs' key" if "instances" not in request else
                     "The request has both 'instances' and 'inputs'; send one of them.")
   names = sorted(input_specs)
   if "instances" in request:
     rows = request["instances"]
     if not isinstance(rows, list):
-      raise RestError("'instances' must be a list, one entry per batch row.")
+      raise RequestError("'instances' must be a list, one entry per batch row.")
     columns = {name: [] for name in names}
     for i, row in enumerate(rows):
       if not isinstance(row, dict) or (len(names) == 1 and "b64" in row and len(row) == 1):
         if len(names) != 1:
-          raise RestError(f"instances[{i}] is not an object; this signature takes the inputs "
+          raise RequestError(f"instances[{i}] is not an object; this signature takes the inputs "
                           f"{names}, named in each instance.")
         row = {names[0]: row}
       _check_names(row, names, f"instances[{i}]")
@@ -86,16 +82,16 @@ def parse_predict(request, input_specs):
     columns = request["inputs"]
     if not isinstance(columns, dict):
       if len(names) != 1:
-        raise RestError(f"'inputs' must be an object naming the inputs {names}.")
+        raise RequestError(f"'inputs' must be an object naming the inputs {names}.")
       columns = {names[0]: columns}
     _check_names(columns, names, "inputs")
     for name in names:
       if not isinstance(columns[name], list):
-        raise RestError(f"inputs[{name!r}] must be a list, one entry per batch row.")
+        raise RequestError(f"inputs[{name!r}] must be a list, one entry per batch row.")
     row_format = False
   sizes = {name: len(columns[name]) for name in names}
   if len(set(sizes.values())) > 1:
-    raise RestError(f"The inputs have different batch sizes {sizes}; send one value of each "
+    raise RequestError(f"The inputs have different batch sizes {sizes}; send one value of each "
                     "input per row.")
   return {name: _array(columns[name], input_specs[name], name) for name in names}, row_format
 
@@ -104,7 +100,7 @@ def _check_names(found, names, where):
   missing = [n for n in names if n not in found]
   extra = [n for n in found if n not in names]
   if missing or extra:
-    raise RestError(f"{where} " + (f"lacks the input {missing[0]!r}" if missing else
+    raise RequestError(f"{where} " + (f"lacks the input {missing[0]!r}" if missing else
                                    f"has the unknown input {extra[0]!r}") +
                     f"; this signature takes {names}.")
 
@@ -116,11 +112,11 @@ def _array(values, dtype, name):
       out[i] = _string(value, f"{name}[{i}]")
     return out
   if dtype not in _NUMPY:
-    raise RestError(f"The input {name!r} has dtype {dtype}, which this server cannot read.")
+    raise RequestError(f"The input {name!r} has dtype {dtype}, which this server cannot read.")
   try:
     return np.asarray(values, _NUMPY[dtype])
   except (TypeError, ValueError):
-    raise RestError(f"The input {name!r} holds values that are not {dtype}.") from None
+    raise RequestError(f"The input {name!r} holds values that are not {dtype}.") from None
 
 
 def _string(value, where):
@@ -128,14 +124,14 @@ def _string(value, where):
     try:
       return value.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate, "\ud800" in the JSON
-      raise RestError(f"{where} is not valid Unicode (a lone surrogate); send UTF-8 text."
+      raise RequestError(f"{where} is not valid Unicode (a lone surrogate); send UTF-8 text."
                       ) from None
   if isinstance(value, dict) and set(value) == {"b64"} and isinstance(value["b64"], str):
     try:
       return base64.b64decode(value["b64"], validate=True)
     except (binascii.Error, ValueError):
-      raise RestError(f"{where}: the b64 value is not valid base64.") from None
-  raise RestError(f"{where} is a JSON {type(value).__name__}; expected a string or "
+      raise RequestError(f"{where}: the b64 value is not valid base64.") from None
+  raise RequestError(f"{where} is a JSON {type(value).__name__}; expected a string or "
                   "{\"b64\": BASE64}.")
 
 
@@ -180,6 +176,6 @@ def version_status(versions):
 
 def tensor_info(name, dtype, shape):
   """TF Serving's TensorInfo JSON of one signature input or output."""
-  return {"dtype": "DT_" + dtype.upper(), "name": name,
+  return {"dtype": types_pb2.DataType.Name(tf.as_dtype(dtype).as_datatype_enum), "name": name,
           "tensor_shape": {"dim": [{"size": str(-1 if d is None else d), "name": ""}
                                    for d in shape], "unknown_rank": False}}

@@ -1,0 +1,191 @@
+"""What the server answers, whichever API asks: a Servable's versions resolved from a model
+name, version or label; its signatures called on numpy inputs through one Batcher, within the
+server's Limits; version status and SignatureDefs. rest.py/app.py (JSON over HTTP) and
+grpc_api.py (TF Serving's protos over gRPC) only translate requests and answers, so both APIs
+answer alike and share their batches.
+"""
+
+import collections
+import dataclasses
+
+from nmt_tf.server import rest
+from nmt_tf.server.batching import Batcher
+from nmt_tf.server.errors import RequestError
+
+SETTINGS = ("beam_size", "nbest", "length_penalty")
+# The signatures whose beam a request's "parameters" may set.
+BEAM_SIGNATURES = ("beam_search", "beam_search_prefix", "beam_search_constrained")
+
+
+@dataclasses.dataclass
+class Limits:
+  """What one request may ask (each refused with a 400 or 413 naming its flag).
+
+  Attributes:
+    max_batch_size: rows of one request, and of one batch of grouped requests.
+    max_text_chars: characters of one text input.
+    max_beam_size: the widest beam a request's "parameters" may ask.
+    max_variants: beam searches with other settings kept traced at once (the oldest goes).
+    max_body_bytes: bytes of one request body (REST) or message (gRPC).
+    batch_timeout_micros: how long a batch waits for more requests after its first.
+  """
+
+  max_batch_size: int = 64
+  max_text_chars: int = 2000
+  max_body_bytes: int = 8 << 20
+  batch_timeout_micros: int = 2000
+  max_beam_size: int = 16
+  max_variants: int = 8
+
+
+class Service:
+  """The answers of `servable` (servable.py) within `limits`; the methods raise RequestError
+  for a request it cannot answer."""
+
+  def __init__(self, servable, limits=None):
+    self.servable = servable
+    self.limits = limits or Limits()
+    self.batcher = Batcher(self.limits.max_batch_size, self.limits.batch_timeout_micros / 1e6)
+    self._variants = collections.OrderedDict()  # (name, beam, nbest, penalty) -> Signature
+
+  def resolve(self, name, version=None, label=None):
+    """The version that `name` with `version` (digits) or `label` names; the latest without
+    either. RequestError 404 when they name nothing served."""
+    servable = self.servable
+    if name != servable.name:
+      raise RequestError(f"Servable not found for request: Latest({name})", 404)
+    if version is not None:
+      version = str(version)
+      if not version.isdigit() or int(version) not in servable.versions:
+        raise RequestError(f"Servable not found for request: Specific({servable.name}, "
+                           f"{version})", 404)
+      return int(version)
+    if label is not None:
+      if label not in servable.labels:
+        raise RequestError(f"Unrecognized servable version label: {label}", 404)
+      return servable.labels[label]
+    return servable.latest
+
+  def status(self, versions=None):
+    """TF Serving's model_version_status (JSON) of `versions`, default all."""
+    return rest.version_status(self.servable.versions if versions is None else versions)
+
+  def metadata(self, version):
+    """TF Serving's GetModelMetadata answer (JSON) of `version`."""
+    servable = self.servable
+    return {"model_spec": {"name": servable.name, "signature_name": "",
+                           "version": str(version)},
+            "metadata": {"signature_def": {
+                "signature_def": {name: s.signature_def()
+                                  for name, s in servable.versions[version].items()}}}}
+
+  async def predict(self, version, name, read_inputs, parameters=None):
+    """The outputs ({name: numpy [batch, ...]}) of signature `name` of `version`.
+
+    Args:
+      version: a served version (see resolve).
+      name: the signature's name; "" or None is serving_default.
+      read_inputs: read_inputs({input name: dtype name}) -> {input name: numpy [batch]}, the
+        request's inputs read for the signature's dtypes.
+      parameters: a run's beam search settings ({"beam_size", "nbest", "length_penalty"}), or
+        None for the served ones.
+    """
+    signatures = self.servable.versions[version]
+    name = name or "serving_default"
+    if not isinstance(name, str) or name not in signatures:
+      raise RequestError(f"Serving signature name: \"{name}\" not found in signature def; "
+                         f"this model has {sorted(signatures)}.", 404)
+    signature, batch_key = signatures[name], (version, name)
+    if parameters is not None:
+      settings = self._search_settings(parameters, name)
+      if settings != tuple(self.servable.beam.get(k) for k in SETTINGS):
+        signature, batch_key = await self._variant(name, settings), (version, name, settings)
+    inputs = read_inputs(signature.input_dtypes())
+    rows = len(next(iter(inputs.values())))
+    if rows > self.limits.max_batch_size:
+      raise RequestError(f"The request has {rows} rows; this server takes at most "
+                         f"{self.limits.max_batch_size} in one request (--max_batch_size).")
+    for input_name, values in inputs.items():
+      if input_name != "image_bytes":
+        _check_lengths(input_name, values, self.limits.max_text_chars)
+    if "target_lang" in inputs:
+      _check_languages(inputs["target_lang"], self.servable.target_languages)
+    if rows == 0:  # the signature's empty outputs, without a batch
+      return signature(inputs)
+    try:
+      return await self.batcher.run(batch_key, signature, inputs)
+    except Exception as error:  # pylint: disable=broad-exception-caught
+      raise RequestError(_first_line(error)) from error
+
+  def _search_settings(self, parameters, name):
+    """(beam_size, nbest, length_penalty) of a request's "parameters"; RequestError unless
+    the served model can search with them."""
+    servable, limits = self.servable, self.limits
+    if servable.variant is None:
+      raise RequestError("This server serves an export, whose beam search is fixed at export "
+                         f"({_settings_text(servable.beam)}); serve the run (--run_dir) to "
+                         "choose the beam per request.")
+    if name not in BEAM_SIGNATURES:
+      raise RequestError(f"\"parameters\" apply to the {', '.join(BEAM_SIGNATURES)} "
+                         f"signatures, not {name}.")
+    if not isinstance(parameters, dict) or set(parameters) - set(SETTINGS):
+      raise RequestError(f"\"parameters\" must be an object with some of {list(SETTINGS)}.")
+    merged = {**servable.beam, **parameters}
+    beam, nbest, alpha = (merged[k] for k in SETTINGS)
+    if not (_is_int(beam) and 1 <= beam <= limits.max_beam_size):
+      raise RequestError(f"beam_size={beam!r}: expected an integer from 1 to "
+                         f"{limits.max_beam_size}.")
+    if not (_is_int(nbest) and 1 <= nbest <= beam):
+      raise RequestError(f"nbest={nbest!r}: expected an integer from 1 to beam_size={beam}.")
+    if not (isinstance(alpha, (int, float)) and not isinstance(alpha, bool)
+            and 0 <= alpha <= 5):
+      raise RequestError(f"length_penalty={alpha!r}: expected a number from 0 to 5.")
+    return beam, nbest, float(alpha)
+
+  async def _variant(self, name, settings):
+    """The beam search Signature `name` with `settings`, traced in the model's thread on first
+    use."""
+    key = (name,) + settings
+    if key not in self._variants:
+      if len(self._variants) >= self.limits.max_variants:
+        self._variants.popitem(last=False)
+      self._variants[key] = await self.batcher.in_model_thread(self.servable.variant,
+                                                               *settings, name)
+    self._variants.move_to_end(key)
+    return self._variants[key]
+
+
+def _is_int(value):
+  return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _settings_text(beam):
+  return ", ".join(f"{k} {beam[k]}" for k in SETTINGS if k in beam) or "unknown settings"
+
+
+def _check_lengths(key, values, max_chars):
+  """RequestError naming --max_text_chars when a text of `values` (bytes) is longer."""
+  for i, value in enumerate(values):
+    if isinstance(value, bytes) and len(value) > max_chars:  # bytes >= characters
+      chars = len(value.decode("utf-8", "replace"))
+      if chars > max_chars:
+        raise RequestError(f"The input {key}[{i}] has {chars} characters; this server "
+                           f"takes at most {max_chars} (--max_text_chars).")
+
+
+def _check_languages(values, languages):
+  """RequestError unless every target_lang of `values` (bytes) is one of `languages` (a model
+  with target-language tags; the model's own check runs when the server does not know
+  them)."""
+  if not languages:
+    return
+  for i, value in enumerate(values):
+    language = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+    if language not in languages:
+      raise RequestError(f"target_lang[{i}] is {language!r}, a language this model was not "
+                         f"trained for; give one of {', '.join(languages)}.")
+
+
+def _first_line(error):
+  message = getattr(error, "message", None) or str(error) or type(error).__name__
+  return " ".join(message.strip().splitlines()[:1])[:500]
