@@ -5,6 +5,7 @@
   python export/client.py --server=localhost:8500 --signature=score \
       --target="a sentence" "ein Satz"
   python export/client.py --server=localhost:8500 --target_lang=fr "ein Satz"
+  python export/client.py --server=localhost:8500 --version_label=canary "ein Satz"
 
 Requests are built here (`predict_request`, `rest_body`); the answers of both protocols go
 through `response_to_dict` / `rest_outputs` to the same numpy dict, and `to_results` turns
@@ -45,14 +46,17 @@ def _inputs(signature_name, texts, targets, target_lang=None):
 
 
 def predict_request(texts, model_name="nmt", signature_name="serving_default", version=None,
-                    targets=None, target_lang=None):
+                    targets=None, target_lang=None, version_label=None):
   """A gRPC PredictRequest: `texts` (str or bytes) in input "text", or ("source", "target")
-  for the score signature; "target_lang" too when `target_lang` is given."""
+  for the score signature; "target_lang" too when `target_lang` is given. The version asked
+  is `version` or `version_label` (a label of the server's model config), else the latest."""
   request = predict_pb2.PredictRequest()
   request.model_spec.name = model_name
   request.model_spec.signature_name = signature_name
   if version is not None:
     request.model_spec.version.value = int(version)
+  elif version_label is not None:
+    request.model_spec.version_label = version_label
   for name, values in _inputs(signature_name, texts, targets, target_lang).items():
     data = [v.encode("utf-8") if isinstance(v, str) else bytes(v) for v in values]
     request.inputs[name].CopyFrom(tf.make_tensor_proto(data, dtype=tf.string,
@@ -146,10 +150,15 @@ def predict_grpc(address, request, timeout=30.0):
     return stub.Predict(request, timeout)
 
 
-def predict_rest(base_url, model_name, body, version=None, timeout=30.0):
-  """POSTs `body` to <base_url>/v1/models/<model_name>[/versions/<version>]:predict."""
+def predict_rest(base_url, model_name, body, version=None, timeout=30.0, version_label=None):
+  """POSTs `body` to <base_url>/v1/models/<model_name>[/versions/<version> |
+  /labels/<version_label>]:predict."""
   url = f"{base_url.rstrip('/')}/v1/models/{model_name}"
-  url += f"/versions/{version}:predict" if version is not None else ":predict"
+  if version is not None:
+    url += f"/versions/{version}"
+  elif version_label is not None:
+    url += f"/labels/{version_label}"
+  url += ":predict"
   data = json.dumps(body).encode("utf-8")
   request = urllib.request.Request(url, data=data,
                                    headers={"Content-Type": "application/json"})
@@ -163,7 +172,10 @@ def main(argv=None):
   where.add_argument("--server", help="gRPC address host:port (model server --port)")
   where.add_argument("--rest", help="REST base URL, e.g. http://localhost:8501")
   parser.add_argument("--model_name", default="nmt")
-  parser.add_argument("--version", type=int, default=None)
+  which = parser.add_mutually_exclusive_group()
+  which.add_argument("--version", type=int, default=None)
+  which.add_argument("--version_label", default=None,
+                     help="a label of the server's model config (stable, canary, ...)")
   parser.add_argument("--signature", default="serving_default", choices=SIGNATURES)
   parser.add_argument("--target", action="append", default=None,
                       help="score: one target per source sentence (repeat the flag)")
@@ -175,12 +187,12 @@ def main(argv=None):
   texts = args.texts or [line.rstrip("\n") for line in sys.stdin]
   if args.server:
     request = predict_request(texts, args.model_name, args.signature, args.version,
-                              args.target, args.target_lang)
+                              args.target, args.target_lang, args.version_label)
     outputs = response_to_dict(predict_grpc(args.server, request))
   else:
     answer = predict_rest(args.rest, args.model_name,
                           rest_body(texts, args.signature, args.target, args.target_lang),
-                          args.version)
+                          args.version, version_label=args.version_label)
     outputs = rest_outputs(answer)
   for result in to_results(outputs, args.signature):
     print(json.dumps(result, ensure_ascii=False))

@@ -26,13 +26,14 @@ def free_port():
 
 class ThreadServer:
   """uvicorn serving create_app(servable, limits) on 127.0.0.1 in a daemon thread; with
-  `grpc`, TF Serving's gRPC API too, at `grpc_address`."""
+  `grpc`, TF Serving's gRPC API too, at `grpc_address`; with `poll_seconds`, new versions."""
 
-  def __init__(self, servable, limits=None, grpc=False):
+  def __init__(self, servable, limits=None, grpc=False, poll_seconds=None):
     self.port = free_port()
     self.grpc_address = f"127.0.0.1:{free_port()}" if grpc else None
-    config = uvicorn.Config(create_app(servable, limits, self.grpc_address), host="127.0.0.1",
-                            port=self.port, log_level="error")
+    self.reports = []  # the lines of reload.Watcher
+    app = create_app(servable, limits, self.grpc_address, poll_seconds, self.reports.append)
+    config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="error")
     self.server = uvicorn.Server(config)
     self.thread = threading.Thread(target=self.server.run, daemon=True)
     self.thread.start()

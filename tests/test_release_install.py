@@ -52,6 +52,14 @@ NOT_RUN = {
                               "it and sends it the README's curl line)",
     ".venv/bin/nmt-tf serve --export_dir=runs/quickstart/export --version_labels=stable=1":
         "a server that runs until stopped (tests/test_server.py serves exports)",
+    "sed \"s|/models/|$PWD/runs/quickstart/export/|\" export/models.config > models.config":
+        "the config of the server below (tests/test_server_models.py rewrites export/"
+        "models.config alike)",
+    ".venv/bin/nmt-tf serve --model_config_file=models.config --grpc_port=8500 --port=8501":
+        "a server that runs until stopped (tests/test_server_models.py serves "
+        "export/models.config)",
+    "python export/client.py --server=localhost:8500 --version_label=canary \"the boy helps\"":
+        "a client of the server above (tests/test_server_models.py runs it for each label)",
     ".venv/bin/nmt-tf serve --export_dir=runs/quickstart/export --grpc_port=8500 "
     "--rest_api_port=8501": "a server that runs until stopped (tests/test_server.py serves "
                             "with --grpc_port and talks to it with export/client.py)",

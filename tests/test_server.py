@@ -174,8 +174,11 @@ class ServerApiTest(tf.test.TestCase):
     self.assertEqual((status, len(answer["predictions"][0]["translation"])), (200, 3))
 
   def test_status_and_metadata(self):
-    self.assertEqual(request(self.url), (200, rest.version_status([1, 2])))
-    self.assertEqual(request(self.url + "/versions/2"), (200, rest.version_status([2])))
+    def available(*versions):
+      return {"model_version_status": [{"version": str(v), "state": "AVAILABLE", "status": {
+          "error_code": "OK", "error_message": ""}} for v in versions]}
+    self.assertEqual(request(self.url), (200, available(1, 2)))
+    self.assertEqual(request(self.url + "/versions/2"), (200, available(2)))
     status, meta = request(self.url + "/versions/1/metadata")
     self.assertEqual(status, 200)
     self.assertEqual(meta["model_spec"], {"name": "nmt", "signature_name": "", "version": "1"})

@@ -3,6 +3,7 @@
   nmt-tf serve --run_dir=runs/quickstart           the run's best checkpoint, in this process
   nmt-tf serve --export_dir=runs/quickstart/export the versions `nmt-tf export` wrote
   nmt-tf serve --export_dir=... --grpc_port=8500   TF Serving's gRPC API as well
+  nmt-tf serve --model_config_file=models.config   several models, as TF Serving's
   curl -d '{"instances": ["the boy helps the king"]}' localhost:8501/v1/models/nmt:predict
 
 The model is loaded once; concurrent requests are grouped into batches (--max_batch_size,
@@ -28,6 +29,11 @@ flags.DEFINE_integer("grpc_port", 0, "Port of TF Serving's gRPC API (PredictionS
                      "ModelService; TF Serving's --port, 8500); 0: no gRPC.")
 flags.DEFINE_list("version_labels", [], "Labels naming versions, as TF Serving's "
                   "version_labels: stable=1,canary=2 (with --export_dir).")
+flags.DEFINE_string("model_config_file", None, "TF Serving's ModelServerConfig in text format: "
+                    "several models, each a base_path of versions with its version policy and "
+                    "labels (instead of --run_dir or --export_dir).")
+flags.DEFINE_float("file_system_poll_wait_seconds", 1.0, "How often the base paths of exports "
+                   "are looked at for new and removed versions (0: never).")
 flags.DEFINE_integer("max_batch_size", 64, "Most rows of one request, and of one batch of "
                      "grouped requests.")
 flags.DEFINE_integer("batch_timeout_micros", 2000, "How long a batch waits for more requests "
@@ -47,6 +53,27 @@ def _labels(entries, versions):
                        f"the served versions {sorted(versions)}.")
     labels[label] = int(version)
   return labels
+
+
+def load_servables():
+  """The Servables of the flags: those of --model_config_file, else the one of --export_dir,
+  else --checkpoint of --run_dir."""
+  # pylint: disable=g-import-not-at-top
+  from nmt_tf.server import model_config, servable
+  if FLAGS.model_config_file:
+    given = [f"--{name}" for name in ("export_dir", "run_dir", "version_labels",
+                                      "export_model_name", "checkpoint")
+             if FLAGS[name].present]
+    if given:
+      raise ValueError(f"--model_config_file names the models; drop {', '.join(given)} "
+                       "(labels go in the file's version_labels).")
+    report = lambda line: print(line, file=sys.stderr, flush=True)
+    served = [servable.load_entry(entry, report)
+              for entry in model_config.read(FLAGS.model_config_file)]
+    for one in served:
+      servable.warm_up(one)
+    return served
+  return [load_servable()]
 
 
 def load_servable():
@@ -97,11 +124,15 @@ def run(argv):
     print(f"error: --grpc_port and --port are both {FLAGS.port}; give the gRPC API and the REST "
           "API a port each (TF Serving: 8500 and 8501).", file=sys.stderr)
     return 2
+  if FLAGS.file_system_poll_wait_seconds < 0:
+    print(f"error: --file_system_poll_wait_seconds={FLAGS.file_system_poll_wait_seconds}; "
+          "expected a number of seconds, 0 for never.", file=sys.stderr)
+    return 2
   try:
     _check_port(FLAGS.host, FLAGS.port, "--port")
     if FLAGS.grpc_port:
       _check_port(FLAGS.host, FLAGS.grpc_port, "--grpc_port")
-    served = load_servable()
+    served = load_servables()
   except common.USER_ERRORS as error:
     print(f"error: {error}", file=sys.stderr)
     return 2
@@ -109,12 +140,14 @@ def run(argv):
   limits = Limits(FLAGS.max_batch_size, FLAGS.max_text_chars, FLAGS.max_body_bytes,
                   FLAGS.batch_timeout_micros)
   grpc_address = _address(FLAGS.host, FLAGS.grpc_port) if FLAGS.grpc_port else None
-  app = create_app(served, limits, grpc_address)
-  versions = ", ".join(f"{v}: {', '.join(sorted(s))}" for v, s in sorted(served.versions.items()))
+  app = create_app(served, limits, grpc_address, FLAGS.file_system_poll_wait_seconds,
+                   report=lambda line: print(line, file=sys.stderr, flush=True))
+  for one in served:
+    versions = ", ".join(f"{v}: {', '.join(sorted(s))}" for v, s in sorted(one.versions.items()))
+    print(f"serving {one.name} (version {versions})", file=sys.stderr)
   grpc_text = f", gRPC: {grpc_address}" if grpc_address else ""
-  print(f"serving {served.name} (version {versions}) at http://{FLAGS.host}:{FLAGS.port}/ "
-        f"(REST: /v1/models/{served.name}:predict{grpc_text}); Ctrl-C stops", file=sys.stderr,
-        flush=True)
+  print(f"at http://{FLAGS.host}:{FLAGS.port}/ (REST: /v1/models/{served[0].name}:predict"
+        f"{grpc_text}); Ctrl-C stops", file=sys.stderr, flush=True)
   uvicorn.run(app, host=FLAGS.host, port=FLAGS.port, log_level="warning",
               timeout_graceful_shutdown=5)
   return 0

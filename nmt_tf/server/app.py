@@ -13,6 +13,7 @@ Every refusal is TF Serving's `{"error": MESSAGE}`: 400 for a request the model 
 server keeps answering after any of them.
 """
 
+import asyncio
 import contextlib
 import html
 import json
@@ -38,22 +39,25 @@ def _error(message, status=400):
   return JSONResponse({"error": str(message)}, status_code=status)
 
 
-def create_app(servable, limits=None, grpc_address=None):
-  """The Starlette application serving `servable` (servable.py) within `limits`; with
-  `grpc_address` ("host:port") it serves TF Serving's gRPC API there too (grpc_api.py), from
-  the same event loop, batches and models, while the application runs."""
-  service = Service(servable, limits)
+def create_app(servables, limits=None, grpc_address=None, poll_seconds=None, report=None):
+  """The Starlette application serving `servables` (a Servable or a list of them, the first
+  the page's; servable.py) within `limits`. With `grpc_address` ("host:port") it serves TF
+  Serving's gRPC API there too (grpc_api.py), from the same event loop, batches and models;
+  with `poll_seconds` it looks for new and removed versions that often (reload.py),
+  reporting each change with `report(line)`."""
+  service = Service(servables, limits)
   limits = service.limits
 
-  def resolve(path):
-    """(version, named, tail) of a /v1/models/... path: `named` when the path names the
-    version or a label; RequestError 404 when it names nothing served."""
+  def resolve(path, failed=False):
+    """(model, named, tail) of a /v1/models/... path: the (name, version, label) it names,
+    `named` when it names a version or a label; RequestError 404 when it is malformed."""
     match = _PATH.match(path)
     if not match:
       raise RequestError(f"Malformed request: /v1/models/{path}", 404)
-    version = service.resolve(match["name"], match["version"], match["label"])
+    model = (match["name"], match["version"], match["label"])
+    service.resolve(*model, failed=failed)  # 404 now for what names nothing
     named = match["version"] is not None or match["label"] is not None
-    return version, named, match["tail"] or ""
+    return model, named, match["tail"] or ""
 
   async def read_body(request):
     declared = request.headers.get("content-length")
@@ -68,12 +72,15 @@ def create_app(servable, limits=None, grpc_address=None):
 
   async def models(request):
     try:
-      version, named, tail = resolve(request.path_params["path"])
+      model, named, tail = resolve(request.path_params["path"],
+                                   failed=request.method == "GET")
       if request.method == "GET":
+        served, version = service.resolve(*model, failed=True)
         if tail == "":
-          return JSONResponse(service.status([version] if named else None))
+          return JSONResponse(service.status(served, [version] if named else None))
         if tail == "/metadata":
-          return JSONResponse(service.metadata(version))
+          served, version = service.resolve(*model)
+          return JSONResponse(service.metadata(served, version))
         raise RequestError(f"GET does not take {tail}; POST to :predict.", 404)
       if tail != ":predict":
         raise RequestError(f"This server answers :predict, not {tail or 'a bare POST'} "
@@ -86,8 +93,8 @@ def create_app(servable, limits=None, grpc_address=None):
         inputs, rows = rest.parse_predict(body, dtypes)
         row_format.append(rows)
         return inputs
-      outputs = await service.predict(version, body.get("signature_name"), read_inputs,
-                                      body.get("parameters"))
+      _, outputs = await service.predict(model, body.get("signature_name"), read_inputs,
+                                         body.get("parameters"))
       return Response(rest.dumps(rest.predict_answer(outputs, row_format[0])),
                       media_type="application/json")
     except RequestError as error:
@@ -96,6 +103,8 @@ def create_app(servable, limits=None, grpc_address=None):
       return Response(status_code=499)
 
   async def page(request):
+    """The page of the first model, or of ?model=NAME."""
+    servable = service.models.get(request.query_params.get("model"), service.servable)
     with open(os.path.join(STATIC, "index.html"), encoding="utf-8") as f:
       text = f.read()
     config = {"model": servable.name, "task": servable.task, "version": servable.latest,
@@ -109,15 +118,23 @@ def create_app(servable, limits=None, grpc_address=None):
 
   @contextlib.asynccontextmanager
   async def lifespan(app):
-    if grpc_address is None:
-      yield
-      return
-    from nmt_tf.server import grpc_api  # pylint: disable=g-import-not-at-top
-    server = await grpc_api.start(service, grpc_address)
+    # pylint: disable=g-import-not-at-top
+    tasks, server = [], None
+    if poll_seconds:
+      from nmt_tf.server.reload import Watcher
+      watcher = Watcher(service.models.values(), report or (lambda line: None))
+      if watcher.servables:
+        tasks.append(asyncio.create_task(_poll(watcher, poll_seconds)))
+    if grpc_address is not None:
+      from nmt_tf.server import grpc_api
+      server = await grpc_api.start(service, grpc_address)
     try:
       yield
     finally:
-      await server.stop(grace=5)
+      for task in tasks:
+        task.cancel()
+      if server is not None:
+        await server.stop(grace=5)
 
   app = Starlette(routes=[
       Route("/", page),
@@ -126,6 +143,22 @@ def create_app(servable, limits=None, grpc_address=None):
   ], exception_handlers={404: not_found}, lifespan=lifespan)
   app.state.service = service
   return app
+
+
+async def _poll(watcher, seconds):
+  """Every `seconds`, the watcher's scan (in a worker thread: it loads SavedModels) and then
+  its changes, applied between requests."""
+  loop = asyncio.get_running_loop()
+  while True:
+    await asyncio.sleep(seconds)
+    try:
+      watcher.apply(await loop.run_in_executor(None, watcher.scan))
+    except Exception as error:  # pylint: disable=broad-exception-caught
+      watcher.report(f"looking for new versions failed: {_first_line(error)}")
+
+
+def _first_line(error):
+  return " ".join((str(error) or type(error).__name__).strip().splitlines()[:1])[:500]
 
 
 def _too_large(size, limits):

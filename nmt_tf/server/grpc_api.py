@@ -5,7 +5,7 @@
   PredictionService.Predict           inputs as TensorProtos [batch], outputs likewise
                                       (output_filter honoured)
   PredictionService.GetModelMetadata  metadata_field "signature_def": a SignatureDefMap
-  ModelService.GetModelStatus         each version AVAILABLE
+  ModelService.GetModelStatus         each version AVAILABLE, or END with its load error
 
 Classify, Regress and MultiInference answer UNIMPLEMENTED, as for a model without such
 signatures. A refused request gets the code of its RequestError (CODES) and a one-line
@@ -45,11 +45,11 @@ async def start(service, address):
   return server
 
 
-def _version(service, spec):
-  """The served version a ModelSpec names (RequestError 404 for none)."""
+def _model(spec):
+  """(name, version, label) of a ModelSpec, as Service.resolve takes them."""
   choice = spec.WhichOneof("version_choice")
-  return service.resolve(spec.name, spec.version.value if choice == "version" else None,
-                         spec.version_label if choice == "version_label" else None)
+  return (spec.name, spec.version.value if choice == "version" else None,
+          spec.version_label if choice == "version_label" else None)
 
 
 async def _refuse(context, error):
@@ -64,9 +64,8 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
 
   async def Predict(self, request, context):  # pylint: disable=invalid-name
     try:
-      version = _version(self.service, request.model_spec)
-      outputs = await self.service.predict(
-          version, request.model_spec.signature_name,
+      version, outputs = await self.service.predict(
+          _model(request.model_spec), request.model_spec.signature_name,
           lambda dtypes: read_inputs(request.inputs, dtypes, self.service.limits.max_batch_size))
       if request.output_filter:
         unknown = [k for k in request.output_filter if k not in outputs]
@@ -77,7 +76,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
     except RequestError as error:
       await _refuse(context, error)
     response = predict_pb2.PredictResponse()
-    response.model_spec.name = self.service.servable.name
+    response.model_spec.name = request.model_spec.name
     response.model_spec.version.value = version
     response.model_spec.signature_name = request.model_spec.signature_name or "serving_default"
     for name, value in outputs.items():
@@ -86,7 +85,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
 
   async def GetModelMetadata(self, request, context):  # pylint: disable=invalid-name
     try:
-      version = _version(self.service, request.model_spec)
+      servable, version = self.service.resolve(*_model(request.model_spec))
       if not request.metadata_field:
         raise RequestError("GetModelMetadataRequest must specify at least one metadata_field")
       for field in request.metadata_field:
@@ -94,7 +93,7 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
           raise RequestError(f"Metadata field {field} is not supported")
     except RequestError as error:
       await _refuse(context, error)
-    metadata = self.service.metadata(version)
+    metadata = self.service.metadata(servable, version)
     response = get_model_metadata_pb2.GetModelMetadataResponse()
     json_format.ParseDict(metadata["model_spec"], response.model_spec)
     defs = json_format.ParseDict(metadata["metadata"]["signature_def"],
@@ -111,12 +110,11 @@ class ModelService(model_service_pb2_grpc.ModelServiceServicer):
 
   async def GetModelStatus(self, request, context):  # pylint: disable=invalid-name
     try:
-      version = _version(self.service, request.model_spec)
+      servable, version = self.service.resolve(*_model(request.model_spec), failed=True)
     except RequestError as error:
       await _refuse(context, error)
-    spec = request.model_spec
-    named = spec.WhichOneof("version_choice") is not None
-    return json_format.ParseDict(self.service.status([version] if named else None),
+    named = request.model_spec.WhichOneof("version_choice") is not None
+    return json_format.ParseDict(self.service.status(servable, [version] if named else None),
                                  get_model_status_pb2.GetModelStatusResponse())
 
 

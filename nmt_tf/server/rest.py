@@ -167,13 +167,6 @@ def dumps(answer):
   return json.dumps(answer, ensure_ascii=False, allow_nan=True)
 
 
-def version_status(versions):
-  """The answer of GET /v1/models/NAME[/versions/N]: each version AVAILABLE."""
-  return {"model_version_status": [
-      {"version": str(v), "state": "AVAILABLE",
-       "status": {"error_code": "OK", "error_message": ""}} for v in sorted(versions)]}
-
-
 def tensor_info(name, dtype, shape):
   """TF Serving's TensorInfo JSON of one signature input or output."""
   return {"dtype": types_pb2.DataType.Name(tf.as_dtype(dtype).as_datatype_enum), "name": name,

@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from nmt_tf.export.exporter import DEFAULT_MAX_SOURCE_LENGTH, METADATA_FILE
+from nmt_tf.server import model_config
 from nmt_tf.server.rest import tensor_info
 
 # The padded axes of each output of the exported signatures, as the output giving each
@@ -43,12 +44,15 @@ class Signature:
   inputs: Dict[str, Tuple[str, List[Optional[int]]]]
   outputs: Dict[str, Tuple[str, List[Optional[int]]]]
   positional: Tuple[str, ...] = ()  # the inputs a traced function takes by position
+  owner: object = None  # what holds the function's variables (a loaded SavedModel)
 
   @classmethod
-  def of(cls, name, function):
+  def of(cls, name, function, owner=None):
     """The Signature of a concrete function: a loaded SavedModel's (inputs by keyword) or a
     traced one's (inputs by position, named by their TensorSpecs; an optional input the
-    signature leaves out, such as the target_lang of a model without tags, is None)."""
+    signature leaves out, such as the target_lang of a model without tags, is None).
+    `owner` is kept alive with the Signature: a version taken out of service answers the
+    requests that already hold its signatures."""
     args, specs = function.structured_input_signature
     args = [spec for spec in args if spec is not None]
     specs = dict(specs) or {spec.name: spec for spec in args}
@@ -56,7 +60,7 @@ class Signature:
     return cls(name, function,
                {k: (s.dtype.name, s.shape.as_list()) for k, s in specs.items()},
                {k: (s.dtype.name, s.shape.as_list()) for k, s in outputs.items()},
-               tuple(spec.name for spec in args))
+               tuple(spec.name for spec in args), owner)
 
   def input_dtypes(self):
     return {name: dtype for name, (dtype, _) in self.inputs.items()}
@@ -85,6 +89,10 @@ class Servable:
   `task` ("translate" or "caption"), which the page reads. `target_languages`: those the
   `target_lang` input of a model with target-language tags takes (data/target_tags.py).
 
+  `entry` (model_config.ModelEntry), for a model served from a base path of versions: what
+  the server watches for new and removed versions (reload.py); `failed` {version: one line}
+  holds the versions that did not load.
+
   `beam` holds the settings of the newest version's beam_search signature (beam_size, nbest,
   length_penalty; empty when unknown). `variant`, for a run decoded in this process, makes a
   beam search Signature with other settings: variant(beam_size, nbest, length_penalty, name)
@@ -99,10 +107,20 @@ class Servable:
   beam: Dict[str, float] = dataclasses.field(default_factory=dict)
   variant: Optional[Callable[..., Signature]] = None
   target_languages: Tuple[str, ...] = ()  # a model with target-language tags: its input
+  entry: Optional[model_config.ModelEntry] = None
+  failed: Dict[int, str] = dataclasses.field(default_factory=dict)
 
   @property
   def latest(self):
     return max(self.versions)
+
+  def describe(self, version_dir):
+    """Takes task, beam settings and target languages from the export at `version_dir` (the
+    newest version's)."""
+    meta = _export_metadata(version_dir)
+    self.task = _task(self.versions[max(self.versions)])
+    self.beam = _export_beam(meta)
+    self.target_languages = tuple(meta.get("target_languages") or ())
 
 
 def rows_of(outputs, start, stop):
@@ -131,41 +149,68 @@ def _task(signatures):
 
 def load_export(path, model_name=None):
   """The versions of an export: `path` is a version directory (saved_model.pb), a model's
-  directory of versions (1/, 2/, ...) or a base directory holding MODEL_NAME/ (default nmt).
-  The model's name is `model_name`, else its directory's."""
+  directory of versions (1/, 2/, ...; every version served, and watched for new ones) or a
+  base directory holding MODEL_NAME/ (default nmt). The model's name is `model_name`, else
+  its directory's."""
   if not os.path.isdir(path):
     raise ServeError(f"--export_dir={path} is not a directory; pass a folder written by "
                      "`nmt-tf export` (RUN/export, RUN/export/nmt or RUN/export/nmt/1).")
   if os.path.isfile(os.path.join(path, "saved_model.pb")):
     name = os.path.basename(os.path.normpath(path))
-    found = {int(name) if name.isdigit() else 1: path}
+    version = int(name) if name.isdigit() else 1
     if name.isdigit():
       model_name = model_name or os.path.basename(os.path.dirname(os.path.normpath(path)))
-  else:
-    found = {int(n): os.path.join(path, n) for n in os.listdir(path)
-             if n.isdigit() and os.path.isfile(os.path.join(path, n, "saved_model.pb"))}
-    if not found:
-      inner = os.path.join(path, model_name or "nmt")
-      if os.path.isdir(inner):
-        return load_export(inner, model_name or "nmt")
-      raise ServeError(f"{path} holds no SavedModel version (N/saved_model.pb) nor "
-                       f"{model_name or 'nmt'}/; export the run first (`nmt-tf export`) or "
-                       "pass its export directory.")
-    model_name = model_name or os.path.basename(os.path.normpath(path))
-  versions, keep = {}, []
-  for version, version_dir in sorted(found.items()):
+    servable = Servable(model_name or "nmt", {version: load_version(path)})
+    servable.describe(path)
+    return servable
+  if not model_config.version_folders(path):
+    inner = os.path.join(path, model_name or "nmt")
+    if os.path.isdir(inner):
+      return load_export(inner, model_name or "nmt")
+    raise ServeError(f"{path} holds no SavedModel version (N/saved_model.pb) nor "
+                     f"{model_name or 'nmt'}/; export the run first (`nmt-tf export`) or "
+                     "pass its export directory.")
+  model_name = model_name or os.path.basename(os.path.normpath(path))
+  return load_entry(model_config.ModelEntry(model_name, os.path.abspath(path),
+                                            model_config.ALL, ()))
+
+
+def load_entry(entry, report=None):
+  """The Servable of a model config entry: the versions its policy picks under its base
+  path. A version that fails to load is reported (`report(line)`) and kept in `failed`;
+  ServeError when none loads or a label names a version not served."""
+  found = model_config.version_folders(entry.base_path)
+  versions, failed = {}, {}
+  for version in entry.wanted(found):
     try:
-      loaded = tf.saved_model.load(version_dir)
-    except (OSError, ValueError, tf.errors.OpError) as error:
-      raise ServeError(f"{version_dir} does not load as a SavedModel ({type(error).__name__});"
-                       " export the run again.") from error
-    versions[version] = {name: Signature.of(name, fn)
-                         for name, fn in loaded.signatures.items()}
-    keep.append(loaded)
-  meta = _export_metadata(found[max(found)])
-  return Servable(model_name, versions, _task(versions[max(versions)]), keep=keep,
-                  beam=_export_beam(meta),
-                  target_languages=tuple(meta.get("target_languages") or ()))
+      versions[version] = load_version(found[version])
+    except ServeError as error:
+      failed[version] = str(error)
+      if report:
+        report(f"model {entry.name} version {version} not served: {error}")
+  if not versions:
+    raise ServeError(f"model {entry.name}: no version under {entry.base_path} loads "
+                     f"({next(iter(failed.values())) if failed else 'none is there'}); export "
+                     "one there (`nmt-tf export --export_dir=...`) first.")
+  for label, version in entry.labels.items():
+    if version not in versions:
+      raise ServeError(f"model {entry.name}: label {label!r} names version {version}, which "
+                       f"is not served (served: {sorted(versions)}).")
+  servable = Servable(entry.name, versions, labels=dict(entry.labels), entry=entry,
+                      failed=failed)
+  servable.describe(found[max(versions)])
+  return servable
+
+
+def load_version(version_dir):
+  """{signature name: Signature} of the SavedModel at `version_dir`; ServeError naming the
+  fix when it does not load."""
+  try:
+    loaded = tf.saved_model.load(version_dir)
+  except (OSError, ValueError, tf.errors.OpError) as error:
+    raise ServeError(f"{version_dir} does not load as a SavedModel ({type(error).__name__});"
+                     " export the run again.") from error
+  return {name: Signature.of(name, fn, loaded) for name, fn in loaded.signatures.items()}
 
 
 def _export_metadata(version_dir):
@@ -230,10 +275,11 @@ def load_run(run_dir, checkpoint="best", model_name=None, beam_size=None, nbest=
                   target_languages=languages)
 
 
-def warm_up(servable):
-  """Runs every translation signature of every version once (the first call of a traced
-  function builds its graph), so that the first client does not wait for it."""
-  for signatures in servable.versions.values():
+def warm_up(servable, versions=None):
+  """Runs every translation signature of `versions` ({version: signatures}, default every
+  version of `servable`) once (the first call of a traced function builds its graph), so
+  that the first client does not wait for it."""
+  for signatures in (servable.versions if versions is None else versions).values():
     for signature in signatures.values():
       if all(dtype == "string" for dtype, _ in signature.inputs.values()) and \
           "image_bytes" not in signature.inputs:

@@ -8,7 +8,6 @@ answer alike and share their batches.
 import collections
 import dataclasses
 
-from nmt_tf.server import rest
 from nmt_tf.server.batching import Batcher
 from nmt_tf.server.errors import RequestError
 
@@ -39,67 +38,81 @@ class Limits:
 
 
 class Service:
-  """The answers of `servable` (servable.py) within `limits`; the methods raise RequestError
-  for a request it cannot answer."""
+  """The answers of `servables` (servable.py; one or a list, the first is the page's) within
+  `limits`; the methods raise RequestError for a request it cannot answer."""
 
-  def __init__(self, servable, limits=None):
-    self.servable = servable
+  def __init__(self, servables, limits=None):
+    servables = list(servables) if isinstance(servables, (list, tuple)) else [servables]
+    self.models = {servable.name: servable for servable in servables}
+    self.servable = servables[0]
     self.limits = limits or Limits()
     self.batcher = Batcher(self.limits.max_batch_size, self.limits.batch_timeout_micros / 1e6)
     self._variants = collections.OrderedDict()  # (name, beam, nbest, penalty) -> Signature
 
-  def resolve(self, name, version=None, label=None):
-    """The version that `name` with `version` (digits) or `label` names; the latest without
-    either. RequestError 404 when they name nothing served."""
-    servable = self.servable
-    if name != servable.name:
+  def resolve(self, name, version=None, label=None, failed=False):
+    """(servable, version) that model `name` with `version` (digits) or `label` names; its
+    latest without either. RequestError 404 when they name nothing served (with `failed`, a
+    version that failed to load is named too, for its status)."""
+    servable = self.models.get(name)
+    if servable is None:
       raise RequestError(f"Servable not found for request: Latest({name})", 404)
     if version is not None:
       version = str(version)
-      if not version.isdigit() or int(version) not in servable.versions:
+      if not version.isdigit() or not (int(version) in servable.versions or
+                                       failed and int(version) in servable.failed):
         raise RequestError(f"Servable not found for request: Specific({servable.name}, "
                            f"{version})", 404)
-      return int(version)
+      return servable, int(version)
     if label is not None:
-      if label not in servable.labels:
+      if servable.labels.get(label) not in servable.versions:
         raise RequestError(f"Unrecognized servable version label: {label}", 404)
-      return servable.labels[label]
-    return servable.latest
+      return servable, servable.labels[label]
+    return servable, servable.latest
 
-  def status(self, versions=None):
-    """TF Serving's model_version_status (JSON) of `versions`, default all."""
-    return rest.version_status(self.servable.versions if versions is None else versions)
+  def status(self, servable, versions=None):
+    """TF Serving's model_version_status (JSON) of `versions` of `servable`, default all:
+    AVAILABLE, or END with the error of a version that failed to load."""
+    if versions is None:
+      versions = sorted(set(servable.versions) | set(servable.failed))
+    return {"model_version_status": [
+        {"version": str(v), "state": "AVAILABLE",
+         "status": {"error_code": "OK", "error_message": ""}} if v in servable.versions else
+        {"version": str(v), "state": "END",
+         "status": {"error_code": "UNKNOWN", "error_message": servable.failed[v]}}
+        for v in sorted(versions)]}
 
-  def metadata(self, version):
-    """TF Serving's GetModelMetadata answer (JSON) of `version`."""
-    servable = self.servable
+  def metadata(self, servable, version):
+    """TF Serving's GetModelMetadata answer (JSON) of `version` of `servable`."""
     return {"model_spec": {"name": servable.name, "signature_name": "",
                            "version": str(version)},
             "metadata": {"signature_def": {
                 "signature_def": {name: s.signature_def()
                                   for name, s in servable.versions[version].items()}}}}
 
-  async def predict(self, version, name, read_inputs, parameters=None):
-    """The outputs ({name: numpy [batch, ...]}) of signature `name` of `version`.
+  async def predict(self, model, name, read_inputs, parameters=None):
+    """(version, outputs): the version that answered and the outputs ({name: numpy [batch,
+    ...]}) of its signature `name`.
 
     Args:
-      version: a served version (see resolve).
+      model: (model name, version or None, label or None), as `resolve` takes them.
       name: the signature's name; "" or None is serving_default.
       read_inputs: read_inputs({input name: dtype name}) -> {input name: numpy [batch]}, the
         request's inputs read for the signature's dtypes.
       parameters: a run's beam search settings ({"beam_size", "nbest", "length_penalty"}), or
         None for the served ones.
     """
-    signatures = self.servable.versions[version]
+    servable, version = self.resolve(*model)
+    signatures = servable.versions[version]  # held: a version removed now still answers
     name = name or "serving_default"
     if not isinstance(name, str) or name not in signatures:
       raise RequestError(f"Serving signature name: \"{name}\" not found in signature def; "
                          f"this model has {sorted(signatures)}.", 404)
-    signature, batch_key = signatures[name], (version, name)
+    signature, batch_key = signatures[name], (servable.name, version, name)
     if parameters is not None:
-      settings = self._search_settings(parameters, name)
-      if settings != tuple(self.servable.beam.get(k) for k in SETTINGS):
-        signature, batch_key = await self._variant(name, settings), (version, name, settings)
+      settings = self._search_settings(servable, parameters, name)
+      if settings != tuple(servable.beam.get(k) for k in SETTINGS):
+        signature = await self._variant(servable, name, settings)
+        batch_key = (servable.name, version, name, settings)
     inputs = read_inputs(signature.input_dtypes())
     rows = len(next(iter(inputs.values())))
     if rows > self.limits.max_batch_size:
@@ -109,18 +122,18 @@ class Service:
       if input_name != "image_bytes":
         _check_lengths(input_name, values, self.limits.max_text_chars)
     if "target_lang" in inputs:
-      _check_languages(inputs["target_lang"], self.servable.target_languages)
+      _check_languages(inputs["target_lang"], servable.target_languages)
     if rows == 0:  # the signature's empty outputs, without a batch
-      return signature(inputs)
+      return version, signature(inputs)
     try:
-      return await self.batcher.run(batch_key, signature, inputs)
+      return version, await self.batcher.run(batch_key, signature, inputs)
     except Exception as error:  # pylint: disable=broad-exception-caught
       raise RequestError(_first_line(error)) from error
 
-  def _search_settings(self, parameters, name):
+  def _search_settings(self, servable, parameters, name):
     """(beam_size, nbest, length_penalty) of a request's "parameters"; RequestError unless
-    the served model can search with them."""
-    servable, limits = self.servable, self.limits
+    `servable` can search with them."""
+    limits = self.limits
     if servable.variant is None:
       raise RequestError("This server serves an export, whose beam search is fixed at export "
                          f"({_settings_text(servable.beam)}); serve the run (--run_dir) to "
@@ -142,14 +155,14 @@ class Service:
       raise RequestError(f"length_penalty={alpha!r}: expected a number from 0 to 5.")
     return beam, nbest, float(alpha)
 
-  async def _variant(self, name, settings):
-    """The beam search Signature `name` with `settings`, traced in the model's thread on first
-    use."""
-    key = (name,) + settings
+  async def _variant(self, servable, name, settings):
+    """The beam search Signature `name` of `servable` with `settings`, traced in the model's
+    thread on first use."""
+    key = (servable.name, name) + settings
     if key not in self._variants:
       if len(self._variants) >= self.limits.max_variants:
         self._variants.popitem(last=False)
-      self._variants[key] = await self.batcher.in_model_thread(self.servable.variant,
+      self._variants[key] = await self.batcher.in_model_thread(servable.variant,
                                                                *settings, name)
     self._variants.move_to_end(key)
     return self._variants[key]
