@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import urllib.request
 from unittest import mock
 
 import grpc
@@ -19,6 +20,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from google.protobuf import json_format
+from prometheus_client.parser import text_string_to_metric_families
 from tensorflow.core.framework import tensor_pb2, types_pb2
 from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2
 from tensorflow_serving.apis import model_service_pb2_grpc, prediction_service_pb2_grpc
@@ -391,6 +393,51 @@ class ServerApiTest(tf.test.TestCase):
       answers = list(pool.map(client, range(48)))
     for k, answer in enumerate(answers):
       self.assertEqual(answer, serial[k % 12], f"client {k}")
+
+  def metrics(self):
+    """{(metric sample name, labels as a sorted tuple): value} of the metrics endpoint, read
+    with Prometheus' own parser."""
+    with urllib.request.urlopen(self.server.url + "/monitoring/prometheus/metrics",
+                                timeout=30) as answer:
+      self.assertEqual(answer.headers["Content-Type"], "text/plain; version=0.0.4; "
+                       "charset=utf-8")
+      text = answer.read().decode("utf-8")
+    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples}
+
+  def test_metrics_count_every_answer(self):
+    before = self.metrics()
+    for _ in range(3):
+      self.assertEqual(request(self.url + ":predict", {"instances": ["a b"]})[0], 200)
+    self.assertEqual(request(self.url + "/versions/9:predict", {"instances": ["a"]})[0], 404)
+    self.assertEqual(request(self.server.url + "/v1/models/x1:predict", {"instances": []})[0],
+                     404)
+    self.assertEqual(request(self.url + ":predict", {"instances": 3})[0], 400)
+    self.grpc_predict(["a b", "c"])
+    after = self.metrics()
+
+    def grew(name, **labels):
+      key = (name, tuple(sorted(labels.items())))
+      return after.get(key, 0) - before.get(key, 0)
+    count = ":tensorflow:serving:request_count_total"  # the parser's name of its samples
+    self.assertEqual(grew(count, model_name="nmt", status="OK"), 4)
+    self.assertEqual(grew(count, model_name="nmt", status="NOT_FOUND"), 1)
+    self.assertEqual(grew(count, model_name="", status="NOT_FOUND"), 1)  # no label per name
+    self.assertEqual(grew(count, model_name="nmt", status="INVALID_ARGUMENT"), 1)
+    latency = ":tensorflow:serving:request_latency"
+    self.assertEqual(grew(latency + "_count", model_name="nmt", API="Predict",
+                          entrypoint="REST"), 5)
+    self.assertEqual(grew(latency + "_count", model_name="nmt", API="Predict",
+                          entrypoint="GRPC"), 1)
+    self.assertEqual(grew(latency + "_bucket", model_name="nmt", API="Predict",
+                          entrypoint="GRPC", le="+Inf"), 1)
+    self.assertGreater(grew(latency + "_sum", model_name="nmt", API="Predict",
+                            entrypoint="GRPC"), 0)
+    sizes = ":nmt_tf:serving:batch_size"
+    self.assertEqual(grew(sizes + "_count", model_name="nmt"), 4)  # one batch per request
+    self.assertEqual(grew(sizes + "_sum", model_name="nmt"), 5)  # 3 rows by REST, 2 by gRPC
+    self.assertEqual(grew(":tensorflow:serving:batching_session:queuing_latency_count",
+                          thread_pool_name="model"), 4)
 
   def test_export_client_over_grpc(self):
     out = subprocess.run([sys.executable, os.path.join(ROOT, "export", "client.py"),

@@ -6,6 +6,8 @@ and the attention page at `/`.
   POST /v1/models/NAME[/versions/N | /labels/L]:predict    rest.py's request and answer; for
        a run served in-process, the beam searches (BEAM_SIGNATURES) also take "parameters":
        {"beam_size", "nbest", "length_penalty"} (an nmt_tf extension, as KServe's)
+  GET  /monitoring/prometheus/metrics                      request counts and latencies,
+       batch sizes and queue waits in Prometheus' text format (metrics.py)
   GET  /                                                   the page (static/index.html)
 
 Every refusal is TF Serving's `{"error": MESSAGE}`: 400 for a request the model cannot take,
@@ -19,6 +21,7 @@ import html
 import json
 import os
 import re
+import time
 
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect
@@ -71,6 +74,21 @@ def create_app(servables, limits=None, grpc_address=None, poll_seconds=None, rep
     return bytes(body)
 
   async def models(request):
+    """The answer of a /v1/models/... request, counted in the metrics."""
+    start = time.perf_counter()
+    response = await answer(request)
+    match = _PATH.match(request.path_params["path"])
+    tail = (match["tail"] or "") if match else ""
+    api = ("Predict" if request.method == "POST" else
+           "GetModelMetadata" if tail == "/metadata" else "GetModelStatus")
+    service.count(match["name"] if match else "", api, "REST", response.status_code,
+                  time.perf_counter() - start)
+    return response
+
+  async def metrics(request):
+    return Response(service.metrics.text(), media_type="text/plain; version=0.0.4")
+
+  async def answer(request):
     try:
       model, named, tail = resolve(request.path_params["path"],
                                    failed=request.method == "GET")
@@ -139,6 +157,7 @@ def create_app(servables, limits=None, grpc_address=None, poll_seconds=None, rep
   app = Starlette(routes=[
       Route("/", page),
       Route("/v1/models/{path:path}", models, methods=["GET", "POST"]),
+      Route("/monitoring/prometheus/metrics", metrics),
       Mount("/static", StaticFiles(directory=STATIC), name="static"),
   ], exception_handlers={404: not_found}, lifespan=lifespan)
   app.state.service = service

@@ -25,9 +25,10 @@ class Batcher:
     timeout: seconds a batch waits for more requests after its first.
   """
 
-  def __init__(self, max_rows=64, timeout=0.002):
+  def __init__(self, max_rows=64, timeout=0.002, observe=None):
     self.max_rows = max_rows
     self.timeout = timeout
+    self.observe = observe  # observe(key, rows, [seconds each request waited]) per batch
     self._queues = {}
     self._model_thread = concurrent.futures.ThreadPoolExecutor(1, "nmt-tf-model")
 
@@ -40,7 +41,7 @@ class Batcher:
     if queue is None:
       queue = self._queues[key] = asyncio.Queue()
       loop.create_task(self._serve(queue))
-    await queue.put((inputs, future, signature))
+    await queue.put((inputs, future, signature, key, loop.time()))
     return await future
 
   async def in_model_thread(self, function, *args):
@@ -80,10 +81,14 @@ class Batcher:
 
   async def _run_batch(self, batch):
     """Runs the requests of `batch` still waiting, in the model's thread, and answers each."""
-    signature = batch[0][2]  # the requests carry it: a key no longer used holds none
-    live = [(inputs, future) for inputs, future, _ in batch if not future.done()]
+    signature, key = batch[0][2:4]  # the requests carry it: a key no longer used holds none
+    live = [(inputs, future) for inputs, future, *_ in batch if not future.done()]
     if not live:
       return
+    if self.observe is not None:
+      now = asyncio.get_running_loop().time()
+      self.observe(key, sum(_rows(inputs) for inputs, _ in live),
+                   [now - item[4] for item in batch if not item[1].done()])
     results = await self.in_model_thread(_call, signature, live)
     for (_, future), result in zip(live, results):
       if not future.done():  # the client may have gone

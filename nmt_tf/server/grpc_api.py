@@ -12,6 +12,9 @@ signatures. A refused request gets the code of its RequestError (CODES) and a on
 message; the server goes on.
 """
 
+import asyncio
+import time
+
 import grpc
 import tensorflow as tf
 from google.protobuf import json_format
@@ -52,18 +55,32 @@ def _model(spec):
           spec.version_label if choice == "version_label" else None)
 
 
-async def _refuse(context, error):
-  await context.abort(CODES.get(error.status, grpc.StatusCode.INVALID_ARGUMENT), str(error))
-
-
-class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
-  """Predict and GetModelMetadata of TF Serving's PredictionService."""
+class _Servicer:
+  """What both services share: the Service, and each answer counted in its metrics."""
 
   def __init__(self, service):
     self.service = service
 
-  async def Predict(self, request, context):  # pylint: disable=invalid-name
+  async def answer(self, api, request, context, work):
+    """work()'s answer to `request` (a message with a model_spec); a RequestError aborts the
+    call with its code (CODES) and one-line message."""
+    start, status = time.perf_counter(), "OK"
     try:
+      return await work() if asyncio.iscoroutinefunction(work) else work()
+    except RequestError as error:
+      code = CODES.get(error.status, grpc.StatusCode.INVALID_ARGUMENT)
+      status = code.name
+      await context.abort(code, str(error))
+    finally:
+      self.service.count(request.model_spec.name, api, "GRPC", status,
+                         time.perf_counter() - start)
+
+
+class PredictionService(_Servicer, prediction_service_pb2_grpc.PredictionServiceServicer):
+  """Predict and GetModelMetadata of TF Serving's PredictionService."""
+
+  async def Predict(self, request, context):  # pylint: disable=invalid-name
+    async def work():
       version, outputs = await self.service.predict(
           _model(request.model_spec), request.model_spec.signature_name,
           lambda dtypes: read_inputs(request.inputs, dtypes, self.service.limits.max_batch_size))
@@ -73,49 +90,44 @@ class PredictionService(prediction_service_pb2_grpc.PredictionServiceServicer):
           raise RequestError(f"output tensor alias not found in signature: {unknown[0]}; "
                              f"the signature has {sorted(outputs)}.")
         outputs = {k: outputs[k] for k in request.output_filter}
-    except RequestError as error:
-      await _refuse(context, error)
-    response = predict_pb2.PredictResponse()
-    response.model_spec.name = request.model_spec.name
-    response.model_spec.version.value = version
-    response.model_spec.signature_name = request.model_spec.signature_name or "serving_default"
-    for name, value in outputs.items():
-      response.outputs[name].CopyFrom(tf.make_tensor_proto(value))
-    return response
+      response = predict_pb2.PredictResponse()
+      response.model_spec.name = request.model_spec.name
+      response.model_spec.version.value = version
+      response.model_spec.signature_name = (request.model_spec.signature_name or
+                                            "serving_default")
+      for name, value in outputs.items():
+        response.outputs[name].CopyFrom(tf.make_tensor_proto(value))
+      return response
+    return await self.answer("Predict", request, context, work)
 
   async def GetModelMetadata(self, request, context):  # pylint: disable=invalid-name
-    try:
+    def work():
       servable, version = self.service.resolve(*_model(request.model_spec))
       if not request.metadata_field:
         raise RequestError("GetModelMetadataRequest must specify at least one metadata_field")
       for field in request.metadata_field:
         if field != "signature_def":
           raise RequestError(f"Metadata field {field} is not supported")
-    except RequestError as error:
-      await _refuse(context, error)
-    metadata = self.service.metadata(servable, version)
-    response = get_model_metadata_pb2.GetModelMetadataResponse()
-    json_format.ParseDict(metadata["model_spec"], response.model_spec)
-    defs = json_format.ParseDict(metadata["metadata"]["signature_def"],
-                                 get_model_metadata_pb2.SignatureDefMap())
-    response.metadata["signature_def"].Pack(defs)
-    return response
+      metadata = self.service.metadata(servable, version)
+      response = get_model_metadata_pb2.GetModelMetadataResponse()
+      json_format.ParseDict(metadata["model_spec"], response.model_spec)
+      defs = json_format.ParseDict(metadata["metadata"]["signature_def"],
+                                   get_model_metadata_pb2.SignatureDefMap())
+      response.metadata["signature_def"].Pack(defs)
+      return response
+    return await self.answer("GetModelMetadata", request, context, work)
 
 
-class ModelService(model_service_pb2_grpc.ModelServiceServicer):
+class ModelService(_Servicer, model_service_pb2_grpc.ModelServiceServicer):
   """GetModelStatus of TF Serving's ModelService."""
 
-  def __init__(self, service):
-    self.service = service
-
   async def GetModelStatus(self, request, context):  # pylint: disable=invalid-name
-    try:
+    def work():
       servable, version = self.service.resolve(*_model(request.model_spec), failed=True)
-    except RequestError as error:
-      await _refuse(context, error)
-    named = request.model_spec.WhichOneof("version_choice") is not None
-    return json_format.ParseDict(self.service.status(servable, [version] if named else None),
-                                 get_model_status_pb2.GetModelStatusResponse())
+      named = request.model_spec.WhichOneof("version_choice") is not None
+      return json_format.ParseDict(self.service.status(servable, [version] if named else None),
+                                   get_model_status_pb2.GetModelStatusResponse())
+    return await self.answer("GetModelStatus", request, context, work)
 
 
 def read_inputs(protos, dtypes, max_rows):

@@ -1,6 +1,6 @@
 """What the server answers, whichever API asks: a Servable's versions resolved from a model
 name, version or label; its signatures called on numpy inputs through one Batcher, within the
-server's Limits; version status and SignatureDefs. rest.py/app.py (JSON over HTTP) and
+server's Limits; version status and SignatureDefs; the metrics of every answer. rest.py/app.py (JSON over HTTP) and
 grpc_api.py (TF Serving's protos over gRPC) only translate requests and answers, so both APIs
 answer alike and share their batches.
 """
@@ -10,6 +10,7 @@ import dataclasses
 
 from nmt_tf.server.batching import Batcher
 from nmt_tf.server.errors import RequestError
+from nmt_tf.server.metrics import Metrics, STATUS_NAMES
 
 SETTINGS = ("beam_size", "nbest", "length_penalty")
 # The signatures whose beam a request's "parameters" may set.
@@ -46,8 +47,17 @@ class Service:
     self.models = {servable.name: servable for servable in servables}
     self.servable = servables[0]
     self.limits = limits or Limits()
-    self.batcher = Batcher(self.limits.max_batch_size, self.limits.batch_timeout_micros / 1e6)
+    self.metrics = Metrics(self.limits.max_batch_size)
+    self.batcher = Batcher(self.limits.max_batch_size, self.limits.batch_timeout_micros / 1e6,
+                           lambda key, rows, waits: self.metrics.batch(key[0], rows, waits))
     self._variants = collections.OrderedDict()  # (name, beam, nbest, penalty) -> Signature
+
+  def count(self, model_name, api, entrypoint, status, seconds):
+    """Counts an answered request in the metrics (metrics.py): `status` is the HTTP status
+    or gRPC code name of the answer; a name served by no model is counted as ""."""
+    self.metrics.request(model_name if model_name in self.models else "", api, entrypoint,
+                         STATUS_NAMES.get(status, "UNKNOWN") if isinstance(status, int)
+                         else status, seconds)
 
   def resolve(self, name, version=None, label=None, failed=False):
     """(servable, version) that model `name` with `version` (digits) or `label` names; its
