@@ -1,16 +1,27 @@
-"""`nmt-tf serve` under load: requests/s and latency at 1, 4 and 16 concurrent clients.
+"""`nmt-tf serve` under load: requests/s and latency at 1, 4 and 16 concurrent clients, over
+REST and gRPC; and the latency of a new version taking over under load.
 
 Usage: .venv/bin/python bench/bench_serve.py --run_dir=RUN [--clients 1,4,16]
            [--requests 64] [--signatures serving_default,beam_search] [--sentences FILE]
-           [--batch_timeouts 0,2000]
+           [--batch_timeouts 0,2000] [--protocols rest,grpc]
+       .venv/bin/python bench/bench_serve.py --run_dir=RUN --swap_export=EXPORT/nmt/1
+           [--swap_clients 16] [--swap_seconds 20]
 RUN is a trained run (its best checkpoint). The server runs in a process of its own
-(`nmt-tf serve --run_dir=RUN`, once per --batch_timeouts value) on 127.0.0.1; each client sends one
-sentence per request, over one HTTP connection, one request after another, --requests in
-all spread over the clients (each client its own sentences, in file order). Beside it, the
-same sentences through the signature called in this process, one at a time (the server's
-work without HTTP, JSON or batching). The sentences: --sentences (one per line), else the
-run's validation sources. Prints one JSON object: the CPU, then per signature and client
-count the requests/s and the median and 99th-percentile latency in ms.
+(`nmt-tf serve --run_dir=RUN --grpc_port=...`, once per --batch_timeouts value) on
+127.0.0.1; each client sends one sentence per request, over one HTTP connection or gRPC
+channel, one request after another, --requests in all spread over the clients (each client
+its own sentences, in file order). Beside it, the same sentences through the signature called
+in this process, one at a time (the server's work without HTTP, JSON or batching). The
+sentences: --sentences (one per line), else the run's validation sources. Prints one JSON
+object: the CPU, then per signature, protocol and client count the requests/s and the median
+and 99th-percentile latency in ms.
+
+With --swap_export (a version folder of `nmt-tf export`), the server serves a base path
+holding it as version 1 (`--export_dir`, polled every 0.2 s); --swap_clients gRPC clients
+send serving_default requests for --swap_seconds, and half-way a copy of it is renamed in as
+version 2. Printed: the p50 and p99 of the steady half, and of the requests answered from
+the copy's arrival until version 2 served (the swap), with the slowest of them and its ratio
+to the steady p99.
 """
 
 import concurrent.futures
@@ -19,6 +30,7 @@ import json
 import os
 import sys
 import time
+import urllib.request
 
 from absl import app
 from absl import flags
@@ -36,6 +48,11 @@ flags.DEFINE_list("batch_timeouts", ["2000"], "--batch_timeout_micros values of 
                   "each timed in turn.")
 flags.DEFINE_string("sentences", None, "Sentences, one per line; default the run's "
                     "validation sources.")
+flags.DEFINE_list("protocols", ["rest", "grpc"], "The APIs timed: rest, grpc.")
+flags.DEFINE_string("swap_export", None, "A version folder of an export: time a version swap "
+                    "under load instead.")
+flags.DEFINE_integer("swap_clients", 16, "Concurrent clients during the swap.")
+flags.DEFINE_float("swap_seconds", 20, "Seconds of load; the new version arrives half-way.")
 FLAGS = flags.FLAGS
 
 
@@ -70,6 +87,28 @@ def _client(port, signature, sentences):
   return latencies
 
 
+def _grpc_client(address, signature, sentences):
+  """Latencies (s) of one client sending `sentences` one request each, over one channel."""
+  import grpc  # pylint: disable=g-import-not-at-top
+  from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc  # pylint: disable=g-import-not-at-top
+  from tensorflow.core.framework import tensor_pb2, tensor_shape_pb2, types_pb2  # pylint: disable=g-import-not-at-top
+  latencies = []
+  with grpc.insecure_channel(address) as channel:
+    stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+    for sentence in sentences:
+      request = predict_pb2.PredictRequest()
+      request.model_spec.name = "nmt"
+      request.model_spec.signature_name = signature
+      request.inputs["text"].CopyFrom(tensor_pb2.TensorProto(
+          dtype=types_pb2.DT_STRING, string_val=[sentence.encode("utf-8")],
+          tensor_shape=tensor_shape_pb2.TensorShapeProto(
+              dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=1)])))
+      start = time.perf_counter()
+      stub.Predict(request, 300)
+      latencies.append(time.perf_counter() - start)
+  return latencies
+
+
 def _figures(latencies, seconds):
   ms = np.asarray(latencies) * 1000
   return {"requests_per_s": round(len(ms) / seconds, 2),
@@ -92,23 +131,86 @@ def _in_process(signature_name, sentences):
 
 
 def _time_server(setting, sentences, results, args):
-  """Times `nmt-tf serve ARGS` at each client count into results[signature][setting]."""
-  process, url = server_fixtures.serve_process(args)
+  """Times `nmt-tf serve ARGS` at each client count into
+  results[signature]["PROTOCOL, setting"]."""
+  grpc_port = server_fixtures.free_port()
+  process, url = server_fixtures.serve_process(args + [f"--grpc_port={grpc_port}"])
   port = int(url.rsplit(":", 1)[1])
+  senders = {"rest": lambda sig, s: _client(port, sig, s),
+             "grpc": lambda sig, s: _grpc_client(f"127.0.0.1:{grpc_port}", sig, s)}
   try:
     for signature in FLAGS.signatures:
-      _client(port, signature, sentences[:4])  # warm-up
-      rows = results.setdefault(signature, {}).setdefault(setting, {})
-      for clients in (int(c) for c in FLAGS.clients):
-        shares = [sentences[k::clients] for k in range(clients)]
-        start = time.perf_counter()
-        with concurrent.futures.ThreadPoolExecutor(clients) as pool:
-          parts = list(pool.map(lambda s, sig=signature: _client(port, sig, s), shares))
-        seconds = time.perf_counter() - start
-        rows[f"{clients} clients"] = _figures([x for p in parts for x in p], seconds)
+      for protocol in FLAGS.protocols:
+        send = senders[protocol]
+        send(signature, sentences[:4])  # warm-up
+        rows = results.setdefault(signature, {}).setdefault(f"{protocol}, {setting}", {})
+        for clients in (int(c) for c in FLAGS.clients):
+          shares = [sentences[k::clients] for k in range(clients)]
+          start = time.perf_counter()
+          with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+            parts = list(pool.map(lambda s, sig=signature, f=send: f(sig, s), shares))
+          seconds = time.perf_counter() - start
+          rows[f"{clients} clients"] = _figures([x for p in parts for x in p], seconds)
   finally:
     process.terminate()
     process.wait(30)
+
+
+def _swap(sentences):
+  """The latencies of steady load and of a version swap under it (module docstring)."""
+  import shutil  # pylint: disable=g-import-not-at-top
+  import tempfile  # pylint: disable=g-import-not-at-top
+  import threading  # pylint: disable=g-import-not-at-top
+  base = os.path.join(tempfile.mkdtemp(), "nmt")
+  shutil.copytree(FLAGS.swap_export, os.path.join(base, "1"))
+  grpc_port = server_fixtures.free_port()
+  process, url = server_fixtures.serve_process(
+      [f"--export_dir={base}", f"--grpc_port={grpc_port}",
+       "--file_system_poll_wait_seconds=0.2"])
+  address = f"127.0.0.1:{grpc_port}"
+  _grpc_client(address, "serving_default", sentences[:4])  # warm-up
+  stop, answered = threading.Event(), []  # (time answered, latency)
+
+  def client(k):
+    share = sentences[k::FLAGS.swap_clients]
+    i = 0
+    while not stop.is_set():
+      latency = _grpc_client(address, "serving_default", [share[i % len(share)]])[0]
+      answered.append((time.perf_counter(), latency))
+      i += 1
+  threads = [threading.Thread(target=client, args=(k,)) for k in range(FLAGS.swap_clients)]
+  try:
+    start = time.perf_counter()
+    for thread in threads:
+      thread.start()
+    time.sleep(FLAGS.swap_seconds / 2)
+    staged = os.path.join(base, ".2.tmp")
+    shutil.copytree(FLAGS.swap_export, staged)
+    arrived = time.perf_counter()
+    os.rename(staged, os.path.join(base, "2"))
+    while True:  # until version 2 answers unversioned requests
+      with urllib.request.urlopen(url + "/v1/models/nmt", timeout=30) as answer:
+        status = json.loads(answer.read())["model_version_status"]
+      if any(v["version"] == "2" and v["state"] == "AVAILABLE" for v in status):
+        break
+      time.sleep(0.05)
+    swapped = time.perf_counter()
+    time.sleep(max(0.0, start + FLAGS.swap_seconds - time.perf_counter()))
+  finally:
+    stop.set()
+    for thread in threads:
+      thread.join(300)
+    process.terminate()
+    process.wait(30)
+    shutil.rmtree(os.path.dirname(base), ignore_errors=True)
+  steady = [lat for at, lat in answered if start + 2 < at < arrived]
+  during = [lat for at, lat in answered if arrived <= at <= swapped + 0.5]
+  p99 = float(np.percentile(steady, 99))
+  return {"clients": FLAGS.swap_clients, "swap_seconds": round(swapped - arrived, 2),
+          "steady": _figures(steady, arrived - start - 2),
+          "during_swap": _figures(during, swapped + 0.5 - arrived),
+          "slowest_during_swap_ms": round(max(during) * 1000, 1),
+          "slowest_over_steady_p99": round(max(during) / p99, 2)}
 
 
 def main(argv):
@@ -118,6 +220,10 @@ def main(argv):
   sentences = _sentences(FLAGS.requests)
   report = {"machine": common.device_info(), "run_dir": FLAGS.run_dir,
             "requests": FLAGS.requests, "results": {}}
+  if FLAGS.swap_export:
+    report["swap"] = _swap(sentences)
+    common.print_json(report)
+    return
   for timeout in FLAGS.batch_timeouts:
     _time_server(f"batch_timeout_micros={timeout}", sentences, report["results"],
                  [f"--run_dir={FLAGS.run_dir}", f"--batch_timeout_micros={timeout}"])

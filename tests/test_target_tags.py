@@ -22,7 +22,7 @@ from nmt_tf.data import target_tags
 from nmt_tf.export import export_run
 from nmt_tf.server import servable as servable_lib
 from tests.release_fixtures import ExportLoader, ROOT
-from tests.server_fixtures import request, ThreadServer
+from tests.server_fixtures import free_port, request, serve_process, ThreadServer
 from tests.test_cli_decode import run_command
 from tests.training_fixtures import tiny_train_config
 
@@ -219,6 +219,20 @@ class TaggedModelTest(tf.test.TestCase):
       self.assertIn('<select id="target_lang">', html)  # the page's menu of them
     finally:
       server.stop()
+    # `nmt-tf serve` of the (SentencePiece) export in a fresh process, over gRPC.
+    grpc_port = free_port()
+    process, _ = serve_process([f"--export_dir={path}", f"--grpc_port={grpc_port}"])
+    try:
+      out = subprocess.run([sys.executable, os.path.join(ROOT, "export", "client.py"),
+                            f"--server=127.0.0.1:{grpc_port}", "--target_lang=fr"] +
+                           self.sentences, capture_output=True, text=True, timeout=120,
+                           check=False)
+      self.assertEqual(out.returncode, 0, out.stderr)
+      self.assertEqual([json.loads(line)["translation"] for line in out.stdout.splitlines()],
+                       served["fr"]["greedy"])
+    finally:
+      process.terminate()
+      process.wait(30)
 
 
 if __name__ == "__main__":

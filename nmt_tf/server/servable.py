@@ -204,10 +204,12 @@ def load_entry(entry, report=None):
 
 def load_version(version_dir):
   """{signature name: Signature} of the SavedModel at `version_dir`; ServeError naming the
-  fix when it does not load."""
+  fix when it does not load. tensorflow-text's ops are registered first, as TF Serving's
+  model server has them: an export's SentencePiece tokenizers need them."""
+  import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
   try:
     loaded = tf.saved_model.load(version_dir)
-  except (OSError, ValueError, tf.errors.OpError) as error:
+  except (OSError, ValueError, RuntimeError, tf.errors.OpError) as error:
     raise ServeError(f"{version_dir} does not load as a SavedModel ({type(error).__name__});"
                      " export the run again.") from error
   return {name: Signature.of(name, fn, loaded) for name, fn in loaded.signatures.items()}
