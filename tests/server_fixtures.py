@@ -1,5 +1,6 @@
 """A model server on 127.0.0.1 for the tests: uvicorn in a thread of the test process, or
-`nmt-tf serve` in a process of its own; and JSON requests to it over real sockets."""
+`nmt-tf serve` in a process of its own; JSON requests to it over real sockets; and a tiny run
+exported twice to serve."""
 
 import json
 import os
@@ -10,12 +11,27 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from unittest import mock
 
 import uvicorn
 
+from nmt_tf.experiment import RunDir
+from nmt_tf.export import export_run
 from nmt_tf.server.app import create_app
+from tests.run_fixtures import make_tiny_run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def export_twice(path):
+  """(RunDir, corpus) of an untrained tiny run at `path` exported as version 1 (beam 3,
+  3-best) and version 2 (beam 2, 2-best), without warm-up records."""
+  run, _, corpus = make_tiny_run(path)
+  restored = run.load_model("best")
+  with mock.patch.object(RunDir, "load_model", return_value=restored):
+    export_run(run.path, warmup=False)
+    export_run(run.path, warmup=False, beam_size=2, nbest=2)
+  return run, corpus
 
 
 def free_port():

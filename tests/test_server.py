@@ -13,7 +13,6 @@ import subprocess
 import sys
 import tempfile
 import urllib.request
-from unittest import mock
 
 import grpc
 import numpy as np
@@ -25,11 +24,9 @@ from tensorflow.core.framework import tensor_pb2, types_pb2
 from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2
 from tensorflow_serving.apis import model_service_pb2_grpc, prediction_service_pb2_grpc
 
-from nmt_tf.experiment import RunDir
-from nmt_tf.export import export_run
 from nmt_tf.server import rest, servable
-from nmt_tf.server.errors import RequestError
 from nmt_tf.server.app import Limits
+from nmt_tf.server.errors import RequestError
 from tests import server_fixtures
 from tests.release_fixtures import load_client
 from tests.run_fixtures import make_tiny_run
@@ -120,11 +117,8 @@ class ServerApiTest(tf.test.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.tmp = tempfile.mkdtemp()
-    run, _, corpus = make_tiny_run(os.path.join(cls.tmp, "run"))
-    restored = run.load_model("best")
-    with mock.patch.object(RunDir, "load_model", return_value=restored):
-      cls.path = export_run(run.path, warmup=False)
-      export_run(run.path, warmup=False, beam_size=2, nbest=2)
+    run, corpus = server_fixtures.export_twice(os.path.join(cls.tmp, "run"))
+    cls.path = os.path.join(run.export_dir, "nmt", "1")
     cls.loaded = tf.saved_model.load(cls.path)
     served = servable.load_export(run.export_dir)
     served.labels = {"stable": 1, "canary": 2}
@@ -270,19 +264,6 @@ class ServerApiTest(tf.test.TestCase):
         "signature_name": "beam_search", "instances": ["a"], "parameters": {"beam_size": 4}})
     self.assertEqual(status, 400)
     self.assertIn("fixed at export (beam_size 2, nbest 2, length_penalty", answer["error"])
-
-  def test_export_client_against_the_server(self):
-    out = subprocess.run([sys.executable, os.path.join(ROOT, "export", "client.py"),
-                          f"--rest={self.server.url}", "--signature=beam_search", "--version=1",
-                          self.sentences[0]], capture_output=True, text=True, timeout=120,
-                         check=False)
-    self.assertEqual(out.returncode, 0, out.stderr)
-    result = json.loads(out.stdout.splitlines()[0])
-    want = self.direct("beam_search", text=[self.sentences[0]])
-    self.assertEqual([h["translation"] for h in result["nbest"]],
-                     [t for t, s in zip(want["translation"][0], want["score"][0])
-                      if np.isfinite(s)])
-
 
   def grpc_predict(self, texts, signature="serving_default", version=None, targets=None,
                    **fields):
@@ -439,18 +420,17 @@ class ServerApiTest(tf.test.TestCase):
     self.assertEqual(grew(":tensorflow:serving:batching_session:queuing_latency_count",
                           thread_pool_name="model"), 4)
 
-  def test_export_client_over_grpc(self):
-    out = subprocess.run([sys.executable, os.path.join(ROOT, "export", "client.py"),
-                          f"--server={self.server.grpc_address}", "--signature=beam_search",
-                          "--version=1", self.sentences[0]], capture_output=True, text=True,
-                         timeout=120, check=False)
-    self.assertEqual(out.returncode, 0, out.stderr)
-    result = json.loads(out.stdout.splitlines()[0])
+  def test_export_client_over_rest_and_grpc(self):
     want = self.direct("beam_search", text=[self.sentences[0]])
-    self.assertEqual([h["translation"] for h in result["nbest"]],
-                     [t for t, s in zip(want["translation"][0], want["score"][0])
-                      if np.isfinite(s)])
-
+    for where in (f"--rest={self.server.url}", f"--server={self.server.grpc_address}"):
+      out = subprocess.run([sys.executable, os.path.join(ROOT, "export", "client.py"), where,
+                            "--signature=beam_search", "--version=1", self.sentences[0]],
+                           capture_output=True, text=True, timeout=120, check=False)
+      self.assertEqual(out.returncode, 0, out.stderr)
+      result = json.loads(out.stdout.splitlines()[0])
+      self.assertEqual([h["translation"] for h in result["nbest"]],
+                       [t for t, s in zip(want["translation"][0], want["score"][0])
+                        if np.isfinite(s)], where)
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",

@@ -11,7 +11,6 @@ import sys
 import tempfile
 import threading
 import time
-from unittest import mock
 
 import grpc
 import pytest
@@ -19,12 +18,9 @@ import tensorflow as tf
 from tensorflow_serving.apis import get_model_status_pb2
 from tensorflow_serving.apis import model_service_pb2_grpc, prediction_service_pb2_grpc
 
-from nmt_tf.experiment import RunDir
-from nmt_tf.export import export_run
 from nmt_tf.server import model_config, rest, servable
 from tests import server_fixtures
 from tests.release_fixtures import load_client
-from tests.run_fixtures import make_tiny_run
 from tests.server_fixtures import request, ROOT
 
 CLIENT = load_client()  # export/client.py
@@ -104,11 +100,7 @@ class SeveralModelsTest(tf.test.TestCase):
   def setUpClass(cls):
     super().setUpClass()
     cls.tmp = tempfile.mkdtemp()
-    run, _, corpus = make_tiny_run(os.path.join(cls.tmp, "run"))
-    restored = run.load_model("best")
-    with mock.patch.object(RunDir, "load_model", return_value=restored):
-      export_run(run.path, warmup=False)
-      export_run(run.path, warmup=False, beam_size=2, nbest=2)
+    run, corpus = server_fixtures.export_twice(os.path.join(cls.tmp, "run"))
     cls.exports = os.path.join(run.export_dir, "nmt")
     cls.sentences = list(corpus["test"].sources[:4])
     cls.nbest = {}  # version -> the beam_search translations of cls.sentences, called alone
