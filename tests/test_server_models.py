@@ -257,7 +257,7 @@ class SeveralModelsTest(tf.test.TestCase):
 
   def test_the_command(self):
     """`nmt-tf serve --model_config_file=export/models.config` (its /models rewritten to a
-    folder of exports, as docs/EXPORT.md shows) in its own process, asked by export/client.py
+    folder of exports, as docs/SERVE.md shows) in its own process, asked by export/client.py
     over gRPC for each label; a config it cannot follow is one line, exit 2."""
     models = os.path.dirname(self.base_path("nmt", 1, 2))
     with open(os.path.join(ROOT, "export", "models.config"), encoding="utf-8") as f:

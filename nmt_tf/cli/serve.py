@@ -9,7 +9,7 @@
 The model is loaded once; concurrent requests are grouped into batches (--max_batch_size,
 --batch_timeout_micros), as TF Serving's batching does. The page at http://HOST:PORT/ shows
 the translations of a typed sentence (an uploaded image for a captioning run) and the
-attention of each. The API and its errors: docs/EXPORT.md, "A local server".
+attention of each. The API and its errors: docs/SERVE.md.
 """
 
 import socket

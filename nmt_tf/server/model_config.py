@@ -74,7 +74,7 @@ def read(path):
     config = text_format.Parse(text, model_server_config_pb2.ModelServerConfig())
   except text_format.ParseError as error:
     raise ModelConfigError(f"--model_config_file={path}: {error} (TF Serving's "
-                           "ModelServerConfig in text format: docs/EXPORT.md).") from None
+                           "ModelServerConfig in text format: docs/SERVE.md).") from None
   if config.WhichOneof("config") != "model_config_list" or \
       not config.model_config_list.config:
     raise ModelConfigError(f"--model_config_file={path} lists no model; write "
