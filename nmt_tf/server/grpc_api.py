@@ -42,7 +42,11 @@ async def start(service, address):
   prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
       PredictionService(service), server)
   model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(service), server)
-  if not server.add_insecure_port(address):
+  try:
+    bound = server.add_insecure_port(address)
+  except RuntimeError:  # grpcio raises where older versions returned 0
+    bound = 0
+  if not bound:
     raise OSError(f"cannot listen on {address} for gRPC; pass another --grpc_port.")
   await server.start()
   return server
