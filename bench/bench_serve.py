@@ -39,6 +39,9 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from bench import common  # pylint: disable=g-import-not-at-top,wrong-import-position
 from tests import server_fixtures  # pylint: disable=g-import-not-at-top,wrong-import-position
+from tests.release_fixtures import load_client  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+CLIENT = load_client()  # export/client.py
 
 flags.DEFINE_string("run_dir", None, "A trained run directory.")
 flags.DEFINE_list("clients", ["1", "4", "16"], "Concurrent client counts.")
@@ -90,19 +93,12 @@ def _client(port, signature, sentences):
 def _grpc_client(address, signature, sentences):
   """Latencies (s) of one client sending `sentences` one request each, over one channel."""
   import grpc  # pylint: disable=g-import-not-at-top
-  from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc  # pylint: disable=g-import-not-at-top
-  from tensorflow.core.framework import tensor_pb2, tensor_shape_pb2, types_pb2  # pylint: disable=g-import-not-at-top
+  from tensorflow_serving.apis import prediction_service_pb2_grpc  # pylint: disable=g-import-not-at-top
   latencies = []
   with grpc.insecure_channel(address) as channel:
     stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
     for sentence in sentences:
-      request = predict_pb2.PredictRequest()
-      request.model_spec.name = "nmt"
-      request.model_spec.signature_name = signature
-      request.inputs["text"].CopyFrom(tensor_pb2.TensorProto(
-          dtype=types_pb2.DT_STRING, string_val=[sentence.encode("utf-8")],
-          tensor_shape=tensor_shape_pb2.TensorShapeProto(
-              dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=1)])))
+      request = CLIENT.predict_request([sentence], "nmt", signature)
       start = time.perf_counter()
       stub.Predict(request, 300)
       latencies.append(time.perf_counter() - start)

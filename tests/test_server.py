@@ -266,11 +266,9 @@ class ServerApiTest(tf.test.TestCase):
     self.assertIn("fixed at export (beam_size 2, nbest 2, length_penalty", answer["error"])
 
   def grpc_predict(self, texts, signature="serving_default", version=None, targets=None,
-                   **fields):
-    request = CLIENT.predict_request(texts, "nmt", signature, version, targets)
-    for key, value in fields.items():
-      setattr(request.model_spec, key, value) if isinstance(value, str) else \
-          request.model_spec.version.CopyFrom(value)
+                   version_label=None):
+    request = CLIENT.predict_request(texts, "nmt", signature, version, targets,
+                                     version_label=version_label)
     return CLIENT.response_to_dict(self.stub.Predict(request, 60))
 
   def test_grpc_predict_equals_rest_and_the_signatures(self):

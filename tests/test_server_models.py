@@ -11,6 +11,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 
 import grpc
 import pytest
@@ -132,14 +133,9 @@ class SeveralModelsTest(tf.test.TestCase):
     shutil.copytree(os.path.join(self.exports, str(version)), staged)
     os.rename(staged, os.path.join(base, str(as_version or version)))
 
-  def grpc_beam(self, stub, model, texts, **spec):
-    message = CLIENT.predict_request(texts, model, "beam_search")
-    for key, value in spec.items():
-      if key == "version":
-        message.model_spec.version.value = value
-      else:
-        setattr(message.model_spec, key, value)
-    answer = stub.Predict(message, 60)
+  def grpc_beam(self, stub, model, texts, version=None, version_label=None):
+    answer = stub.Predict(CLIENT.predict_request(texts, model, "beam_search", version,
+                                                 version_label=version_label), 60)
     return answer.model_spec.version.value, \
         rest.to_json_value(CLIENT.response_to_dict(answer)["translation"])
 
@@ -174,6 +170,8 @@ class SeveralModelsTest(tf.test.TestCase):
       status, answer = request(f"{server.url}/v1/models/de_en/versions/2:predict",
                                {"instances": ["a"]})
       self.assertEqual(status, 404, answer)  # latest: version 1 only
+      with urllib.request.urlopen(server.url + "/?model=en_de", timeout=30) as page:
+        self.assertIn("&quot;model&quot;: &quot;en_de&quot;", page.read().decode("utf-8"))
       models = model_service_pb2_grpc.ModelServiceStub(channel)
       message = get_model_status_pb2.GetModelStatusRequest()
       message.model_spec.name = "en_de"

@@ -67,8 +67,7 @@ def load_servables():
     if given:
       raise ValueError(f"--model_config_file names the models; drop {', '.join(given)} "
                        "(labels go in the file's version_labels).")
-    report = lambda line: print(line, file=sys.stderr, flush=True)
-    served = [servable.load_entry(entry, report)
+    served = [servable.load_entry(entry, _report)
               for entry in model_config.read(FLAGS.model_config_file)]
     for one in served:
       servable.warm_up(one)
@@ -115,10 +114,10 @@ def run(argv):
       print(f"error: --{name}={FLAGS[name].value}; expected a positive integer.",
             file=sys.stderr)
       return 2
-  for name in ("port", "grpc_port"):
-    if not 0 <= FLAGS[name].value <= 65535 or (name == "port" and not FLAGS.port):
-      print(f"error: --{name}={FLAGS[name].value}; expected a port from 1 to 65535"
-            f"{' (0: no gRPC)' if name == 'grpc_port' else ''}.", file=sys.stderr)
+  for name, lowest, zero in (("port", 1, ""), ("grpc_port", 0, " (0: no gRPC)")):
+    if not lowest <= FLAGS[name].value <= 65535:
+      print(f"error: --{name}={FLAGS[name].value}; expected a port from 1 to 65535{zero}.",
+            file=sys.stderr)
       return 2
   if FLAGS.grpc_port and FLAGS.grpc_port == FLAGS.port:
     print(f"error: --grpc_port and --port are both {FLAGS.port}; give the gRPC API and the REST "
@@ -141,7 +140,7 @@ def run(argv):
                   FLAGS.batch_timeout_micros)
   grpc_address = _address(FLAGS.host, FLAGS.grpc_port) if FLAGS.grpc_port else None
   app = create_app(served, limits, grpc_address, FLAGS.file_system_poll_wait_seconds,
-                   report=lambda line: print(line, file=sys.stderr, flush=True))
+                   report=_report)
   for one in served:
     versions = ", ".join(f"{v}: {', '.join(sorted(s))}" for v, s in sorted(one.versions.items()))
     print(f"serving {one.name} (version {versions})", file=sys.stderr)
@@ -151,6 +150,11 @@ def run(argv):
   uvicorn.run(app, host=FLAGS.host, port=FLAGS.port, log_level="warning",
               timeout_graceful_shutdown=5)
   return 0
+
+
+def _report(line):
+  """A line on stderr: a version loaded, removed or failing while serving."""
+  print(line, file=sys.stderr, flush=True)
 
 
 def _address(host, port):

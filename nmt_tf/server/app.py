@@ -51,17 +51,6 @@ def create_app(servables, limits=None, grpc_address=None, poll_seconds=None, rep
   service = Service(servables, limits)
   limits = service.limits
 
-  def resolve(path, failed=False):
-    """(model, named, tail) of a /v1/models/... path: the (name, version, label) it names,
-    `named` when it names a version or a label; RequestError 404 when it is malformed."""
-    match = _PATH.match(path)
-    if not match:
-      raise RequestError(f"Malformed request: /v1/models/{path}", 404)
-    model = (match["name"], match["version"], match["label"])
-    service.resolve(*model, failed=failed)  # 404 now for what names nothing
-    named = match["version"] is not None or match["label"] is not None
-    return model, named, match["tail"] or ""
-
   async def read_body(request):
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limits.max_body_bytes:
@@ -76,9 +65,9 @@ def create_app(servables, limits=None, grpc_address=None, poll_seconds=None, rep
   async def models(request):
     """The answer of a /v1/models/... request, counted in the metrics."""
     start = time.perf_counter()
-    response = await answer(request)
     match = _PATH.match(request.path_params["path"])
     tail = (match["tail"] or "") if match else ""
+    response = await answer(request, match, tail)
     api = ("Predict" if request.method == "POST" else
            "GetModelMetadata" if tail == "/metadata" else "GetModelStatus")
     service.count(match["name"] if match else "", api, "REST", response.status_code,
@@ -88,12 +77,16 @@ def create_app(servables, limits=None, grpc_address=None, poll_seconds=None, rep
   async def metrics(request):
     return Response(service.metrics.text(), media_type="text/plain; version=0.0.4")
 
-  async def answer(request):
+  async def answer(request, match, tail):
+    """The answer of the request whose path matched `match` (_PATH; None: malformed)."""
     try:
-      model, named, tail = resolve(request.path_params["path"],
-                                   failed=request.method == "GET")
+      if not match:
+        raise RequestError(f"Malformed request: /v1/models/{request.path_params['path']}", 404)
+      model = (match["name"], match["version"], match["label"])
+      # 404 first for a path naming nothing; a version that failed to load has a status.
+      served, version = service.resolve(*model, failed=request.method == "GET")
       if request.method == "GET":
-        served, version = service.resolve(*model, failed=True)
+        named = match["version"] is not None or match["label"] is not None
         if tail == "":
           return JSONResponse(service.status(served, [version] if named else None))
         if tail == "/metadata":

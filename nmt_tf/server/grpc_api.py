@@ -8,11 +8,10 @@
   ModelService.GetModelStatus         each version AVAILABLE, or END with its load error
 
 Classify, Regress and MultiInference answer UNIMPLEMENTED, as for a model without such
-signatures. A refused request gets the code of its RequestError (CODES) and a one-line
+signatures. A refused request gets the code of its RequestError (errors.CODE_NAMES) and a one-line
 message; the server goes on.
 """
 
-import asyncio
 import time
 
 import grpc
@@ -25,11 +24,7 @@ from tensorflow_serving.apis import model_service_pb2_grpc
 from tensorflow_serving.apis import predict_pb2
 from tensorflow_serving.apis import prediction_service_pb2_grpc
 
-from nmt_tf.server.errors import RequestError
-
-# The gRPC status of each HTTP status a RequestError carries.
-CODES = {400: grpc.StatusCode.INVALID_ARGUMENT, 404: grpc.StatusCode.NOT_FOUND,
-         413: grpc.StatusCode.RESOURCE_EXHAUSTED}
+from nmt_tf.server.errors import check_batch_sizes, CODE_NAMES, RequestError
 
 
 async def start(service, address):
@@ -66,15 +61,14 @@ class _Servicer:
     self.service = service
 
   async def answer(self, api, request, context, work):
-    """work()'s answer to `request` (a message with a model_spec); a RequestError aborts the
-    call with its code (CODES) and one-line message."""
+    """The answer of coroutine work() to `request` (a message with a model_spec); a
+    RequestError aborts the call with its code (errors.CODE_NAMES) and one-line message."""
     start, status = time.perf_counter(), "OK"
     try:
-      return await work() if asyncio.iscoroutinefunction(work) else work()
+      return await work()
     except RequestError as error:
-      code = CODES.get(error.status, grpc.StatusCode.INVALID_ARGUMENT)
-      status = code.name
-      await context.abort(code, str(error))
+      status = CODE_NAMES.get(error.status, "INVALID_ARGUMENT")
+      await context.abort(grpc.StatusCode[status], str(error))
     finally:
       self.service.count(request.model_spec.name, api, "GRPC", status,
                          time.perf_counter() - start)
@@ -105,7 +99,7 @@ class PredictionService(_Servicer, prediction_service_pb2_grpc.PredictionService
     return await self.answer("Predict", request, context, work)
 
   async def GetModelMetadata(self, request, context):  # pylint: disable=invalid-name
-    def work():
+    async def work():
       servable, version = self.service.resolve(*_model(request.model_spec))
       if not request.metadata_field:
         raise RequestError("GetModelMetadataRequest must specify at least one metadata_field")
@@ -126,7 +120,7 @@ class ModelService(_Servicer, model_service_pb2_grpc.ModelServiceServicer):
   """GetModelStatus of TF Serving's ModelService."""
 
   async def GetModelStatus(self, request, context):  # pylint: disable=invalid-name
-    def work():
+    async def work():
       servable, version = self.service.resolve(*_model(request.model_spec), failed=True)
       named = request.model_spec.WhichOneof("version_choice") is not None
       return json_format.ParseDict(self.service.status(servable, [version] if named else None),
@@ -164,9 +158,6 @@ def read_inputs(protos, dtypes, max_rows):
       raise RequestError(f"The input {name!r} does not read as a tensor of shape {dims} "
                          f"({error}).") from None
     inputs[name] = value.astype(object) if value.dtype.kind in "SO" else value
-  sizes = {name: len(value) for name, value in inputs.items()}
-  if len(set(sizes.values())) > 1:
-    raise RequestError(f"The inputs have different batch sizes {sizes}; send one value of each "
-                       "input per row.")
+  check_batch_sizes(inputs)
   return inputs
 

@@ -8,8 +8,8 @@ endpoint writes them):
   :nmt_tf:serving:batch_size{model_name}                                 histogram, rows
 
 `status` is the gRPC code name of the answer ("OK", "INVALID_ARGUMENT", "NOT_FOUND", ...;
-REST answers counted by the code of their HTTP status); `API` is predict, get_model_metadata
-or get_model_status, `entrypoint` REST or GRPC. A request naming no served model is counted
+REST answers counted by the code of their HTTP status, errors.CODE_NAMES); `API` is
+Predict, GetModelMetadata or GetModelStatus, `entrypoint` REST or GRPC. A request naming no served model is counted
 under model_name "", so that clients cannot grow the label set. The bucket bounds are TF
 Serving's (request latency: 10 us x 1.8^k, 33 buckets; queuing: 100 us x 1.2^k, 52).
 """
@@ -17,11 +17,6 @@ Serving's (request latency: 10 us x 1.8^k, 33 buckets; queuing: 100 us x 1.2^k, 
 import bisect
 import math
 import threading
-
-# The gRPC code name of each HTTP status a refusal carries (errors.RequestError).
-STATUS_NAMES = {200: "OK", 400: "INVALID_ARGUMENT", 404: "NOT_FOUND",
-                413: "RESOURCE_EXHAUSTED", 499: "CANCELLED"}
-
 
 def exponential(scale, growth, count):
   """TF Serving's monitoring::Buckets::Exponential bounds: scale * growth^k, k < count."""
@@ -50,18 +45,17 @@ class _Family:
     yield f"# HELP {self.name} {self.help}"
     yield f"# TYPE {self.name} {self.kind}"
     for labels, state in sorted(self.values.items()):
-      pairs = [f'{k}="{_escape(v)}"' for k, v in zip(self.labels, labels)]
+      pairs = list(zip(self.labels, labels))
       if self.kind == "counter":
-        yield f"{self.name}{{{','.join(pairs)}}} {_number(state)}"
+        yield f"{self.name}{_labels(pairs)} {_number(state)}"
         continue
       cumulative = 0
       for bound, count in zip(self.bounds + [math.inf], state[:-2]):
         cumulative += count
         le = "+Inf" if bound == math.inf else _number(bound)
-        yield f"{self.name}_bucket{{{','.join(pairs + [f'le={chr(34)}{le}{chr(34)}'])}}} " \
-              f"{cumulative}"
-      yield f"{self.name}_sum{{{','.join(pairs)}}} {_number(state[-2])}"
-      yield f"{self.name}_count{{{','.join(pairs)}}} {state[-1]}"
+        yield f"{self.name}_bucket{_labels(pairs + [('le', le)])} {cumulative}"
+      yield f"{self.name}_sum{_labels(pairs)} {_number(state[-2])}"
+      yield f"{self.name}_count{_labels(pairs)} {state[-1]}"
 
 
 class Metrics:
@@ -108,8 +102,11 @@ class Metrics:
       return "\n".join(line for family in families for line in family.lines()) + "\n"
 
 
-def _escape(value):
-  return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+def _labels(pairs):
+  """{name="value",...} of (name, value) pairs, each value escaped as the text format says."""
+  def escaped(value):
+    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+  return "{" + ",".join(f'{k}="{escaped(v)}"' for k, v in pairs) + "}"
 
 
 def _number(value):

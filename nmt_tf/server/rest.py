@@ -19,7 +19,7 @@ import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import types_pb2
 
-from nmt_tf.server.errors import RequestError
+from nmt_tf.server.errors import check_batch_sizes, RequestError
 
 
 # Numpy dtype of each TensorFlow dtype name a signature input may have.
@@ -89,10 +89,7 @@ def parse_predict(request, input_specs):
       if not isinstance(columns[name], list):
         raise RequestError(f"inputs[{name!r}] must be a list, one entry per batch row.")
     row_format = False
-  sizes = {name: len(columns[name]) for name in names}
-  if len(set(sizes.values())) > 1:
-    raise RequestError(f"The inputs have different batch sizes {sizes}; send one value of each "
-                    "input per row.")
+  check_batch_sizes({name: columns[name] for name in names})
   return {name: _array(columns[name], input_specs[name], name) for name in names}, row_format
 
 

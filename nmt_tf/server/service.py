@@ -9,8 +9,8 @@ import collections
 import dataclasses
 
 from nmt_tf.server.batching import Batcher
-from nmt_tf.server.errors import RequestError
-from nmt_tf.server.metrics import Metrics, STATUS_NAMES
+from nmt_tf.server.errors import CODE_NAMES, RequestError
+from nmt_tf.server.metrics import Metrics
 
 SETTINGS = ("beam_size", "nbest", "length_penalty")
 # The signatures whose beam a request's "parameters" may set.
@@ -56,7 +56,7 @@ class Service:
     """Counts an answered request in the metrics (metrics.py): `status` is the HTTP status
     or gRPC code name of the answer; a name served by no model is counted as ""."""
     self.metrics.request(model_name if model_name in self.models else "", api, entrypoint,
-                         STATUS_NAMES.get(status, "UNKNOWN") if isinstance(status, int)
+                         CODE_NAMES.get(status, "UNKNOWN") if isinstance(status, int)
                          else status, seconds)
 
   def resolve(self, name, version=None, label=None, failed=False):
