@@ -16,7 +16,8 @@ import urllib.request
 import grpc
 import pytest
 import tensorflow as tf
-from tensorflow_serving.apis import get_model_status_pb2
+from google.protobuf import text_format
+from tensorflow_serving.apis import get_model_status_pb2, model_management_pb2
 from tensorflow_serving.apis import model_service_pb2_grpc, prediction_service_pb2_grpc
 
 from nmt_tf.server import model_config, rest, servable
@@ -244,14 +245,75 @@ class SeveralModelsTest(tf.test.TestCase):
       channel.close()
       server.stop()
 
-  def wait_for(self, server, test, timeout=60):
+  def wait_for(self, server, test, timeout=60, model="nmt"):
     deadline = time.time() + timeout
     while time.time() < deadline:
-      status = request(server.url + "/v1/models/nmt")[1]["model_version_status"]
-      if test(status):
+      status = request(f"{server.url}/v1/models/{model}")[1].get("model_version_status")
+      if status and test(status):
         return
       time.sleep(0.05)
     self.fail(f"the versions did not change in time: {status}; {server.reports}")
+
+  def test_reload_config_and_a_model_waiting_for_its_first_version(self):
+    """ModelService.HandleReloadConfigRequest: the new config's models answer once it returns
+    (a model whose base path is empty answers NOT_FOUND until a version is exported there),
+    the models it drops stop answering, and a config that cannot be served is refused with
+    INVALID_ARGUMENT, changing nothing."""
+    de_en = self.base_path("de_en", 1)
+    later = os.path.join(os.path.dirname(de_en), "later")
+    reports = []
+    served = [servable.load_entry(model_config.ModelEntry(name, base), reports.append)
+              for name, base in (("de_en", de_en), ("later", later))]
+    self.assertEqual(reports, [f"model later: no version under {later} yet; served once one "
+                               "is exported there"])
+    server = server_fixtures.ThreadServer(served, grpc=True, poll_seconds=0.1)
+    channel = grpc.insecure_channel(server.grpc_address)
+    stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+    models = model_service_pb2_grpc.ModelServiceStub(channel)
+
+    def reload(*configs):
+      path = write_config(os.path.join(self.tmp, "reload.config"), *configs)
+      message = model_management_pb2.ReloadConfigRequest()
+      text_format.Parse(open(path, encoding="utf-8").read(), message.config)
+      return models.HandleReloadConfigRequest(message, 120)
+    try:
+      en_de = ("en_de", self.base_path("en_de", 1, 2), "all {}", {"stable": 1})
+      answer = reload(("de_en", de_en, "", {}), en_de, ("later", later, "", {}))
+      self.assertEqual(answer.status.error_code, 0)
+      self.assertEqual(self.grpc_beam(stub, "en_de", self.sentences),
+                       (2, self.nbest[2]))
+      self.assertEqual(self.grpc_beam(stub, "en_de", self.sentences, version_label="stable"),
+                       (1, self.nbest[1]))
+      self.assertEqual(self.grpc_beam(stub, "de_en", self.sentences)[0], 1)
+      with self.assertRaises(grpc.RpcError) as caught:
+        self.grpc_beam(stub, "later", self.sentences)
+      self.assertEqual(caught.exception.code(), grpc.StatusCode.NOT_FOUND)
+      self.add_version(later, 2, as_version=3)
+      self.wait_for(server, lambda status: [v["version"] for v in status] == ["3"],
+                    model="later")
+      self.assertEqual(self.grpc_beam(stub, "later", self.sentences), (3, self.nbest[2]))
+      broken = os.path.join(os.path.dirname(de_en), "broken", "1")
+      os.makedirs(broken)
+      with open(os.path.join(broken, "saved_model.pb"), "wb") as f:
+        f.write(b"not a SavedModel")
+      for configs, words in (
+          ([("de_en", de_en, "", {"stable": 4})], "label 'stable' names version 4"),
+          ([("x", os.path.dirname(broken), "", {})], "does not load as a SavedModel"),
+          ([("de_en", de_en, "", {}), ("de_en", later, "", {})], "is listed twice")):
+        with self.assertRaises(grpc.RpcError) as caught:
+          reload(*configs)
+        self.assertEqual(caught.exception.code(), grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn(words, caught.exception.details())
+        self.assertEqual(self.grpc_beam(stub, "en_de", self.sentences)[0], 2)
+      reload(en_de)
+      with self.assertRaises(grpc.RpcError) as caught:
+        self.grpc_beam(stub, "de_en", self.sentences)
+      self.assertEqual(caught.exception.code(), grpc.StatusCode.NOT_FOUND)
+      self.assertEqual(request(server.url + "/v1/models/later")[0], 404)
+      self.assertIn("model de_en no longer served", server.reports)
+    finally:
+      channel.close()
+      server.stop()
 
   def test_the_command(self):
     """`nmt-tf serve --model_config_file=export/models.config` (its /models rewritten to a
@@ -280,10 +342,7 @@ class SeveralModelsTest(tf.test.TestCase):
       process.wait(30)
     bad = write_config(os.path.join(self.tmp, "bad.config"),
                        ("nmt", os.path.join(models, "nmt"), "", {"stable": 4}))
-    empty = write_config(os.path.join(self.tmp, "empty.config"),
-                         ("de_en", os.path.join(self.tmp, "nothing"), "", {}))
     for args, words in (([f"--model_config_file={bad}"], "label 'stable' names version 4"),
-                        ([f"--model_config_file={empty}"], "no version under"),
                         ([f"--model_config_file={config}", "--export_dir=x"],
                          "drop --export_dir"),
                         ([f"--model_config_file={self.tmp}/none.config"], "cannot be read")):

@@ -141,7 +141,7 @@ def run(argv):
   grpc_address = _address(FLAGS.host, FLAGS.grpc_port) if FLAGS.grpc_port else None
   app = create_app(served, limits, grpc_address, FLAGS.file_system_poll_wait_seconds,
                    report=_report)
-  for one in served:
+  for one in (one for one in served if one.versions):  # the others were reported waiting
     versions = ", ".join(f"{v}: {', '.join(sorted(s))}" for v, s in sorted(one.versions.items()))
     print(f"serving {one.name} (version {versions})", file=sys.stderr)
   grpc_text = f", gRPC: {grpc_address}" if grpc_address else ""

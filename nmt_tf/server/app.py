@@ -47,7 +47,8 @@ def create_app(servables, limits=None, grpc_address=None, poll_seconds=None, rep
   the page's; servable.py) within `limits`. With `grpc_address` ("host:port") it serves TF
   Serving's gRPC API there too (grpc_api.py), from the same event loop, batches and models;
   with `poll_seconds` it looks for new and removed versions that often (reload.py),
-  reporting each change with `report(line)`."""
+  reporting each change with `report(line)`; gRPC's HandleReloadConfigRequest replaces the
+  models."""
   service = Service(servables, limits)
   limits = service.limits
 
@@ -116,6 +117,10 @@ def create_app(servables, limits=None, grpc_address=None, poll_seconds=None, rep
   async def page(request):
     """The page of the first model, or of ?model=NAME."""
     servable = service.models.get(request.query_params.get("model"), service.servable)
+    if servable is None or not servable.versions:
+      servable = next((s for s in service.models.values() if s.versions), None)
+    if servable is None:
+      return HTMLResponse("<p>No model has a version to serve yet.</p>", status_code=503)
     with open(os.path.join(STATIC, "index.html"), encoding="utf-8") as f:
       text = f.read()
     config = {"model": servable.name, "task": servable.task, "version": servable.latest,
@@ -130,15 +135,14 @@ def create_app(servables, limits=None, grpc_address=None, poll_seconds=None, rep
   @contextlib.asynccontextmanager
   async def lifespan(app):
     # pylint: disable=g-import-not-at-top
+    from nmt_tf.server.reload import Watcher
     tasks, server = [], None
+    watcher = Watcher(service, report or (lambda line: None))
     if poll_seconds:
-      from nmt_tf.server.reload import Watcher
-      watcher = Watcher(service.models.values(), report or (lambda line: None))
-      if watcher.servables:
-        tasks.append(asyncio.create_task(_poll(watcher, poll_seconds)))
+      tasks.append(asyncio.create_task(_poll(watcher, poll_seconds)))
     if grpc_address is not None:
       from nmt_tf.server import grpc_api
-      server = await grpc_api.start(service, grpc_address)
+      server = await grpc_api.start(service, grpc_address, watcher)
     try:
       yield
     finally:
@@ -158,13 +162,12 @@ def create_app(servables, limits=None, grpc_address=None, poll_seconds=None, rep
 
 
 async def _poll(watcher, seconds):
-  """Every `seconds`, the watcher's scan (in a worker thread: it loads SavedModels) and then
-  its changes, applied between requests."""
-  loop = asyncio.get_running_loop()
+  """Every `seconds`, the new and removed versions of the models served from base paths
+  (reload.py)."""
   while True:
     await asyncio.sleep(seconds)
     try:
-      watcher.apply(await loop.run_in_executor(None, watcher.scan))
+      await watcher.poll()
     except Exception as error:  # pylint: disable=broad-exception-caught
       watcher.report(f"looking for new versions failed: {_first_line(error)}")
 

@@ -6,6 +6,9 @@
                                       (output_filter honoured)
   PredictionService.GetModelMetadata  metadata_field "signature_def": a SignatureDefMap
   ModelService.GetModelStatus         each version AVAILABLE, or END with its load error
+  ModelService.HandleReloadConfigRequest  a new ModelServerConfig: its models served, once
+                                      loaded, and only them (reload.py); a config that cannot
+                                      be served is INVALID_ARGUMENT and changes nothing
 
 Classify, Regress and MultiInference answer UNIMPLEMENTED, as for a model without such
 signatures. A refused request gets the code of its RequestError (errors.CODE_NAMES) and a one-line
@@ -20,23 +23,26 @@ from google.protobuf import json_format
 from tensorflow.core.framework import types_pb2
 from tensorflow_serving.apis import get_model_metadata_pb2
 from tensorflow_serving.apis import get_model_status_pb2
+from tensorflow_serving.apis import model_management_pb2
 from tensorflow_serving.apis import model_service_pb2_grpc
 from tensorflow_serving.apis import predict_pb2
 from tensorflow_serving.apis import prediction_service_pb2_grpc
 
+from nmt_tf.server import model_config
 from nmt_tf.server.errors import check_batch_sizes, CODE_NAMES, RequestError
 
 
-async def start(service, address):
+async def start(service, address, watcher):
   """A started grpc.aio server answering for `service` (service.py) at `address`
-  ("host:port"), in the running event loop."""
+  ("host:port"), in the running event loop; `watcher` (reload.Watcher) reloads configs."""
   max_bytes = service.limits.max_body_bytes
   server = grpc.aio.server(options=[("grpc.max_receive_message_length", max_bytes),
                                     ("grpc.max_send_message_length", -1),
                                     ("grpc.so_reuseport", 0)])
   prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(
       PredictionService(service), server)
-  model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(service), server)
+  model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelService(service, watcher),
+                                                       server)
   try:
     bound = server.add_insecure_port(address)
   except RuntimeError:  # grpcio raises where older versions returned 0
@@ -117,7 +123,18 @@ class PredictionService(_Servicer, prediction_service_pb2_grpc.PredictionService
 
 
 class ModelService(_Servicer, model_service_pb2_grpc.ModelServiceServicer):
-  """GetModelStatus of TF Serving's ModelService."""
+  """GetModelStatus and HandleReloadConfigRequest of TF Serving's ModelService."""
+
+  def __init__(self, service, watcher):
+    super().__init__(service)
+    self.watcher = watcher
+
+  async def HandleReloadConfigRequest(self, request, context):  # pylint: disable=invalid-name
+    try:
+      await self.watcher.reload(model_config.entries(request.config, "ReloadConfigRequest"))
+    except (RequestError, model_config.ModelConfigError) as error:
+      await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(error))
+    return model_management_pb2.ReloadConfigResponse()  # status: OK
 
   async def GetModelStatus(self, request, context):  # pylint: disable=invalid-name
     async def work():

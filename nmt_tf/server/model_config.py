@@ -75,19 +75,24 @@ def read(path):
   except text_format.ParseError as error:
     raise ModelConfigError(f"--model_config_file={path}: {error} (TF Serving's "
                            "ModelServerConfig in text format: docs/SERVE.md).") from None
+  return entries(config, f"--model_config_file={path}")
+
+
+def entries(config, where):
+  """[ModelEntry] of `config` (a ModelServerConfig proto; `where` names it in errors)."""
   if config.WhichOneof("config") != "model_config_list" or \
       not config.model_config_list.config:
-    raise ModelConfigError(f"--model_config_file={path} lists no model; write "
+    raise ModelConfigError(f"{where} lists no model; write "
                            "model_config_list { config { name: ... base_path: ... } }.")
-  entries, names = [], set()
+  found, names = [], set()
   for model in config.model_config_list.config:
-    entries.append(_entry(model, path, names))
+    found.append(_entry(model, where, names))
     names.add(model.name)
-  return entries
+  return found
 
 
-def _entry(model, path, names):
-  where = f"--model_config_file={path}: model {model.name!r}"
+def _entry(model, where, names):
+  where = f"{where}: model {model.name!r}"
   if not model.name or "/" in model.name or ":" in model.name:
     raise ModelConfigError(f"{where} needs a name without '/' or ':'.")
   if model.name in names:

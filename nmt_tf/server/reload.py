@@ -1,61 +1,137 @@
-"""New versions while serving, as TF Serving's file-system polling
-(`--file_system_poll_wait_seconds`): every poll, each model served from a base path
-(Servable.entry) is compared with the version folders there.
+"""The models and versions served, changed while serving, as TF Serving changes them: new and
+removed version folders found by polling the base paths (`--file_system_poll_wait_seconds`),
+and a new model config sent by ModelService.HandleReloadConfigRequest.
 
-A version its policy now picks is loaded and warmed up beside the versions serving, and only
-then served (so it takes over unversioned requests already warm); a version the policy no
+A version its model's policy now picks is loaded and warmed up beside the versions serving, and
+only then served (so it takes over unversioned requests already warm); a version the policy no
 longer picks (its folder removed, or a newer one arrived under `latest`) leaves the model's
 versions, and the requests that already hold its signatures finish on it (Signature.owner
 keeps it loaded until they do). A version that fails to load is reported in one line and in
 its status, and is tried again only when its folder changes; the versions serving stay.
+
+Loading runs in one thread of its own, throttled (THROTTLE), so that the requests answered
+meanwhile keep the GIL and the cores: docs/PERFORMANCE.md, "The local server", measures a
+version swap under load.
 """
 
+import asyncio
+import concurrent.futures
 import os
+import sys
+import time
 
 from nmt_tf.server import model_config
-from nmt_tf.server.servable import load_version, ServeError, warm_up
+from nmt_tf.server.errors import RequestError
+from nmt_tf.server.servable import load_entry, load_version, ServeError, warm_up
+
+LOAD_ERRORS = (ServeError, ValueError, OSError)
+# The loading thread's Python work: 2 ms of it, then 4 ms asleep (_Throttle). Under 16 clients
+# a swap's p99 fell from 2.8x to 1.6x the steady p99, taking 3x longer: docs/PERFORMANCE.md,
+# "The local server".
+THROTTLE = (0.002, 0.004)
 
 
 class Watcher:
-  """Keeps the versions of `servables` (those with an `entry`) in step with their base paths:
-  `scan()` (in a worker thread: it loads) then `apply(changes)` (in the event loop that
-  serves)."""
+  """Keeps the models of `service` (service.py) in step with their base paths (`poll()`) and
+  with a new model config (`reload(entries)`); each loads in the loading thread and changes
+  what is served between requests, in the event loop that serves."""
 
-  def __init__(self, servables, report):
-    self.servables = [s for s in servables if s.entry is not None]
+  def __init__(self, service, report):
+    self.service = service
     self.report = report  # report(line): one line per loaded, removed or failed version
     self._tried = {}  # (model, version) -> stamp of the folder that failed to load
+    self._pool = concurrent.futures.ThreadPoolExecutor(1, "nmt-tf-load",
+                                                       initializer=_throttled)
+    self._lock = None  # an asyncio.Lock of the serving loop: one change at a time
 
-  def scan(self):
-    """[(servable, {version: signatures} to add, [version] to remove, {version: error})]."""
-    changes = []
-    for servable in self.servables:
-      found = model_config.version_folders(servable.entry.base_path)
-      wanted = servable.entry.wanted(found)
-      added, failed = {}, {}
-      for version in wanted:
-        if version in servable.versions:
+  async def _in_turn(self, load, apply):
+    """apply(load()) with load() in the loading thread, after the changes before it."""
+    if self._lock is None:
+      self._lock = asyncio.Lock()
+    async with self._lock:
+      loaded = await asyncio.get_running_loop().run_in_executor(self._pool, load)
+      return apply(loaded)
+
+  async def poll(self):
+    """Serves the versions that appeared under the base paths and drops those that went."""
+    def load():
+      changes = [self._scan(s, s.entry) for s in list(self.service.models.values())
+                 if s.entry is not None]
+      return [change for change in changes if change]
+    await self._in_turn(load, self._apply)
+
+  async def reload(self, entries):
+    """Serves the models of `entries` ([model_config.ModelEntry], a whole new config) and
+    only them, once each has loaded its versions; RequestError, and nothing changed, when one
+    cannot be served (a model whose base path holds no version yet is served once it does)."""
+    def load():
+      models, changes = {}, []
+      for entry in entries:
+        kept = self.service.models.get(entry.name)
+        if kept is not None and kept.entry is not None and \
+            kept.entry.base_path == entry.base_path:
+          change = self._scan(kept, entry)
+          versions = set(kept.versions) | set(change[1] if change else ())
+          versions -= set(change[2] if change else ())
+          _check_labels(entry, versions)
+          models[entry.name] = kept
+          changes.append(change or (kept, {}, [], {}, {}))
           continue
-        stamp = _stamp(found[version])
-        if self._tried.get((servable.name, version)) == stamp:
-          continue  # failed before, unchanged since
         try:
-          signatures = load_version(found[version])
-          warm_up(servable, {version: signatures})
-        except (ServeError, ValueError, OSError) as error:
-          self._tried[(servable.name, version)] = stamp
-          failed[version] = str(error).splitlines()[0] if str(error) else type(error).__name__
-          continue
-        added[version] = signatures
-      removed = sorted(v for v in servable.versions if v not in wanted)
-      if not added and len(removed) == len(servable.versions):
-        removed = removed[:-1]  # a model keeps its newest version until another serves
-      if added or removed or failed:
-        changes.append((servable, added, removed, failed, found))
-    return changes
+          servable = load_entry(entry, self.report)
+          warm_up(servable)
+        except LOAD_ERRORS as error:
+          raise RequestError(_first_line(error)) from None
+        models[entry.name] = servable
+      return models, changes
 
-  def apply(self, changes):
-    """Serves the versions `scan` loaded and stops serving those it removed."""
+    def apply(loaded):
+      models, changes = loaded
+      by_name = {entry.name: entry for entry in entries}
+      for name in self.service.models:
+        if name not in models:
+          self.report(f"model {name} no longer served")
+      for change in changes:
+        change[0].entry = by_name[change[0].name]
+        change[0].labels = dict(change[0].entry.labels)
+      self._apply([change for change in changes if any(change[1:4])])
+      for name, servable in models.items():
+        if self.service.models.get(name) is not servable and servable.versions:
+          self.report(f"model {name}: version {', '.join(map(str, sorted(servable.versions)))}"
+                      " serving")
+      self.service.set_models(list(models.values()))
+
+    await self._in_turn(load, apply)
+
+  def _scan(self, servable, entry):
+    """(servable, {version: signatures} loaded, [version] to drop, {version: error}, found)
+    that `entry`'s policy asks of `servable` under its base path, or None for no change."""
+    found = model_config.version_folders(entry.base_path)
+    wanted = entry.wanted(found)
+    added, failed = {}, {}
+    for version in wanted:
+      if version in servable.versions:
+        continue
+      stamp = _stamp(found[version])
+      if self._tried.get((servable.name, version)) == stamp:
+        continue  # failed before, unchanged since
+      try:
+        signatures = load_version(found[version])
+        warm_up(servable, {version: signatures})
+      except LOAD_ERRORS as error:
+        self._tried[(servable.name, version)] = stamp
+        failed[version] = _first_line(error)
+        continue
+      added[version] = signatures
+    removed = sorted(v for v in servable.versions if v not in wanted)
+    if not added and removed and len(removed) == len(servable.versions):
+      removed = removed[:-1]  # a model keeps its newest version until another serves
+    if added or removed or failed:
+      return servable, added, removed, failed, found
+    return None
+
+  def _apply(self, changes):
+    """Serves the versions `_scan` loaded and stops serving those it dropped."""
     for servable, added, removed, failed, found in changes:
       for version, signatures in sorted(added.items()):
         servable.versions[version] = signatures
@@ -73,6 +149,39 @@ class Watcher:
         if version not in servable.versions and version in removed:
           self.report(f"model {servable.name}: label {label!r} names version {version}, "
                       "no longer served")
+
+
+def _check_labels(entry, versions):
+  for label, version in entry.labels.items():
+    if version not in versions:
+      raise RequestError(f"model {entry.name}: label {label!r} names version {version}, "
+                         f"which is not served (served: {sorted(versions)}).")
+
+
+class _Throttle:
+  """A profile hook (sys.setprofile) of the loading thread: after every `run` seconds of its
+  Python work, the thread sleeps `rest` seconds, giving the GIL and a core to the requests
+  answered meanwhile. Loading a SavedModel is mostly Python (restoring its functions), so it
+  otherwise takes the GIL from the event loop and the batcher at every switch interval."""
+
+  def __init__(self, run, rest):
+    self.run, self.rest = run, rest
+    self.since = time.perf_counter()
+
+  def __call__(self, frame, event, arg):
+    del frame, event, arg
+    if time.perf_counter() - self.since >= self.run:
+      time.sleep(self.rest)
+      self.since = time.perf_counter()
+
+
+def _throttled():
+  """Throttles the calling thread (the loading thread) to a third of the time: _Throttle."""
+  sys.setprofile(_Throttle(*THROTTLE))
+
+
+def _first_line(error):
+  return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
 def _stamp(folder):

@@ -178,8 +178,15 @@ def load_export(path, model_name=None):
 def load_entry(entry, report=None):
   """The Servable of a model config entry: the versions its policy picks under its base
   path. A version that fails to load is reported (`report(line)`) and kept in `failed`;
-  ServeError when none loads or a label names a version not served."""
+  ServeError when none loads or a label names a version not served. A base path without a
+  version yet gives a Servable without versions (reported), served once one arrives, as TF
+  Serving waits for it."""
   found = model_config.version_folders(entry.base_path)
+  if not entry.wanted(found):
+    if report:
+      report(f"model {entry.name}: no version under {entry.base_path} yet; served once one "
+             "is exported there")
+    return Servable(entry.name, {}, labels=dict(entry.labels), entry=entry)
   versions, failed = {}, {}
   for version in entry.wanted(found):
     try:

@@ -43,14 +43,18 @@ class Service:
   `limits`; the methods raise RequestError for a request it cannot answer."""
 
   def __init__(self, servables, limits=None):
-    servables = list(servables) if isinstance(servables, (list, tuple)) else [servables]
-    self.models = {servable.name: servable for servable in servables}
-    self.servable = servables[0]
+    self.set_models(servables)
     self.limits = limits or Limits()
     self.metrics = Metrics(self.limits.max_batch_size)
     self.batcher = Batcher(self.limits.max_batch_size, self.limits.batch_timeout_micros / 1e6,
                            lambda key, rows, waits: self.metrics.batch(key[0], rows, waits))
     self._variants = collections.OrderedDict()  # (name, beam, nbest, penalty) -> Signature
+
+  def set_models(self, servables):
+    """Serves `servables` (a Servable or a list, the first the page's) and no other model."""
+    servables = list(servables) if isinstance(servables, (list, tuple)) else [servables]
+    self.models = {servable.name: servable for servable in servables}
+    self.servable = servables[0] if servables else None
 
   def count(self, model_name, api, entrypoint, status, seconds):
     """Counts an answered request in the metrics (metrics.py): `status` is the HTTP status
@@ -62,9 +66,10 @@ class Service:
   def resolve(self, name, version=None, label=None, failed=False):
     """(servable, version) that model `name` with `version` (digits) or `label` names; its
     latest without either. RequestError 404 when they name nothing served (with `failed`, a
-    version that failed to load is named too, for its status)."""
+    version that failed to load is named too, for its status: the version is None for a
+    model none of whose versions loaded)."""
     servable = self.models.get(name)
-    if servable is None:
+    if servable is None or not (servable.versions or failed and servable.failed):
       raise RequestError(f"Servable not found for request: Latest({name})", 404)
     if version is not None:
       version = str(version)
@@ -77,7 +82,7 @@ class Service:
       if servable.labels.get(label) not in servable.versions:
         raise RequestError(f"Unrecognized servable version label: {label}", 404)
       return servable, servable.labels[label]
-    return servable, servable.latest
+    return servable, servable.latest if servable.versions else None
 
   def status(self, servable, versions=None):
     """TF Serving's model_version_status (JSON) of `versions` of `servable`, default all:
