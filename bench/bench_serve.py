@@ -20,8 +20,8 @@ With --swap_export (a version folder of `nmt-tf export`), the server serves a ba
 holding it as version 1 (`--export_dir`, polled every 0.2 s); --swap_clients gRPC clients
 send serving_default requests for --swap_seconds, and half-way a copy of it is renamed in as
 version 2. Printed: the p50 and p99 of the steady half, and of the requests answered from
-the copy's arrival until version 2 served (the swap), with the slowest of them and its ratio
-to the steady p99.
+the copy's arrival until version 2 served (the swap), with the slowest of them, its ratio
+to the steady p99, and when the five slowest were answered.
 """
 
 import concurrent.futures
@@ -206,6 +206,10 @@ def _swap(sentences):
           "steady": _figures(steady, arrived - start - 2),
           "during_swap": _figures(during, swapped + 0.5 - arrived),
           "slowest_during_swap_ms": round(max(during) * 1000, 1),
+          # When the five slowest were answered, in s from the new version's arrival.
+          "slowest_answered_at_s": [round(at - arrived, 2) for at, lat in sorted(
+              ((at, lat) for at, lat in answered if arrived <= at <= swapped + 0.5),
+              key=lambda x: -x[1])[:5]],
           "slowest_over_steady_p99": round(max(during) / p99, 2)}
 
 

@@ -9,13 +9,15 @@ versions, and the requests that already hold its signatures finish on it (Signat
 keeps it loaded until they do). A version that fails to load is reported in one line and in
 its status, and is tried again only when its folder changes; the versions serving stay.
 
-Loading runs in one thread of its own, throttled (THROTTLE), so that the requests answered
-meanwhile keep the GIL and the cores: docs/PERFORMANCE.md, "The local server", measures a
-version swap under load.
+Loading runs in one thread of its own, throttled (THROTTLE), with the objects already served
+frozen out of the garbage collector's walks, so that the requests answered meanwhile keep the
+GIL and the cores: docs/PERFORMANCE.md, "The local server", measures a version swap under
+load.
 """
 
 import asyncio
 import concurrent.futures
+import gc
 import os
 import sys
 import time
@@ -26,7 +28,7 @@ from nmt_tf.server.servable import load_entry, load_version, ServeError, warm_up
 
 LOAD_ERRORS = (ServeError, ValueError, OSError)
 # The loading thread's Python work: 2 ms of it, then 4 ms asleep (_Throttle). Under 16 clients
-# a swap's p99 fell from 2.8x to 1.6x the steady p99, taking 3x longer: docs/PERFORMANCE.md,
+# a swap's p99 fell from 2.8x to 1.6x the steady p99, taking 3-4x longer: docs/PERFORMANCE.md,
 # "The local server".
 THROTTLE = (0.002, 0.004)
 
@@ -49,8 +51,16 @@ class Watcher:
     if self._lock is None:
       self._lock = asyncio.Lock()
     async with self._lock:
-      loaded = await asyncio.get_running_loop().run_in_executor(self._pool, load)
-      return apply(loaded)
+      # The objects served so far leave the collector's view while loading: loading makes
+      # many objects, whose collections would otherwise walk the whole heap holding the GIL
+      # (the slowest requests of a swap waited for one: docs/PERFORMANCE.md). After the
+      # change they are collectable again (a removed version's cycles among them).
+      gc.freeze()
+      try:
+        loaded = await asyncio.get_running_loop().run_in_executor(self._pool, load)
+        return apply(loaded)
+      finally:
+        gc.unfreeze()
 
   async def poll(self):
     """Serves the versions that appeared under the base paths and drops those that went."""
