@@ -200,16 +200,16 @@ def _swap(sentences):
     process.wait(30)
     shutil.rmtree(os.path.dirname(base), ignore_errors=True)
   steady = [lat for at, lat in answered if start + 2 < at < arrived]
-  during = [lat for at, lat in answered if arrived <= at <= swapped + 0.5]
+  swap = [(at, lat) for at, lat in answered if arrived <= at <= swapped + 0.5]
+  during = [lat for _, lat in swap]
   p99 = float(np.percentile(steady, 99))
   return {"clients": FLAGS.swap_clients, "swap_seconds": round(swapped - arrived, 2),
           "steady": _figures(steady, arrived - start - 2),
           "during_swap": _figures(during, swapped + 0.5 - arrived),
           "slowest_during_swap_ms": round(max(during) * 1000, 1),
           # When the five slowest were answered, in s from the new version's arrival.
-          "slowest_answered_at_s": [round(at - arrived, 2) for at, lat in sorted(
-              ((at, lat) for at, lat in answered if arrived <= at <= swapped + 0.5),
-              key=lambda x: -x[1])[:5]],
+          "slowest_answered_at_s": [round(at - arrived, 2) for at, _ in
+                                    sorted(swap, key=lambda pair: -pair[1])[:5]],
           "slowest_over_steady_p99": round(max(during) / p99, 2)}
 
 

@@ -430,6 +430,7 @@ class ServerApiTest(tf.test.TestCase):
                        [t for t, s in zip(want["translation"][0], want["score"][0])
                         if np.isfinite(s)], where)
 
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                  "--no-first-run", "--disable-background-networking",

@@ -274,7 +274,8 @@ class SeveralModelsTest(tf.test.TestCase):
     def reload(*configs):
       path = write_config(os.path.join(self.tmp, "reload.config"), *configs)
       message = model_management_pb2.ReloadConfigRequest()
-      text_format.Parse(open(path, encoding="utf-8").read(), message.config)
+      with open(path, encoding="utf-8") as f:
+        text_format.Parse(f.read(), message.config)
       return models.HandleReloadConfigRequest(message, 120)
     try:
       en_de = ("en_de", self.base_path("en_de", 1, 2), "all {}", {"stable": 1})

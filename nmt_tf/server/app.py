@@ -30,7 +30,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from nmt_tf.server import rest
-from nmt_tf.server.errors import RequestError
+from nmt_tf.server.errors import first_line, RequestError
 from nmt_tf.server.service import Limits, Service  # pylint: disable=unused-import
 
 STATIC = os.path.join(os.path.dirname(__file__), "static")
@@ -169,11 +169,7 @@ async def _poll(watcher, seconds):
     try:
       await watcher.poll()
     except Exception as error:  # pylint: disable=broad-exception-caught
-      watcher.report(f"looking for new versions failed: {_first_line(error)}")
-
-
-def _first_line(error):
-  return " ".join((str(error) or type(error).__name__).strip().splitlines()[:1])[:500]
+      watcher.report(f"looking for new versions failed: {first_line(error)}")
 
 
 def _too_large(size, limits):

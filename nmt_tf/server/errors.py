@@ -15,6 +15,13 @@ class RequestError(Exception):
     self.status = status
 
 
+def first_line(error):
+  """The first line of `error`'s message (TensorFlow's errors: their `message`), at most 500
+  characters; its type's name when it has none."""
+  message = getattr(error, "message", None) or str(error) or type(error).__name__
+  return " ".join(message.strip().splitlines()[:1])[:500]
+
+
 def check_batch_sizes(columns):
   """RequestError unless every input of `columns` ({name: values}) has as many rows."""
   sizes = {name: len(values) for name, values in columns.items()}

@@ -9,8 +9,8 @@ endpoint writes them):
 
 `status` is the gRPC code name of the answer ("OK", "INVALID_ARGUMENT", "NOT_FOUND", ...;
 REST answers counted by the code of their HTTP status, errors.CODE_NAMES); `API` is
-Predict, GetModelMetadata or GetModelStatus, `entrypoint` REST or GRPC. A request naming no served model is counted
-under model_name "", so that clients cannot grow the label set. The bucket bounds are TF
+Predict, GetModelMetadata or GetModelStatus, `entrypoint` REST or GRPC. A request naming no
+served model is counted under model_name "", so that clients cannot grow the label set. The bucket bounds are TF
 Serving's (request latency: 10 us x 1.8^k, 33 buckets; queuing: 100 us x 1.2^k, 52).
 """
 

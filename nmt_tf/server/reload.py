@@ -23,8 +23,8 @@ import sys
 import time
 
 from nmt_tf.server import model_config
-from nmt_tf.server.errors import RequestError
-from nmt_tf.server.servable import load_entry, load_version, ServeError, warm_up
+from nmt_tf.server.errors import first_line, RequestError
+from nmt_tf.server.servable import check_labels, load_entry, load_version, ServeError, warm_up
 
 LOAD_ERRORS = (ServeError, ValueError, OSError)
 # The loading thread's Python work: 2 ms of it, then 4 ms asleep (_Throttle). Under 16 clients
@@ -75,36 +75,33 @@ class Watcher:
     only them, once each has loaded its versions; RequestError, and nothing changed, when one
     cannot be served (a model whose base path holds no version yet is served once it does)."""
     def load():
-      models, changes = {}, []
+      models, kept, changes = {}, [], []  # kept: (servable, its new entry)
       for entry in entries:
-        kept = self.service.models.get(entry.name)
-        if kept is not None and kept.entry is not None and \
-            kept.entry.base_path == entry.base_path:
-          change = self._scan(kept, entry)
-          versions = set(kept.versions) | set(change[1] if change else ())
-          versions -= set(change[2] if change else ())
-          _check_labels(entry, versions)
-          models[entry.name] = kept
-          changes.append(change or (kept, {}, [], {}, {}))
-          continue
+        servable = self.service.models.get(entry.name)
         try:
-          servable = load_entry(entry, self.report)
-          warm_up(servable)
+          if servable is not None and servable.entry is not None and \
+              servable.entry.base_path == entry.base_path:
+            change = self._scan(servable, entry)
+            _, added, removed, _, _ = change or (None, {}, [], None, None)
+            check_labels(entry, (set(servable.versions) | set(added)) - set(removed))
+            kept.append((servable, entry))
+            changes += [change] if change else []
+          else:
+            servable = load_entry(entry, self.report)
+            warm_up(servable)
         except LOAD_ERRORS as error:
-          raise RequestError(_first_line(error)) from None
+          raise RequestError(first_line(error)) from None
         models[entry.name] = servable
-      return models, changes
+      return models, kept, changes
 
     def apply(loaded):
-      models, changes = loaded
-      by_name = {entry.name: entry for entry in entries}
+      models, kept, changes = loaded
       for name in self.service.models:
         if name not in models:
           self.report(f"model {name} no longer served")
-      for change in changes:
-        change[0].entry = by_name[change[0].name]
-        change[0].labels = dict(change[0].entry.labels)
-      self._apply([change for change in changes if any(change[1:4])])
+      for servable, entry in kept:
+        servable.entry, servable.labels = entry, dict(entry.labels)
+      self._apply(changes)
       for name, servable in models.items():
         if self.service.models.get(name) is not servable and servable.versions:
           self.report(f"model {name}: version {', '.join(map(str, sorted(servable.versions)))}"
@@ -130,7 +127,7 @@ class Watcher:
         warm_up(servable, {version: signatures})
       except LOAD_ERRORS as error:
         self._tried[(servable.name, version)] = stamp
-        failed[version] = _first_line(error)
+        failed[version] = first_line(error)
         continue
       added[version] = signatures
     removed = sorted(v for v in servable.versions if v not in wanted)
@@ -161,13 +158,6 @@ class Watcher:
                       "no longer served")
 
 
-def _check_labels(entry, versions):
-  for label, version in entry.labels.items():
-    if version not in versions:
-      raise RequestError(f"model {entry.name}: label {label!r} names version {version}, "
-                         f"which is not served (served: {sorted(versions)}).")
-
-
 class _Throttle:
   """A profile hook (sys.setprofile) of the loading thread: after every `run` seconds of its
   Python work, the thread sleeps `rest` seconds, giving the GIL and a core to the requests
@@ -188,10 +178,6 @@ class _Throttle:
 def _throttled():
   """Throttles the calling thread (the loading thread) to a third of the time: _Throttle."""
   sys.setprofile(_Throttle(*THROTTLE))
-
-
-def _first_line(error):
-  return str(error).splitlines()[0] if str(error) else type(error).__name__
 
 
 def _stamp(folder):

@@ -199,14 +199,19 @@ def load_entry(entry, report=None):
     raise ServeError(f"model {entry.name}: no version under {entry.base_path} loads "
                      f"({next(iter(failed.values())) if failed else 'none is there'}); export "
                      "one there (`nmt-tf export --export_dir=...`) first.")
-  for label, version in entry.labels.items():
-    if version not in versions:
-      raise ServeError(f"model {entry.name}: label {label!r} names version {version}, which "
-                       f"is not served (served: {sorted(versions)}).")
+  check_labels(entry, versions)
   servable = Servable(entry.name, versions, labels=dict(entry.labels), entry=entry,
                       failed=failed)
   servable.describe(found[max(versions)])
   return servable
+
+
+def check_labels(entry, versions):
+  """ServeError unless every label of `entry` names one of `versions`."""
+  for label, version in entry.labels.items():
+    if version not in versions:
+      raise ServeError(f"model {entry.name}: label {label!r} names version {version}, which "
+                       f"is not served (served: {sorted(versions)}).")
 
 
 def load_version(version_dir):

@@ -1,15 +1,15 @@
 """What the server answers, whichever API asks: a Servable's versions resolved from a model
 name, version or label; its signatures called on numpy inputs through one Batcher, within the
-server's Limits; version status and SignatureDefs; the metrics of every answer. rest.py/app.py (JSON over HTTP) and
-grpc_api.py (TF Serving's protos over gRPC) only translate requests and answers, so both APIs
-answer alike and share their batches.
+server's Limits; version status and SignatureDefs; the metrics of every answer. rest.py and
+app.py (JSON over HTTP) and grpc_api.py (TF Serving's protos over gRPC) only translate
+requests and answers, so both APIs answer alike and share their batches.
 """
 
 import collections
 import dataclasses
 
 from nmt_tf.server.batching import Batcher
-from nmt_tf.server.errors import CODE_NAMES, RequestError
+from nmt_tf.server.errors import CODE_NAMES, first_line, RequestError
 from nmt_tf.server.metrics import Metrics
 
 SETTINGS = ("beam_size", "nbest", "length_penalty")
@@ -143,7 +143,7 @@ class Service:
     try:
       return version, await self.batcher.run(batch_key, signature, inputs)
     except Exception as error:  # pylint: disable=broad-exception-caught
-      raise RequestError(_first_line(error)) from error
+      raise RequestError(first_line(error)) from error
 
   def _search_settings(self, servable, parameters, name):
     """(beam_size, nbest, length_penalty) of a request's "parameters"; RequestError unless
@@ -212,8 +212,3 @@ def _check_languages(values, languages):
     if language not in languages:
       raise RequestError(f"target_lang[{i}] is {language!r}, a language this model was not "
                          f"trained for; give one of {', '.join(languages)}.")
-
-
-def _first_line(error):
-  message = getattr(error, "message", None) or str(error) or type(error).__name__
-  return " ".join(message.strip().splitlines()[:1])[:500]
