@@ -17,11 +17,13 @@ object: the CPU, then per signature, protocol and client count the requests/s an
 and 99th-percentile latency in ms.
 
 With --swap_export (a version folder of `nmt-tf export`), the server serves a base path
-holding it as version 1 (`--export_dir`, polled every 0.2 s); --swap_clients gRPC clients
-send serving_default requests for --swap_seconds, and half-way a copy of it is renamed in as
-version 2. Printed: the p50 and p99 of the steady half, and of the requests answered from
-the copy's arrival until version 2 served (the swap), with the slowest of them, its ratio
-to the steady p99, and when the five slowest were answered.
+holding it as version 1 (`--export_dir`, polled every 0.2 s). A copy of it is renamed in as
+version 2 with no client sending (an unloaded load, timed until it serves); then
+--swap_clients gRPC clients send serving_default requests for --swap_seconds, and half-way
+another copy arrives as version 3. Printed: the unloaded load's seconds, the swap's and their
+ratio; the p50 and p99 of the steady half, and of the requests answered from the copy's
+arrival until version 3 served (the swap), with the slowest of them, its ratio to the steady
+p99, and when the five slowest were answered.
 """
 
 import concurrent.futures
@@ -152,8 +154,25 @@ def _time_server(setting, sentences, results, args):
     process.wait(30)
 
 
+def _arrive(base, version, url):
+  """Renames a copy of --swap_export into `base` as `version`; (arrived, served) times once
+  the server reports it AVAILABLE."""
+  import shutil  # pylint: disable=g-import-not-at-top
+  staged = os.path.join(base, f".{version}.tmp")
+  shutil.copytree(FLAGS.swap_export, staged)
+  arrived = time.perf_counter()
+  os.rename(staged, os.path.join(base, str(version)))
+  while True:  # until the version answers unversioned requests
+    with urllib.request.urlopen(url + "/v1/models/nmt", timeout=300) as answer:
+      status = json.loads(answer.read())["model_version_status"]
+    if any(v["version"] == str(version) and v["state"] == "AVAILABLE" for v in status):
+      return arrived, time.perf_counter()
+    time.sleep(0.05)
+
+
 def _swap(sentences):
-  """The latencies of steady load and of a version swap under it (module docstring)."""
+  """The time of an unloaded load, then the latencies of steady load and of a version swap
+  under it (module docstring)."""
   import shutil  # pylint: disable=g-import-not-at-top
   import tempfile  # pylint: disable=g-import-not-at-top
   import threading  # pylint: disable=g-import-not-at-top
@@ -176,21 +195,12 @@ def _swap(sentences):
       i += 1
   threads = [threading.Thread(target=client, args=(k,)) for k in range(FLAGS.swap_clients)]
   try:
+    unloaded = _arrive(base, 2, url)  # no client: the time of a load alone
     start = time.perf_counter()
     for thread in threads:
       thread.start()
     time.sleep(FLAGS.swap_seconds / 2)
-    staged = os.path.join(base, ".2.tmp")
-    shutil.copytree(FLAGS.swap_export, staged)
-    arrived = time.perf_counter()
-    os.rename(staged, os.path.join(base, "2"))
-    while True:  # until version 2 answers unversioned requests
-      with urllib.request.urlopen(url + "/v1/models/nmt", timeout=30) as answer:
-        status = json.loads(answer.read())["model_version_status"]
-      if any(v["version"] == "2" and v["state"] == "AVAILABLE" for v in status):
-        break
-      time.sleep(0.05)
-    swapped = time.perf_counter()
+    arrived, swapped = _arrive(base, 3, url)
     time.sleep(max(0.0, start + FLAGS.swap_seconds - time.perf_counter()))
   finally:
     stop.set()
@@ -203,7 +213,11 @@ def _swap(sentences):
   swap = [(at, lat) for at, lat in answered if arrived <= at <= swapped + 0.5]
   during = [lat for _, lat in swap]
   p99 = float(np.percentile(steady, 99))
-  return {"clients": FLAGS.swap_clients, "swap_seconds": round(swapped - arrived, 2),
+  return {"clients": FLAGS.swap_clients,
+          "unloaded_load_seconds": round(unloaded[1] - unloaded[0], 2),
+          "swap_seconds": round(swapped - arrived, 2),
+          "swap_over_unloaded_load": round((swapped - arrived) / (unloaded[1] - unloaded[0]),
+                                           2),
           "steady": _figures(steady, arrived - start - 2),
           "during_swap": _figures(during, swapped + 0.5 - arrived),
           "slowest_during_swap_ms": round(max(during) * 1000, 1),

@@ -357,9 +357,10 @@ class InstalledWheelTest(tf.test.TestCase):
     process, url = server_fixtures.serve_process([], python=self.python, cwd=self.home,
                                                  env=self.env)
     try:
-      with urllib.request.urlopen(url + "/", timeout=30) as page:
+      net = server_fixtures.SAFETY_NET
+      with urllib.request.urlopen(url + "/", timeout=net) as page:
         self.assertIn("/static/page.js", page.read().decode())
-      with urllib.request.urlopen(url + "/static/page.js", timeout=30) as script:
+      with urllib.request.urlopen(url + "/static/page.js", timeout=net) as script:
         self.assertIn("heatmap", script.read().decode())
       status, answer = server_fixtures.request(url + "/v1/models/nmt:predict",
                                                {"instances": [SENTENCES[0]]})

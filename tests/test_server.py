@@ -30,7 +30,7 @@ from nmt_tf.server.errors import RequestError
 from tests import server_fixtures
 from tests.release_fixtures import load_client
 from tests.run_fixtures import make_tiny_run
-from tests.server_fixtures import request, ROOT
+from tests.server_fixtures import request, ROOT, SAFETY_NET
 
 CLIENT = load_client()  # export/client.py
 
@@ -249,7 +249,7 @@ class ServerApiTest(tf.test.TestCase):
   def test_rest_examples_against_the_server(self):
     out = subprocess.run(["bash", os.path.join(ROOT, "export", "rest_examples.sh")],
                          env={**os.environ, "HOST": self.server.url}, capture_output=True,
-                         text=True, timeout=120, check=False)
+                         text=True, timeout=SAFETY_NET, check=False)
     self.assertEqual(out.returncode, 0, out.stderr)
     answers = [json.loads(line) for line in out.stdout.replace("}{", "}\n{").splitlines()
                if line.strip()]
@@ -269,7 +269,7 @@ class ServerApiTest(tf.test.TestCase):
                    version_label=None):
     request = CLIENT.predict_request(texts, "nmt", signature, version, targets,
                                      version_label=version_label)
-    return CLIENT.response_to_dict(self.stub.Predict(request, 60))
+    return CLIENT.response_to_dict(self.stub.Predict(request, SAFETY_NET))
 
   def test_grpc_predict_equals_rest_and_the_signatures(self):
     for signature in ("serving_default", "beam_search"):
@@ -284,20 +284,20 @@ class ServerApiTest(tf.test.TestCase):
     got = self.grpc_predict(self.sentences, "score", version=1, targets=targets)
     _close(self, {k: rest.to_json_value(v) for k, v in got.items()},
            self.direct("score", source=self.sentences, target=targets), "gRPC score")
-    latest = self.stub.Predict(CLIENT.predict_request(["a b"], "nmt", "beam_search"), 60)
+    latest = self.stub.Predict(CLIENT.predict_request(["a b"], "nmt", "beam_search"), SAFETY_NET)
     self.assertEqual((latest.model_spec.version.value, latest.model_spec.signature_name),
                      (2, "beam_search"))
     labelled = self.grpc_predict(["a b"], "beam_search", version_label="stable")
     self.assertLen(labelled["translation"][0], 3)  # version 1: beam 3, 3-best
     filtered = CLIENT.predict_request(["a b"], "nmt")
     filtered.output_filter.append("translation")
-    self.assertEqual(list(self.stub.Predict(filtered, 60).outputs), ["translation"])
+    self.assertEqual(list(self.stub.Predict(filtered, SAFETY_NET).outputs), ["translation"])
 
   def test_grpc_metadata_and_status(self):
     request_ = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=["signature_def"])
     request_.model_spec.name = "nmt"
     request_.model_spec.version.value = 1
-    answer = self.stub.GetModelMetadata(request_, 60)
+    answer = self.stub.GetModelMetadata(request_, SAFETY_NET)
     self.assertEqual((answer.model_spec.name, answer.model_spec.version.value), ("nmt", 1))
     defs = get_model_metadata_pb2.SignatureDefMap()
     answer.metadata["signature_def"].Unpack(defs)
@@ -309,13 +309,13 @@ class ServerApiTest(tf.test.TestCase):
     models = model_service_pb2_grpc.ModelServiceStub(self.channel)
     status = get_model_status_pb2.GetModelStatusRequest()
     status.model_spec.name = "nmt"
-    answer = models.GetModelStatus(status, 60)
+    answer = models.GetModelStatus(status, SAFETY_NET)
     self.assertEqual([(v.version, v.state) for v in answer.model_version_status],
                      [(1, get_model_status_pb2.ModelVersionStatus.AVAILABLE),
                       (2, get_model_status_pb2.ModelVersionStatus.AVAILABLE)])
     status.model_spec.version_label = "canary"
-    self.assertEqual([v.version for v in models.GetModelStatus(status, 60).model_version_status],
-                     [2])
+    answer = models.GetModelStatus(status, SAFETY_NET)
+    self.assertEqual([v.version for v in answer.model_version_status], [2])
 
   def test_grpc_refusals_name_the_fault_and_the_server_goes_on(self):
     def request_with(texts=("a",), signature="serving_default", **change):
@@ -349,7 +349,7 @@ class ServerApiTest(tf.test.TestCase):
         (request_with(["x" * 10_000]), grpc.StatusCode.INVALID_ARGUMENT, "--max_text_chars"),
         (request_with(["x" * 300_000]), grpc.StatusCode.RESOURCE_EXHAUSTED, "")):
       with self.assertRaises(grpc.RpcError) as caught:
-        self.stub.Predict(message, 60)
+        self.stub.Predict(message, SAFETY_NET)
       self.assertEqual(caught.exception.code(), code, message.model_spec)
       self.assertIn(words, caught.exception.details())
       self.assertNotIn("\n", caught.exception.details())
@@ -377,7 +377,7 @@ class ServerApiTest(tf.test.TestCase):
     """{(metric sample name, labels as a sorted tuple): value} of the metrics endpoint, read
     with Prometheus' own parser."""
     with urllib.request.urlopen(self.server.url + "/monitoring/prometheus/metrics",
-                                timeout=30) as answer:
+                                timeout=SAFETY_NET) as answer:
       self.assertEqual(answer.headers["Content-Type"], "text/plain; version=0.0.4; "
                        "charset=utf-8")
       text = answer.read().decode("utf-8")
@@ -423,7 +423,7 @@ class ServerApiTest(tf.test.TestCase):
     for where in (f"--rest={self.server.url}", f"--server={self.server.grpc_address}"):
       out = subprocess.run([sys.executable, os.path.join(ROOT, "export", "client.py"), where,
                             "--signature=beam_search", "--version=1", self.sentences[0]],
-                           capture_output=True, text=True, timeout=120, check=False)
+                           capture_output=True, text=True, timeout=SAFETY_NET, check=False)
       self.assertEqual(out.returncode, 0, out.stderr)
       result = json.loads(out.stdout.splitlines()[0])
       self.assertEqual([h["translation"] for h in result["nbest"]],
@@ -439,7 +439,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 
 def _nmt_tf(*args, stdin=None):
   return subprocess.run([sys.executable, "-m", "nmt_tf"] + list(args), cwd=ROOT, input=stdin,
-                        capture_output=True, text=True, timeout=300, check=False)
+                        capture_output=True, text=True, timeout=SAFETY_NET, check=False)
 
 
 class ServedRunCase(tf.test.TestCase):
@@ -570,7 +570,7 @@ class ServeCommandTest(ServedRunCase):
                 if l.startswith("curl ") and "localhost:8501" in l)
     port = self.url.rsplit(":", 1)[1]
     out = subprocess.run(["bash", "-c", line.replace("localhost:8501", f"127.0.0.1:{port}")],
-                         capture_output=True, text=True, timeout=120, check=False)
+                         capture_output=True, text=True, timeout=SAFETY_NET, check=False)
     self.assertEqual(out.returncode, 0, out.stderr)
     answer = json.loads(out.stdout)
     self.assertEqual(answer["outputs"]["translation"][0][0],
@@ -582,7 +582,7 @@ class ServeCommandTest(ServedRunCase):
     own."""
     out = subprocess.run([sys.executable, os.path.join(ROOT, "export", "client.py"),
                           f"--server={self.grpc_address}", "--signature=beam_search",
-                          self.sentence], capture_output=True, text=True, timeout=120,
+                          self.sentence], capture_output=True, text=True, timeout=SAFETY_NET,
                          check=False)
     self.assertEqual(out.returncode, 0, out.stderr)
     self.assertEqual(json.loads(out.stdout)["nbest"][0]["translation"],
@@ -605,7 +605,7 @@ class ServeCommandTest(ServedRunCase):
                         ([f"--run_dir={self.run_dir}", "--version_labels=stable=4"],
                          "--version_labels")):
       out = subprocess.run([sys.executable, "-m", "nmt_tf", "serve"] + args, cwd=ROOT,
-                           capture_output=True, text=True, timeout=300, check=False)
+                           capture_output=True, text=True, timeout=SAFETY_NET, check=False)
       self.assertEqual(out.returncode, 2, (args, out.stderr))
       self.assertLen(out.stderr.strip().splitlines(), 1, out.stderr)
       self.assertIn(words, out.stderr)

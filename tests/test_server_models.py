@@ -23,7 +23,7 @@ from tensorflow_serving.apis import model_service_pb2_grpc, prediction_service_p
 from nmt_tf.server import model_config, rest, servable
 from tests import server_fixtures
 from tests.release_fixtures import load_client
-from tests.server_fixtures import request, ROOT
+from tests.server_fixtures import request, ROOT, SAFETY_NET
 
 CLIENT = load_client()  # export/client.py
 
@@ -136,7 +136,7 @@ class SeveralModelsTest(tf.test.TestCase):
 
   def grpc_beam(self, stub, model, texts, version=None, version_label=None):
     answer = stub.Predict(CLIENT.predict_request(texts, model, "beam_search", version,
-                                                 version_label=version_label), 60)
+                                                 version_label=version_label), SAFETY_NET)
     return answer.model_spec.version.value, \
         rest.to_json_value(CLIENT.response_to_dict(answer)["translation"])
 
@@ -171,12 +171,12 @@ class SeveralModelsTest(tf.test.TestCase):
       status, answer = request(f"{server.url}/v1/models/de_en/versions/2:predict",
                                {"instances": ["a"]})
       self.assertEqual(status, 404, answer)  # latest: version 1 only
-      with urllib.request.urlopen(server.url + "/?model=en_de", timeout=30) as page:
+      with urllib.request.urlopen(server.url + "/?model=en_de", timeout=SAFETY_NET) as page:
         self.assertIn("&quot;model&quot;: &quot;en_de&quot;", page.read().decode("utf-8"))
       models = model_service_pb2_grpc.ModelServiceStub(channel)
       message = get_model_status_pb2.GetModelStatusRequest()
       message.model_spec.name = "en_de"
-      self.assertEqual([v.version for v in models.GetModelStatus(message, 60)
+      self.assertEqual([v.version for v in models.GetModelStatus(message, SAFETY_NET)
                         .model_version_status], [1, 2])
     finally:
       channel.close()
@@ -224,7 +224,7 @@ class SeveralModelsTest(tf.test.TestCase):
     finally:
       stop.set()
       for thread in threads:
-        thread.join(60)
+        thread.join(SAFETY_NET)
     try:
       self.assertEqual(self.grpc_beam(stub, "nmt", self.sentences)[0], 2)
       self.assertEqual(errors, [])
@@ -245,7 +245,7 @@ class SeveralModelsTest(tf.test.TestCase):
       channel.close()
       server.stop()
 
-  def wait_for(self, server, test, timeout=60, model="nmt"):
+  def wait_for(self, server, test, timeout=SAFETY_NET, model="nmt"):
     deadline = time.time() + timeout
     while time.time() < deadline:
       status = request(f"{server.url}/v1/models/{model}")[1].get("model_version_status")
@@ -276,7 +276,7 @@ class SeveralModelsTest(tf.test.TestCase):
       message = model_management_pb2.ReloadConfigRequest()
       with open(path, encoding="utf-8") as f:
         text_format.Parse(f.read(), message.config)
-      return models.HandleReloadConfigRequest(message, 120)
+      return models.HandleReloadConfigRequest(message, SAFETY_NET)
     try:
       en_de = ("en_de", self.base_path("en_de", 1, 2), "all {}", {"stable": 1})
       answer = reload(("de_en", de_en, "", {}), en_de, ("later", later, "", {}))
@@ -334,7 +334,7 @@ class SeveralModelsTest(tf.test.TestCase):
         out = subprocess.run([sys.executable, os.path.join(ROOT, "export", "client.py"),
                               f"--server=127.0.0.1:{grpc_port}", f"--version_label={label}",
                               "--signature=beam_search", self.sentences[0]],
-                             capture_output=True, text=True, timeout=120, check=False)
+                             capture_output=True, text=True, timeout=SAFETY_NET, check=False)
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertEqual([h["translation"] for h in json.loads(out.stdout)["nbest"]],
                          self.finite[version])
@@ -349,7 +349,7 @@ class SeveralModelsTest(tf.test.TestCase):
                         ([f"--model_config_file={self.tmp}/none.config"], "cannot be read")):
       out = subprocess.run([sys.executable, "-m", "nmt_tf", "serve",
                             f"--port={server_fixtures.free_port()}"] + args, cwd=ROOT,
-                           capture_output=True, text=True, timeout=300, check=False)
+                           capture_output=True, text=True, timeout=SAFETY_NET, check=False)
       self.assertEqual(out.returncode, 2, (args, out.stderr))
       self.assertLen(out.stderr.strip().splitlines(), 1, out.stderr)
       self.assertIn(words, out.stderr)

@@ -22,7 +22,7 @@ from nmt_tf.data import target_tags
 from nmt_tf.export import export_run
 from nmt_tf.server import servable as servable_lib
 from tests.release_fixtures import ExportLoader, ROOT
-from tests.server_fixtures import free_port, request, serve_process, ThreadServer
+from tests.server_fixtures import free_port, request, SAFETY_NET, serve_process, ThreadServer
 from tests.test_cli_decode import run_command
 from tests.training_fixtures import tiny_train_config
 
@@ -207,13 +207,13 @@ class TaggedModelTest(tf.test.TestCase):
       self.assertEqual(status, 400, answer)
       out = subprocess.run([sys.executable, os.path.join(ROOT, "export", "client.py"),
                             f"--rest={server.url}", "--target_lang=fr"] + self.sentences,
-                           capture_output=True, text=True, timeout=120, check=False)
+                           capture_output=True, text=True, timeout=SAFETY_NET, check=False)
       self.assertEqual(out.returncode, 0, out.stderr)
       self.assertEqual([json.loads(line)["translation"] for line in out.stdout.splitlines()],
                        served["fr"]["greedy"])
       status, _ = request(url, {"instances": [{"text": "", "target_lang": "en"}]})
       self.assertEqual(status, 200)  # still serving
-      with urllib.request.urlopen(server.url + "/", timeout=30) as page:
+      with urllib.request.urlopen(server.url + "/", timeout=SAFETY_NET) as page:
         html = page.read().decode("utf-8")
       self.assertIn("&quot;target_languages&quot;: [&quot;en&quot;, &quot;fr&quot;]", html)
       self.assertIn('<select id="target_lang">', html)  # the page's menu of them
@@ -225,7 +225,7 @@ class TaggedModelTest(tf.test.TestCase):
     try:
       out = subprocess.run([sys.executable, os.path.join(ROOT, "export", "client.py"),
                             f"--server=127.0.0.1:{grpc_port}", "--target_lang=fr"] +
-                           self.sentences, capture_output=True, text=True, timeout=120,
+                           self.sentences, capture_output=True, text=True, timeout=SAFETY_NET,
                            check=False)
       self.assertEqual(out.returncode, 0, out.stderr)
       self.assertEqual([json.loads(line)["translation"] for line in out.stdout.splitlines()],

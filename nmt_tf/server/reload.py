@@ -9,28 +9,21 @@ versions, and the requests that already hold its signatures finish on it (Signat
 keeps it loaded until they do). A version that fails to load is reported in one line and in
 its status, and is tried again only when its folder changes; the versions serving stay.
 
-Loading runs in one thread of its own, throttled (THROTTLE), with the objects already served
-frozen out of the garbage collector's walks, so that the requests answered meanwhile keep the
-GIL and the cores: docs/PERFORMANCE.md, "The local server", measures a version swap under
-load.
+Loading runs in one thread of its own, with the objects already served frozen out of the
+garbage collector's walks while it loads: docs/SERVE.md says why, and docs/PERFORMANCE.md,
+"The local server", measures a version swap under load.
 """
 
 import asyncio
 import concurrent.futures
 import gc
 import os
-import sys
-import time
 
 from nmt_tf.server import model_config
 from nmt_tf.server.errors import first_line, RequestError
 from nmt_tf.server.servable import check_labels, load_entry, load_version, ServeError, warm_up
 
 LOAD_ERRORS = (ServeError, ValueError, OSError)
-# The loading thread's Python work: 2 ms of it, then 4 ms asleep (_Throttle). Under 16 clients
-# a swap's p99 fell from 2.8x to 1.6x the steady p99, taking 3-4x longer: docs/PERFORMANCE.md,
-# "The local server".
-THROTTLE = (0.002, 0.004)
 
 
 class Watcher:
@@ -42,8 +35,7 @@ class Watcher:
     self.service = service
     self.report = report  # report(line): one line per loaded, removed or failed version
     self._tried = {}  # (model, version) -> stamp of the folder that failed to load
-    self._pool = concurrent.futures.ThreadPoolExecutor(1, "nmt-tf-load",
-                                                       initializer=_throttled)
+    self._pool = concurrent.futures.ThreadPoolExecutor(1, "nmt-tf-load")
     self._lock = None  # an asyncio.Lock of the serving loop: one change at a time
 
   async def _in_turn(self, load, apply):
@@ -52,9 +44,9 @@ class Watcher:
       self._lock = asyncio.Lock()
     async with self._lock:
       # The objects served so far leave the collector's view while loading: loading makes
-      # many objects, whose collections would otherwise walk the whole heap holding the GIL
-      # (the slowest requests of a swap waited for one: docs/PERFORMANCE.md). After the
-      # change they are collectable again (a removed version's cycles among them).
+      # many objects, and the full collection they trigger would otherwise walk the whole
+      # heap holding the GIL (300 ms and more, every request waiting). After the change they
+      # are collectable again (a removed version's cycles among them).
       gc.freeze()
       try:
         loaded = await asyncio.get_running_loop().run_in_executor(self._pool, load)
@@ -156,28 +148,6 @@ class Watcher:
         if version not in servable.versions and version in removed:
           self.report(f"model {servable.name}: label {label!r} names version {version}, "
                       "no longer served")
-
-
-class _Throttle:
-  """A profile hook (sys.setprofile) of the loading thread: after every `run` seconds of its
-  Python work, the thread sleeps `rest` seconds, giving the GIL and a core to the requests
-  answered meanwhile. Loading a SavedModel is mostly Python (restoring its functions), so it
-  otherwise takes the GIL from the event loop and the batcher at every switch interval."""
-
-  def __init__(self, run, rest):
-    self.run, self.rest = run, rest
-    self.since = time.perf_counter()
-
-  def __call__(self, frame, event, arg):
-    del frame, event, arg
-    if time.perf_counter() - self.since >= self.run:
-      time.sleep(self.rest)
-      self.since = time.perf_counter()
-
-
-def _throttled():
-  """Throttles the calling thread (the loading thread) to a third of the time: _Throttle."""
-  sys.setprofile(_Throttle(*THROTTLE))
 
 
 def _stamp(folder):
