@@ -1,7 +1,9 @@
 """pytest setup: quiet TensorFlow logs, make the project importable, seed every class and test."""
 
 import os
+import shutil
 import sys
+import tempfile
 import zlib
 
 import pytest
@@ -9,11 +11,26 @@ import pytest
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from tests import shared_fixtures  # pylint: disable=wrong-import-position
+
 
 # Test files whose classes take minutes: they run first, so that with several workers
 # (pytest-xdist) the many short classes fill the end of the run instead of waiting for them.
 LONG_FIRST = ("tests/test_release_install.py", "experiments/multi30k/test_study.py",
               "tests/test_training_processes.py")
+
+
+def pytest_configure(config):
+  """The session's folder of shared fixtures (tests/shared_fixtures.py), made by the main
+  process before pytest-xdist starts its workers, which inherit it."""
+  if not hasattr(config, "workerinput"):
+    config.nmt_tf_shared = tempfile.mkdtemp(prefix="nmt_tf_shared_")
+    os.environ[shared_fixtures.ROOT_VARIABLE] = config.nmt_tf_shared
+
+
+def pytest_unconfigure(config):
+  if hasattr(config, "nmt_tf_shared"):
+    shutil.rmtree(config.nmt_tf_shared, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):

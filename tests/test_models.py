@@ -16,7 +16,7 @@ from nmt_tf.models import ConfigError, ModelConfig, Seq2Seq
 from nmt_tf.models import factory
 from nmt_tf.training import losses
 from tests import numpy_reference as ref
-from tests.model_fixtures import TINY, VARIANTS, batch, op_types, tiny_config
+from tests.model_fixtures import QUICK_VARIANTS, TINY, VARIANTS, batch, op_types, tiny_config
 from tests.training_fixtures import recipe
 
 # Every decoder type plus hard attention; the encoder variants share the cgru training path.
@@ -56,11 +56,15 @@ def _stepwise(model, source, target_in):
   return tf.stack(logits, 1), tf.stack(attention, 1)
 
 
-class ModelInvariantsTest(tf.test.TestCase, parameterized.TestCase):
+def _variants(quick):
+  """named_parameters of the model variants in (quick=True) or out of QUICK_VARIANTS."""
+  return [(name, kw) for name, kw in VARIANTS.items() if (name in QUICK_VARIANTS) == quick]
+
+
+class ModelInvariants:
   """Per model variant: step == call, padding invariance, a gradient for every weight."""
 
-  @parameterized.named_parameters(*[(name, kw) for name, kw in VARIANTS.items()])
-  def test_invariants(self, overrides):
+  def check_invariants(self, overrides):
     keras.utils.set_random_seed(1)
     model = Seq2Seq(tiny_config(**overrides))
     b = batch()
@@ -104,7 +108,26 @@ class ModelInvariantsTest(tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(missing, [])
 
 
-class CheckpointTest(tf.test.TestCase, parameterized.TestCase):
+class ModelInvariantsTest(ModelInvariants, tf.test.TestCase, parameterized.TestCase):
+  """ModelInvariants for QUICK_VARIANTS."""
+
+  @parameterized.named_parameters(*_variants(quick=True))
+  def test_invariants(self, overrides):
+    self.check_invariants(overrides)
+
+
+@pytest.mark.slow  # every other variant
+@pytest.mark.variants
+class ModelInvariantsOtherVariantsTest(ModelInvariants, tf.test.TestCase,
+                                       parameterized.TestCase):
+  """ModelInvariants for every other variant of the model fixtures."""
+
+  @parameterized.named_parameters(*_variants(quick=False))
+  def test_invariants(self, overrides):
+    self.check_invariants(overrides)
+
+
+class Checkpoints:
   """Every weight is in a tf.train.Checkpoint: a restored fresh model gives the same logits."""
 
   def saved_model(self, overrides):
@@ -115,8 +138,7 @@ class CheckpointTest(tf.test.TestCase, parameterized.TestCase):
     path = tf.train.Checkpoint(model=model).save(os.path.join(self.get_temp_dir(), "ckpt"))
     return model, expected, path
 
-  @parameterized.named_parameters(*[(name, kw) for name, kw in VARIANTS.items()])
-  def test_restore_reproduces_outputs(self, overrides):
+  def check_restore_reproduces_outputs(self, overrides):
     b = batch()
     _, expected, path = self.saved_model(overrides)
     keras.utils.set_random_seed(6)
@@ -125,9 +147,7 @@ class CheckpointTest(tf.test.TestCase, parameterized.TestCase):
     tf.train.Checkpoint(model=fresh).restore(path).assert_consumed()
     self.assertAllClose(fresh(b)["logits"], expected, atol=1e-6)
 
-
-  @parameterized.named_parameters(*[(name, kw) for name, kw in VARIANTS.items()])
-  def test_one_decoding_step_builds_every_weight(self, overrides):
+  def check_one_decoding_step_builds_every_weight(self, overrides):
     # build_model(..., checkpoint=) builds a model to decode with by one step (faster to
     # start than the teacher-forced batch); it must leave no checkpoint value unrestored.
     b = batch()
@@ -140,6 +160,18 @@ class CheckpointTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(fresh(b)["logits"], expected, atol=1e-6)
     built = factory.build_model(tiny_config(**overrides), initialize=False, checkpoint=path)
     self.assertEqual(len(built.variables), len(model.variables))
+
+
+class CheckpointTest(Checkpoints, tf.test.TestCase, parameterized.TestCase):
+  """Checkpoints for QUICK_VARIANTS, and a decoding step that misses weights."""
+
+  @parameterized.named_parameters(*_variants(quick=True))
+  def test_restore_reproduces_outputs(self, overrides):
+    self.check_restore_reproduces_outputs(overrides)
+
+  @parameterized.named_parameters(*_variants(quick=True))
+  def test_one_decoding_step_builds_every_weight(self, overrides):
+    self.check_one_decoding_step_builds_every_weight(overrides)
 
   def test_a_step_that_misses_weights_falls_back_to_the_batch(self):
     model, _, path = self.saved_model(dict(decoder="cgru"))
@@ -154,6 +186,20 @@ class CheckpointTest(tf.test.TestCase, parameterized.TestCase):
     # An unreadable checkpoint builds the whole model; restoring it reports the damage.
     built = factory.build_model(tiny_config(decoder="cgru"), initialize=False, checkpoint=damaged)
     self.assertEqual(len(built.variables), len(model.variables))
+
+
+@pytest.mark.slow  # every other variant
+@pytest.mark.variants
+class CheckpointOtherVariantsTest(Checkpoints, tf.test.TestCase, parameterized.TestCase):
+  """Checkpoints for every other variant of the model fixtures."""
+
+  @parameterized.named_parameters(*_variants(quick=False))
+  def test_restore_reproduces_outputs(self, overrides):
+    self.check_restore_reproduces_outputs(overrides)
+
+  @parameterized.named_parameters(*_variants(quick=False))
+  def test_one_decoding_step_builds_every_weight(self, overrides):
+    self.check_one_decoding_step_builds_every_weight(overrides)
 
 
 class WerlenAppendixTest(tf.test.TestCase, parameterized.TestCase):

@@ -28,6 +28,7 @@ from nmt_tf.server import rest, servable
 from nmt_tf.server.app import Limits
 from nmt_tf.server.errors import RequestError
 from tests import server_fixtures
+from tests import shared_fixtures
 from tests.release_fixtures import load_client
 from tests.run_fixtures import make_tiny_run
 from tests.server_fixtures import request, ROOT, SAFETY_NET
@@ -110,30 +111,29 @@ def _close(test, got, want, where):
 
 @pytest.mark.slow
 class ServerApiTest(tf.test.TestCase):
-  """One tiny run exported twice (versions 1 and 2, labelled), served by uvicorn in a thread
-  of this process over 127.0.0.1, with the gRPC API beside REST."""
+  """One tiny run exported twice (versions 1 and 2, labelled; the session's shared fixture),
+  served by uvicorn in a thread of this process over 127.0.0.1, with the gRPC API beside
+  REST."""
 
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
-    cls.tmp = tempfile.mkdtemp()
-    run, corpus = server_fixtures.export_twice(os.path.join(cls.tmp, "run"))
-    cls.path = os.path.join(run.export_dir, "nmt", "1")
+    export_dir, sources = shared_fixtures.tiny_export_twice()
+    cls.path = os.path.join(export_dir, "nmt", "1")
     cls.loaded = tf.saved_model.load(cls.path)
-    served = servable.load_export(run.export_dir)
+    served = servable.load_export(export_dir)
     served.labels = {"stable": 1, "canary": 2}
     cls.limits = Limits(max_batch_size=16, max_text_chars=300, max_body_bytes=200_000)
     cls.server = server_fixtures.ThreadServer(served, cls.limits, grpc=True)
     cls.url = cls.server.url + "/v1/models/nmt"
     cls.channel = grpc.insecure_channel(cls.server.grpc_address)
     cls.stub = prediction_service_pb2_grpc.PredictionServiceStub(cls.channel)
-    cls.sentences = list(corpus["test"].sources[:5]) + ["", "ein unbekanntes Wort ."]
+    cls.sentences = sources[:5] + ["", "ein unbekanntes Wort ."]
 
   @classmethod
   def tearDownClass(cls):
     cls.channel.close()
     cls.server.stop()
-    shutil.rmtree(cls.tmp, ignore_errors=True)
     super().tearDownClass()
 
   def direct(self, signature, **inputs):

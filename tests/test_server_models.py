@@ -22,6 +22,7 @@ from tensorflow_serving.apis import model_service_pb2_grpc, prediction_service_p
 
 from nmt_tf.server import model_config, rest, servable
 from tests import server_fixtures
+from tests import shared_fixtures
 from tests.release_fixtures import load_client
 from tests.server_fixtures import request, ROOT, SAFETY_NET
 
@@ -95,16 +96,17 @@ class ModelConfigTest(tf.test.TestCase):
 
 @pytest.mark.slow
 class SeveralModelsTest(tf.test.TestCase):
-  """A tiny run exported twice (version 1: beam 3, 3-best; version 2: beam 2, 2-best), its
-  versions copied to the base paths of the models each test serves."""
+  """A tiny run exported twice (version 1: beam 3, 3-best; version 2: beam 2, 2-best; the
+  session's shared fixture), its versions copied to the base paths of the models each test
+  serves."""
 
   @classmethod
   def setUpClass(cls):
     super().setUpClass()
     cls.tmp = tempfile.mkdtemp()
-    run, corpus = server_fixtures.export_twice(os.path.join(cls.tmp, "run"))
-    cls.exports = os.path.join(run.export_dir, "nmt")
-    cls.sentences = list(corpus["test"].sources[:4])
+    export_dir, sources = shared_fixtures.tiny_export_twice()
+    cls.exports = os.path.join(export_dir, "nmt")
+    cls.sentences = sources[:4]
     cls.nbest = {}  # version -> the beam_search translations of cls.sentences, called alone
     cls.finite = {}
     for version in (1, 2):
@@ -258,7 +260,9 @@ class SeveralModelsTest(tf.test.TestCase):
     """ModelService.HandleReloadConfigRequest: the new config's models answer once it returns
     (a model whose base path is empty answers NOT_FOUND until a version is exported there),
     the models it drops stop answering, and a config that cannot be served is refused with
-    INVALID_ARGUMENT, changing nothing."""
+    INVALID_ARGUMENT, changing nothing. About a minute on 2 cores: eight SavedModels load
+    (three configs, a version arriving, three refused configs), each as the server loads one,
+    since a reload is the loading of versions."""
     de_en = self.base_path("de_en", 1)
     later = os.path.join(os.path.dirname(de_en), "later")
     reports = []

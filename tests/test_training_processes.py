@@ -124,6 +124,9 @@ class FaultInjectionTest(tf.test.TestCase):
            "--config.train.eval_every=20", "--config.model.dropout=0.1")
 
   def test_kills_resume_exactly_and_never_worsen_best(self):
+    """About a minute on 2 cores: seven training processes (a reference, five killed, the
+    last resume), because SIGKILL and the resume after it only happen to a real process, and
+    each kill point needs a run that reached it."""
     root = tempfile.mkdtemp()
     reference = subprocess.run(_cmd(os.path.join(root, "reference"), *self.FLAGS),
                                capture_output=True, text=True, env=_env(), timeout=400,
