@@ -22,6 +22,7 @@ from nmt_tf.export import (DEFAULT_MAX_SOURCE_LENGTH, disallowed_ops, export_run
                            WARMUP_FILE)
 from nmt_tf.export.exporter import serving_decode_config
 from nmt_tf.export.ops import check_forbidden_ops, saved_model_ops
+from nmt_tf.export.serving import ServingModule
 from nmt_tf.inference.ensemble import ModelEnsemble
 from nmt_tf.inference.loading import load_models
 from nmt_tf.inference.translator import Translator
@@ -40,6 +41,43 @@ def texts(values):
 
 def decoded(tensor):
   return [v.decode("utf-8") for v in np.asarray(tensor).ravel()]
+
+
+class ServingFunctionsTest(tf.test.TestCase):
+  """The functions behind the signatures (ServingModule), called in this process without a
+  SavedModel: `serving_default` is the Translator's greedy search and `beam_search` its beam
+  search, in the export's output layout. ExportTest checks the saved signatures alike."""
+
+  @classmethod
+  def setUpClass(cls):
+    super().setUpClass()
+    cls.tmp = tempfile.mkdtemp()
+    run, _, corpus = make_tiny_run(os.path.join(cls.tmp, "run"))
+    model, config, src_tok, tgt_tok = run.load_model("best")
+    cls.translator = Translator(model, src_tok, tgt_tok, config.decode,
+                                DEFAULT_MAX_SOURCE_LENGTH)
+    cls.module = ServingModule(cls.translator, beam_size=3, nbest=2)
+    cls.sentences = texts(list(corpus["test"].sources[:6]) + ["ein unbekanntes Wort ."])
+
+  @classmethod
+  def tearDownClass(cls):
+    shutil.rmtree(cls.tmp, ignore_errors=True)
+    super().tearDownClass()
+
+  def test_greedy(self):
+    got = self.module.greedy(self.sentences)
+    expected = self.translator.translate(self.sentences, beam_size=1, nbest=1)
+    self.assertEqual(decoded(got["translation"]), decoded(expected["translation"][:, 0]))
+    self.assertAllClose(got["log_prob"], expected["log_probs"][:, 0], rtol=1e-6, atol=1e-6)
+    self.assertAllEqual(got["target_length"], expected["lengths"][:, 0])
+    self.assertNotIn("score", got)
+
+  def test_beam_search(self):
+    got = self.module.beam(self.sentences)
+    expected = self.translator.translate(self.sentences, beam_size=3, nbest=2)
+    self.assertEqual(got["translation"].shape, (7, 2))
+    self.assertEqual(decoded(got["translation"]), decoded(expected["translation"]))
+    self.assertAllClose(got["score"], expected["scores"], rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.slow  # exports and serves in a fresh process

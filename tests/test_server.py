@@ -2,6 +2,7 @@
 directly, their errors, batching across concurrent clients, export/client.py against both, the
 command, and the attention page in headless Chromium."""
 
+import asyncio
 import base64
 import concurrent.futures
 import contextlib
@@ -24,7 +25,7 @@ from tensorflow.core.framework import tensor_pb2, types_pb2
 from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2
 from tensorflow_serving.apis import model_service_pb2_grpc, prediction_service_pb2_grpc
 
-from nmt_tf.server import rest, servable
+from nmt_tf.server import batching, rest, servable
 from nmt_tf.server.app import Limits
 from nmt_tf.server.errors import RequestError
 from tests import server_fixtures
@@ -107,6 +108,40 @@ def _close(test, got, want, where):
       test.assertAllClose(a.astype(float), b.astype(float), atol=1e-5, msg=f"{where} {key}")
     else:
       test.assertEqual(a.tolist(), b.tolist(), f"{where} {key}")
+
+
+class BatcherTest(tf.test.TestCase):
+  """batching.Batcher: requests for one signature that arrive together run as one call of it,
+  and each gets its own rows back; when the joint call fails, each runs alone and only the
+  faulty one fails. The signature here is numpy (y = 10 x), so the rows show who got what."""
+
+  def serve(self, requests):
+    calls = []
+
+    def signature(inputs):
+      calls.append(inputs["x"].tolist())
+      if (inputs["x"] < 0).any():
+        raise ValueError("negative")
+      return {"y": inputs["x"] * 10}
+
+    async def ask():
+      batcher = batching.Batcher(max_rows=16, timeout=0.5)
+      return await asyncio.gather(
+          *[batcher.run("v1/greedy", signature, {"x": np.array(x)}) for x in requests],
+          return_exceptions=True)
+    return asyncio.run(ask()), calls
+
+  def test_one_call_each_request_its_rows(self):
+    answers, calls = self.serve([[1], [2, 3, 4], [5, 6]])
+    self.assertEqual(calls, [[1, 2, 3, 4, 5, 6]])
+    self.assertEqual([a["y"].tolist() for a in answers], [[10], [20, 30, 40], [50, 60]])
+
+  def test_a_failing_request_fails_alone(self):
+    answers, calls = self.serve([[1, 2], [-1], [3]])
+    self.assertEqual(calls, [[1, 2, -1, 3], [1, 2], [-1], [3]])
+    self.assertEqual(answers[0]["y"].tolist(), [10, 20])
+    self.assertIsInstance(answers[1], ValueError)
+    self.assertEqual(answers[2]["y"].tolist(), [30])
 
 
 @pytest.mark.slow

@@ -9,6 +9,7 @@ import tempfile
 import types
 from unittest import mock
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -16,11 +17,13 @@ import tensorflow as tf
 from nmt_tf import cpu
 from nmt_tf.evaluation.alignment_plot import alignment_png
 from nmt_tf.experiment.config import ConfigError, ExperimentConfig, ReinforceConfig, TrainConfig
+from nmt_tf.models import Seq2Seq
 from nmt_tf.training import Trainer, TrainingError, hooks, losses, objectives, train
 from nmt_tf.training.schedules import WarmupSchedule
 from nmt_tf.training.train_step import TrainStep
 from nmt_tf.training.trainer import bf16_warning
 from nmt_tf.training.validation import ValidationResult
+from tests.model_fixtures import batch, tiny_config
 from tests.run_fixtures import scalar, tensorboard_events
 from tests.training_fixtures import nan_loss_at, tiny_train_config, train_until_killed
 
@@ -175,6 +178,46 @@ class HardAttentionTest(tf.test.TestCase):
     for got, want in zip(resumed.head.weights, whole.head.weights):
       self.assertAllClose(got, want, rtol=1e-3, atol=1e-5)
     self.assertNotAllClose(whole.head.dense.kernel, tf.zeros_like(whole.head.dense.kernel))
+
+
+class TrainStepUpdateTest(tf.test.TestCase):
+  """One TrainStep update is its equations: g = d(mean token NLL)/dw over the batch's real
+  tokens, g <- g * min(1, clip_norm / |g|) (Pascanu et al. 2013), then the optimizer's step:
+  plain SGD at rate 1 here, so every weight moves by exactly -g."""
+
+  def check_update(self, clip_norm):
+    keras.utils.set_random_seed(4)
+    model = Seq2Seq(tiny_config(decoder="cgru", dropout=0.0))
+    b = batch()
+    inputs = {"source": b["source"], "target_in": b["target_in"]}
+    model(inputs)
+    with tf.GradientTape() as tape:
+      total, count = losses.token_loss_sum(model(inputs, training=True)["logits"],
+                                           b["target_out"])
+      loss = total / count
+    # Dense: the norm of an embedding's IndexedSlices would count a repeated token's rows apart.
+    grads = [tf.convert_to_tensor(g) for g in tape.gradient(loss, model.trainable_variables)]
+    norm = float(tf.linalg.global_norm(grads))
+    factor = min(1.0, clip_norm / norm) if clip_norm > 0 else 1.0
+    expected = [v.numpy() - factor * g.numpy() for v, g in zip(model.trainable_variables, grads)]
+    optimizer = keras.optimizers.SGD(learning_rate=1.0)
+    optimizer.build(model.trainable_variables)
+    step = TrainStep(model, optimizer, tf.distribute.get_strategy(),
+                     TrainConfig(clip_norm=clip_norm, label_smoothing=0.0))
+    out = step(b)
+    self.assertAllClose(float(out["loss"]), float(loss), rtol=1e-5)
+    self.assertAllClose(float(out["grad_norm"]), norm, rtol=1e-4)
+    for variable, want in zip(model.trainable_variables, expected):
+      self.assertAllClose(variable.numpy(), want, atol=1e-5, msg=variable.path)
+    return norm
+
+  def test_a_clipped_update(self):
+    norm = self.check_update(clip_norm=0.05)
+    self.assertGreater(norm, 0.05)  # the clip was active
+
+  def test_an_unclipped_update(self):
+    self.assertLess(self.check_update(clip_norm=1e6), 1e6)
+    self.check_update(clip_norm=0.0)  # off
 
 
 class _RowModel:
