@@ -18,6 +18,7 @@ import time
 from nmt_tf import configs
 from nmt_tf import data
 from nmt_tf.data import multi30k
+from tests.waits import SAFETY_NET
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -137,7 +138,7 @@ class ExportLoader:
     for process in cls._processes.values():
       if process.poll() is None:
         process.stdin.close()
-        process.wait(timeout=60)
+        process.wait(timeout=SAFETY_NET)
 
 
 # What a device that runs a LiteRT export has: the interpreter, numpy and sentencepiece.
@@ -163,7 +164,7 @@ def litert_python():
   for attempt in range(3):
     out = subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
                          + [_pinned(p) for p in LITERT_PACKAGES], capture_output=True,
-                         text=True, timeout=900, check=False)
+                         text=True, timeout=SAFETY_NET, check=False)
     if not out.returncode:
       return python
     if attempt == 2:
@@ -185,7 +186,7 @@ def litert_translate(model_dir, sentences, beam=False, threads=1):
   env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
   out = subprocess.run([litert_python(), os.path.join(ROOT, "tests", "run_litert_client.py")],
                        input=json.dumps(request) + "\n", capture_output=True, text=True,
-                       env=env, timeout=900, check=False, cwd=tempfile.gettempdir())
+                       env=env, timeout=SAFETY_NET, check=False, cwd=tempfile.gettempdir())
   if out.returncode or not out.stdout.strip():
     raise RuntimeError(f"run_litert_client.py exited with {out.returncode}: "
                        f"{out.stderr[-3000:]}")

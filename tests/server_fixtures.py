@@ -19,12 +19,9 @@ from nmt_tf.experiment import RunDir
 from nmt_tf.export import export_run
 from nmt_tf.server.app import create_app
 from tests.run_fixtures import make_tiny_run
+from tests.waits import SAFETY_NET
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# Seconds a test waits for a server's event (started, answered, a version loaded): a safety net
-# that ends a hung test, never a measurement, so a slow CPU passes where a fast one does. Speed
-# is bench/bench_serve.py's business.
-SAFETY_NET = 900
 
 
 def export_twice(path):

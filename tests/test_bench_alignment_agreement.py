@@ -14,6 +14,7 @@ from tests.run_fixtures import make_tiny_run
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import alignment_agreement  # pylint: disable=import-error,wrong-import-position
+from tests.waits import SAFETY_NET
 
 
 @pytest.mark.slow
@@ -46,7 +47,7 @@ class AlignmentAgreementBenchTest(tf.test.TestCase):
         [sys.executable, "bench/alignment_agreement.py", "--run_dir", self.second.path,
          "--reference_run", self.second.path, "--window", "0", "--sentences", "2",
          "--checkpoint", prefix, "--reference_checkpoint", "last"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+        cwd=ROOT, capture_output=True, text=True, timeout=SAFETY_NET, check=False)
     self.assertEqual(done.returncode, 0, done.stderr[-2000:])
     self.assertRegex(done.stdout, r"^argmax within 0 of the reference's: 1\.000 of \d+ target "
                      r"pieces\n$")

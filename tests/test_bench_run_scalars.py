@@ -11,6 +11,7 @@ import tensorflow as tf
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 import run_scalars  # pylint: disable=import-error,wrong-import-position
+from tests.waits import SAFETY_NET
 
 
 def write_events(directory, points):
@@ -59,7 +60,7 @@ class RunScalarsTest(tf.test.TestCase):
   def test_the_script_prints_the_lines_and_refuses_a_run_without_events(self):
     command = [sys.executable, "bench/run_scalars.py", "--run_dir", self.run_dir,
                "--tags", "reinforce/"]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120,
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=SAFETY_NET,
                           check=False)
     self.assertEqual((done.returncode, done.stdout), (0, "reinforce/baseline 100:-2\n"),
                      done.stderr[-2000:])
@@ -67,7 +68,7 @@ class RunScalarsTest(tf.test.TestCase):
         (["--run_dir", tempfile.mkdtemp()], "no TensorBoard events under"),
         (["--run_dir", self.run_dir, "--steps", "1,x"], "expected integers")):
       done = subprocess.run([sys.executable, "bench/run_scalars.py", *args], cwd=ROOT,
-                            capture_output=True, text=True, timeout=120, check=False)
+                            capture_output=True, text=True, timeout=SAFETY_NET, check=False)
       self.assertEqual(done.returncode, 2)
       self.assertIn(message, done.stderr.splitlines()[-1])
 

@@ -31,6 +31,7 @@ from nmt_tf.evaluation.scoring import corpus_bleu
 from nmt_tf.experiment import RunDir
 from nmt_tf.special_tokens import UNK_ID
 from tests.run_fixtures import make_tiny_run, tiny_experiment
+from tests.waits import SAFETY_NET
 
 FLAGS = flags.FLAGS
 RUN_PY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "run.py")
@@ -397,7 +398,7 @@ class DecodeCommandsTest(tf.test.TestCase):
     proc = subprocess.run(
         [sys.executable, RUN_PY, "translate", f"--run_dir={self.run_path}", "--beam_size=2"],
         input=stdin, capture_output=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"),
-        timeout=300, check=False)
+        timeout=SAFETY_NET, check=False)
     stderr = proc.stderr.decode("utf-8", "replace")
     self.assertEqual(proc.returncode, 2, stderr[-2000:])
     errors = [line for line in stderr.splitlines() if line.startswith("error:")]

@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from nmt_tf import console
 from tests.run_fixtures import make_tiny_run
+from tests.waits import SAFETY_NET
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -19,7 +20,7 @@ def run_py(*args, cwd=None):
   """Runs `python run.py ARGS`; returns the CompletedProcess (text output)."""
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
   return subprocess.run([sys.executable, os.path.join(ROOT, "run.py"), *args], cwd=cwd,
-                        capture_output=True, text=True, env=env, timeout=300, check=False)
+                        capture_output=True, text=True, env=env, timeout=SAFETY_NET, check=False)
 
 
 @pytest.mark.slow  # one process per error
@@ -177,7 +178,7 @@ class ConsoleTest(tf.test.TestCase):
         "  os.write(2, line + b'\\n')\n"
         "print('error: a Python line', file=sys.stderr)\n")
     out = subprocess.run([sys.executable, "-c", program], capture_output=True, cwd=ROOT,
-                         timeout=60, check=False)
+                         timeout=SAFETY_NET, check=False)
     self.assertEqual(out.returncode, 0, out.stderr)
     self.assertCountEqual(out.stderr.decode().splitlines(), [
         "Premature end of JPEG file", "F0000 00:00:1.0 1 a.cc:1] fatal",
@@ -193,7 +194,7 @@ class ConsoleTest(tf.test.TestCase):
                           "--config.model.embedding_dim=8"], None),
                         (["translate", f"--run_dir={run}"], "the boy helps the king\n")):
       out = subprocess.run([sys.executable, os.path.join(ROOT, "run.py"), *args], input=stdin,
-                           capture_output=True, text=True, env=env, cwd=tmp, timeout=600,
+                           capture_output=True, text=True, env=env, cwd=tmp, timeout=SAFETY_NET,
                            check=False)
       self.assertEqual(out.returncode, 0, out.stderr[-2000:])
       native = [line for line in out.stderr.splitlines()

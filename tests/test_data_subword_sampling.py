@@ -13,6 +13,7 @@ from nmt_tf.data import subword_sampling
 from nmt_tf.experiment.config import ExperimentConfig
 from nmt_tf.models.config import ConfigError
 from nmt_tf.training import data_order
+from tests.waits import SAFETY_NET
 
 EOS, BOS = special_tokens.EOS_ID, special_tokens.BOS_ID
 KEYS = ("source", "target_in", "target_out")
@@ -150,7 +151,7 @@ class SubwordSamplingTest(tf.test.TestCase):
     batches = iter(order.stream())
     first = next(batches)
     seed = lambda e: subword_sampling.side_seeds(4 + e)[0]
-    deadline = time.time() + 30
+    deadline = time.time() + SAFETY_NET
     while len(draws) < 2 and time.time() < deadline:
       time.sleep(0.05)
     # Epoch 1's draw is made while epoch 0 has batches left, and they are those drawn anew.

@@ -12,6 +12,7 @@ import tensorflow as tf
 from nmt_tf import data
 from nmt_tf import special_tokens
 from tests.release_fixtures import ROOT
+from tests.waits import SAFETY_NET
 
 TEXTS = ["Ein Hund läuft über die Wiese.", "Zwei Männer, (alt) und jung!",
          "the dog sees a cat", "a\u00a0b  c\td"]
@@ -125,7 +126,7 @@ class SentencePieceTest(TokenizerCases, tf.test.TestCase):
                f"ids = tf.function(tok.tokenize)(tf.constant([{TEXTS[0]!r}]))\n"
                "print(tok.detokenize(ids).numpy()[0].decode(), 'tensorflow_text' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
-                         cwd=ROOT, timeout=300, check=True)
+                         cwd=ROOT, timeout=SAFETY_NET, check=True)
     self.assertEqual(out.stdout.strip().splitlines()[-1], f"{TEXTS[0]} False")
 
   def test_vocab_size_and_bpe(self):

@@ -28,6 +28,7 @@ from nmt_tf.inference.loading import load_models
 from nmt_tf.inference.translator import Translator
 from tests.release_fixtures import load_client
 from tests.run_fixtures import make_tiny_run
+from tests.waits import SAFETY_NET
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PYTHON = sys.executable
@@ -456,7 +457,7 @@ class ExportTest(tf.test.TestCase):
     prefixes = (["a ", "the bo"] + [""] * len(self.sentences))[:len(self.sentences)]
     out = subprocess.run([PYTHON, "-c", script, self.path, json.dumps(self.sentences),
                           json.dumps(prefixes)],
-                         cwd=self.tmp, env=env, capture_output=True, text=True, timeout=300)
+                         cwd=self.tmp, env=env, capture_output=True, text=True, timeout=SAFETY_NET)
     self.assertEqual(out.returncode, 0, out.stderr[-3000:])
     result = json.loads(out.stdout.strip().splitlines()[-1])
     greedy = self.sig("serving_default", text=texts(self.sentences))
@@ -486,7 +487,7 @@ class ExportTest(tf.test.TestCase):
   @pytest.mark.slow
   def test_saved_model_cli_show_and_run(self):
     show = subprocess.run([SAVED_MODEL_CLI, "show", "--all", "--dir", self.path], env=ENV,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=SAFETY_NET)
     self.assertEqual(show.returncode, 0, show.stderr[-3000:])
     for word in SIGNATURES + ("truncated", "alignment", "token_log_prob"):
       self.assertIn(word, show.stdout)
@@ -496,7 +497,7 @@ class ExportTest(tf.test.TestCase):
       run = subprocess.run(
           [SAVED_MODEL_CLI, "run", "--dir", self.path, "--tag_set", "serve",
            "--signature_def", signature, "--input_exprs", exprs], env=ENV,
-          capture_output=True, text=True, timeout=300)
+          capture_output=True, text=True, timeout=SAFETY_NET)
       self.assertEqual(run.returncode, 0, run.stderr[-3000:])
       self.assertIn("Result for output key log_prob", run.stdout)
 
@@ -661,7 +662,7 @@ class SentencePieceExportTest(tf.test.TestCase):
         "print(json.dumps([t.decode() for t in g['translation'].numpy()]))\n")
     env = {k: v for k, v in ENV.items() if k != "PYTHONPATH"}
     out = subprocess.run([PYTHON, "-c", script, path, json.dumps(sentences)], cwd=tmp, env=env,
-                         capture_output=True, text=True, timeout=300)
+                         capture_output=True, text=True, timeout=SAFETY_NET)
     self.assertEqual(out.returncode, 0, out.stderr[-3000:])
     served = json.loads(out.stdout.strip().splitlines()[-1])
     # The export gives empty input an empty translation without decoding it.

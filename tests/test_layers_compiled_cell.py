@@ -19,6 +19,7 @@ from nmt_tf.layers import GRUCell, kernels, scan_time
 from nmt_tf.layers.kernels import cells, compiled
 from tests import numpy_reference as ref
 from tests.model_fixtures import op_types
+from tests.waits import SAFETY_NET
 
 BATCH, IN_DIM, UNITS, TIME = 3, 5, 4, 6
 LIBRARY = compiled.library()
@@ -261,7 +262,7 @@ class LibraryTest(tf.test.TestCase):
   def run_python(self, code, **env):
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", **env}, check=False,
-                          timeout=300)
+                          timeout=SAFETY_NET)
 
   def test_switched_off_the_steps_run_plain_ops(self):
     done = self.run_python(

@@ -9,6 +9,7 @@ import tensorflow as tf
 from nmt_tf import experiment
 from nmt_tf import models
 from tests.release_fixtures import ROOT
+from tests.waits import SAFETY_NET
 
 
 class LazyAttributesTest(tf.test.TestCase):
@@ -34,7 +35,7 @@ class LazyAttributesTest(tf.test.TestCase):
                "configs.listing(), configs.resolve('multi30k'), ModelConfig()\n"
                "print('tensorflow' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
-                         cwd=ROOT, timeout=300, check=True)
+                         cwd=ROOT, timeout=SAFETY_NET, check=True)
     self.assertEqual(out.stdout.strip(), "False")
 
 

@@ -28,6 +28,7 @@ from nmt_tf.write_path import write_text
 from tests.run_fixtures import make_tiny_run
 from tests.test_cli_decode import run_command
 from tests.training_fixtures import tiny_train_config
+from tests.waits import SAFETY_NET
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -258,7 +259,7 @@ def run_client(model_dir, *args, stdin="the boy helps the king\n"):
              "  print('tensorflow' in sys.modules, file=sys.stderr)\n")
   out = subprocess.run([sys.executable, "-c", program, os.path.join(model_dir, "nmt_litert.py"),
                         model_dir, *args], input=stdin, capture_output=True, text=True,
-                       timeout=300, check=False)
+                       timeout=SAFETY_NET, check=False)
   lines = out.stderr.strip().splitlines()
   return out.returncode, out.stdout, "\n".join(lines[:-1]), lines[-1] == "True"
 
@@ -277,7 +278,7 @@ class LiteRTExportManifestTest(tf.test.TestCase):
     cls.export = subprocess.run(
         [sys.executable, "-m", "nmt_tf", "export", "--format=litert", "--export_quantization=int8",
          f"--run_dir={cls.rundir.path}"], capture_output=True, text=True, env=env, cwd=ROOT,
-        timeout=600, check=False)
+        timeout=SAFETY_NET, check=False)
     cls.model_dir = cls.export.stdout.strip()
 
   def copy(self):

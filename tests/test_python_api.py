@@ -22,6 +22,7 @@ from nmt_tf import configs
 from nmt_tf.cli import app
 from tests.run_fixtures import make_tiny_run
 from tests.training_fixtures import tiny_train_config
+from tests.waits import SAFETY_NET
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
@@ -153,7 +154,7 @@ class PackageTest(tf.test.TestCase):
     command = os.path.join(os.path.dirname(sys.executable), "nmt-tf")
     self.assertTrue(os.path.exists(command), "run scripts/setup_env.sh (pip install -e .)")
     out = subprocess.run([command, "help"], capture_output=True, text=True, env=ENV,
-                         cwd=tempfile.mkdtemp(), timeout=300, check=False)
+                         cwd=tempfile.mkdtemp(), timeout=SAFETY_NET, check=False)
     self.assertEqual(out.returncode, 0, out.stderr[-2000:])
     self.assertIn("usage: nmt-tf COMMAND", out.stdout)
     self.assertIn("translate", out.stdout)
@@ -172,7 +173,7 @@ class PackageTest(tf.test.TestCase):
                "               ('nmt_tf.cli.app', 'nmt_tf.cli.help')))\n")
     for args, code in (([], 2), (["help"], 0), (["--help"], 0), (["-h"], 0)):
       out = subprocess.run([sys.executable, "-c", program] + args, capture_output=True,
-                           text=True, env=ENV, cwd=ROOT, timeout=300, check=False)
+                           text=True, env=ENV, cwd=ROOT, timeout=SAFETY_NET, check=False)
       self.assertEqual(out.returncode, code, (args, out.stderr[-2000:]))
       self.assertEqual(out.stdout.splitlines()[-1], "[]", args)
       listing = out.stdout if code == 0 or not args else out.stderr
@@ -181,14 +182,14 @@ class PackageTest(tf.test.TestCase):
         self.assertIn(f"\n  {name:<10} {summary}\n", listing)
     # An unknown command is one error line naming the fix.
     out = subprocess.run([sys.executable, "-c", program, "trian"], capture_output=True,
-                         text=True, env=ENV, cwd=ROOT, timeout=300, check=False)
+                         text=True, env=ENV, cwd=ROOT, timeout=SAFETY_NET, check=False)
     self.assertEqual(out.returncode, 2)
     self.assertEqual(out.stdout.splitlines()[-1], "[]")
     self.assertEqual(out.stderr, "error: unknown command 'trian'; `nmt-tf help` lists the "
                      "commands.\n")
     # `nmt-tf recipes` reads the recipes' docstrings and the presets without TensorFlow.
     out = subprocess.run([sys.executable, "-c", program, "recipes"], capture_output=True,
-                         text=True, env=ENV, cwd=ROOT, timeout=300, check=False)
+                         text=True, env=ENV, cwd=ROOT, timeout=SAFETY_NET, check=False)
     self.assertEqual((out.returncode, out.stderr), (0, ""))
     self.assertEqual(out.stdout.splitlines()[-1], "['nmt_tf.cli.recipes']")
     self.assertEqual(out.stdout.splitlines()[:-1], configs.listing())
@@ -209,13 +210,13 @@ class PackageTest(tf.test.TestCase):
       process = subprocess.Popen([command, "translate", "--help"], stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, env=env)
       process.stdout.close()  # long before the command writes: it starts TensorFlow first
-      _, err = process.communicate(timeout=300)
+      _, err = process.communicate(timeout=SAFETY_NET)
       self.assertEqual((process.returncode, err.decode()), (1, ""), env.get("PYTHONUNBUFFERED"))
 
   def test_command_help_lists_its_flags_and_the_config_fields(self):
     command = os.path.join(os.path.dirname(sys.executable), "nmt-tf")
     out = subprocess.run([command, "train", "--help"], capture_output=True, text=True, env=ENV,
-                         timeout=300, check=False)
+                         timeout=SAFETY_NET, check=False)
     self.assertEqual(out.returncode, 0, out.stderr[-2000:])
     self.assertEqual(out.stderr, "")  # no TensorFlow start-up lines either
     for text in ("usage: nmt-tf train", "train flags:", "--restart_from_scratch=false",
@@ -225,14 +226,14 @@ class PackageTest(tf.test.TestCase):
       self.assertIn(text, out.stdout)
     self.assertNotIn("--pdb", out.stdout)  # nothing unrelated (absl's own flags)
     out = subprocess.run([command, "translate", "--help"], capture_output=True, text=True,
-                         env=ENV, timeout=300, check=False)
+                         env=ENV, timeout=SAFETY_NET, check=False)
     self.assertIn("--input_file=-", out.stdout)
     self.assertNotIn("config fields", out.stdout)
 
   def test_recipes_command_and_a_model_preset_by_name(self):
     command = os.path.join(os.path.dirname(sys.executable), "nmt-tf")
     out = subprocess.run([command, "recipes"], capture_output=True, text=True, env=ENV,
-                         timeout=300, check=False)
+                         timeout=SAFETY_NET, check=False)
     self.assertEqual((out.returncode, out.stderr), (0, ""))
     self.assertStartsWith(out.stdout, "recipes (--config=RECIPE[:MODEL]")
     self.assertIn("  wmt14 ", out.stdout)
@@ -245,7 +246,7 @@ class PackageTest(tf.test.TestCase):
          "--config.model.encoder_units=8", "--config.model.decoder_units=8",
          "--config.train.steps=1", "--config.train.eval_every=1",
          "--config.train.checkpoint_every=1", "--config.decode.beam_size=1"],
-        capture_output=True, text=True, env=ENV, timeout=600, check=False)
+        capture_output=True, text=True, env=ENV, timeout=SAFETY_NET, check=False)
     self.assertEqual((out.returncode, out.stderr), (0, ""))
     with open(os.path.join(run_dir, "config.json"), encoding="utf-8") as f:
       config = nmt_tf.ExperimentConfig.from_json(f.read())

@@ -32,6 +32,7 @@ import tensorflow as tf
 from tests import server_fixtures
 from tests.release_fixtures import ExportLoader, litert_translate, ROOT
 from tests.test_python_api import readme_example
+from tests.waits import SAFETY_NET
 
 MAIN_STEPS = 30  # the README's main job trains 1,500 steps
 # The captioning quick start at smoke size: a few images, steps and a validation.
@@ -324,7 +325,7 @@ class InstalledWheelTest(tf.test.TestCase):
   @classmethod
   def process(cls, args, **kwargs):
     """Runs a process; its CompletedProcess, or AssertionError with its output."""
-    out = subprocess.run(args, capture_output=True, text=True, timeout=900, check=False,
+    out = subprocess.run(args, capture_output=True, text=True, timeout=SAFETY_NET, check=False,
                          **kwargs)
     if out.returncode:
       raise AssertionError(f"{args} exited with {out.returncode}:\n{out.stdout[-2000:]}\n"
@@ -357,10 +358,9 @@ class InstalledWheelTest(tf.test.TestCase):
     process, url = server_fixtures.serve_process([], python=self.python, cwd=self.home,
                                                  env=self.env)
     try:
-      net = server_fixtures.SAFETY_NET
-      with urllib.request.urlopen(url + "/", timeout=net) as page:
+      with urllib.request.urlopen(url + "/", timeout=SAFETY_NET) as page:
         self.assertIn("/static/page.js", page.read().decode())
-      with urllib.request.urlopen(url + "/static/page.js", timeout=net) as script:
+      with urllib.request.urlopen(url + "/static/page.js", timeout=SAFETY_NET) as script:
         self.assertIn("heatmap", script.read().decode())
       status, answer = server_fixtures.request(url + "/v1/models/nmt:predict",
                                                {"instances": [SENTENCES[0]]})
@@ -368,7 +368,7 @@ class InstalledWheelTest(tf.test.TestCase):
       self.assertNotEmpty(answer["predictions"][0]["translation"])
     finally:
       process.terminate()
-      process.wait(30)
+      process.wait(SAFETY_NET)
 
   def test_help_and_main_job(self):
     out = self.process(["nmt-tf", "--help"], cwd=self.home, env=self.env)
@@ -454,7 +454,7 @@ class InstalledWheelTest(tf.test.TestCase):
         command = command.replace(old, new)
       with self.subTest(f"{path}: {command}"):
         out = subprocess.run(["bash", "-c", command], cwd=checkout, env=self.env,
-                             capture_output=True, text=True, timeout=900, check=False)
+                             capture_output=True, text=True, timeout=SAFETY_NET, check=False)
         self.assertEqual(out.returncode, 0, f"{out.stdout[-1500:]}\n{out.stderr[-3000:]}")
         self.assertNotIn("Traceback", out.stderr)
 

@@ -32,7 +32,8 @@ from tests import server_fixtures
 from tests import shared_fixtures
 from tests.release_fixtures import load_client
 from tests.run_fixtures import make_tiny_run
-from tests.server_fixtures import request, ROOT, SAFETY_NET
+from tests.server_fixtures import request, ROOT
+from tests.waits import SAFETY_NET
 
 CLIENT = load_client()  # export/client.py
 
@@ -489,7 +490,7 @@ class ServedRunCase(tf.test.TestCase):
   @classmethod
   def tearDownClass(cls):
     cls.process.terminate()
-    cls.process.wait(30)
+    cls.process.wait(SAFETY_NET)
     shutil.rmtree(cls.tmp, ignore_errors=True)
     super().tearDownClass()
 

@@ -24,7 +24,8 @@ from nmt_tf.server import model_config, rest, servable
 from tests import server_fixtures
 from tests import shared_fixtures
 from tests.release_fixtures import load_client
-from tests.server_fixtures import request, ROOT, SAFETY_NET
+from tests.server_fixtures import request, ROOT
+from tests.waits import SAFETY_NET
 
 CLIENT = load_client()  # export/client.py
 
@@ -344,7 +345,7 @@ class SeveralModelsTest(tf.test.TestCase):
                          self.finite[version])
     finally:
       process.terminate()
-      process.wait(30)
+      process.wait(SAFETY_NET)
     bad = write_config(os.path.join(self.tmp, "bad.config"),
                        ("nmt", os.path.join(models, "nmt"), "", {"stable": 4}))
     for args, words in (([f"--model_config_file={bad}"], "label 'stable' names version 4"),

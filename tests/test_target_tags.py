@@ -22,9 +22,10 @@ from nmt_tf.data import target_tags
 from nmt_tf.export import export_run
 from nmt_tf.server import servable as servable_lib
 from tests.release_fixtures import ExportLoader, ROOT
-from tests.server_fixtures import free_port, request, SAFETY_NET, serve_process, ThreadServer
+from tests.server_fixtures import free_port, request, serve_process, ThreadServer
 from tests.test_cli_decode import run_command
 from tests.training_fixtures import tiny_train_config
+from tests.waits import SAFETY_NET
 
 # A second target language: the generated pair's targets, their words in reverse order.
 REVERSED = "fr"
@@ -232,7 +233,7 @@ class TaggedModelTest(tf.test.TestCase):
                        served["fr"]["greedy"])
     finally:
       process.terminate()
-      process.wait(30)
+      process.wait(SAFETY_NET)
 
 
 if __name__ == "__main__":

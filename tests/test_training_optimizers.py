@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from nmt_tf.training.optimizers import FusedAdam
 from nmt_tf.training.schedules import WarmupSchedule
+from tests.waits import SAFETY_NET
 
 
 def _model():
@@ -100,7 +101,7 @@ class FusedAdamTest(tf.test.TestCase):
             "print(max(float(abs(g - w).max()) for g, w in zip(got, want)))\n")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     proc = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True,
-                          text=True, timeout=300, check=False,
+                          text=True, timeout=SAFETY_NET, check=False,
                           env={**os.environ, "PYTHONPATH": root})
     self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
     self.assertLess(float(proc.stdout.strip().splitlines()[-1]), TOL["atol"])

@@ -17,6 +17,7 @@ import pytest
 import tensorflow as tf
 
 from nmt_tf import data
+from tests.waits import SAFETY_NET
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ["--config.data.train_size=600", "--config.data.valid_size=8",
@@ -51,7 +52,7 @@ class ConfigErrorTest(tf.test.TestCase):
 
   def _error(self, *flags):
     proc = subprocess.run(_cmd(tempfile.mkdtemp(), *flags), capture_output=True, text=True,
-                          env=_env(), timeout=120, check=False)
+                          env=_env(), timeout=SAFETY_NET, check=False)
     lines = [l for l in proc.stderr.splitlines() if l.startswith("error:")]
     self.assertEqual(proc.returncode, 2, proc.stderr[-2000:])
     self.assertLen(lines, 1)
@@ -78,7 +79,7 @@ class KillTest(tf.test.TestCase):
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             env=_env())
     ckpt_dir = os.path.join(run_dir, "checkpoints")
-    deadline = time.time() + 240
+    deadline = time.time() + SAFETY_NET
     while time.time() < deadline and not (tf.io.gfile.exists(ckpt_dir) and
                                           tf.train.latest_checkpoint(ckpt_dir) and
                                           tf.train.latest_checkpoint(ckpt_dir).endswith("-30")):
@@ -90,8 +91,8 @@ class KillTest(tf.test.TestCase):
     rerun_cmd = cmd[:-3] + [f"--config.train.steps={killed_at + 10}",
                             "--config.train.checkpoint_every=10",
                             f"--config.train.eval_every={killed_at + 10}"]
-    rerun = subprocess.run(rerun_cmd, capture_output=True, text=True, env=_env(), timeout=400,
-                           check=False)
+    rerun = subprocess.run(rerun_cmd, capture_output=True, text=True, env=_env(),
+                           timeout=SAFETY_NET, check=False)
     self.assertEqual(rerun.returncode, 0, rerun.stderr[-3000:])
     self.assertIn(f"Resumed from {ckpt_dir}/ckpt-{killed_at} at step {killed_at}",
                   rerun.stdout)
@@ -129,7 +130,7 @@ class FaultInjectionTest(tf.test.TestCase):
     each kill point needs a run that reached it."""
     root = tempfile.mkdtemp()
     reference = subprocess.run(_cmd(os.path.join(root, "reference"), *self.FLAGS),
-                               capture_output=True, text=True, env=_env(), timeout=400,
+                               capture_output=True, text=True, env=_env(), timeout=SAFETY_NET,
                                check=False)
     self.assertEqual(reference.returncode, 0, reference.stderr[-3000:])
     expected = _summary(reference.stdout)
@@ -146,13 +147,13 @@ class FaultInjectionTest(tf.test.TestCase):
       proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env=env)
       if delay is not None:  # a random moment after training has started
-        deadline = time.time() + 240
+        deadline = time.time() + SAFETY_NET
         while time.time() < deadline and proc.poll() is None and not os.path.exists(
             os.path.join(run_dir, "train.lock")):
           time.sleep(0.05)
         time.sleep(delay)
         proc.send_signal(signal.SIGKILL)
-      out, err = proc.communicate(timeout=400)
+      out, err = proc.communicate(timeout=SAFETY_NET)
       if proc.returncode == 0:
         break  # finished before the random moment came
       self.assertEqual(proc.returncode, -signal.SIGKILL, err[-3000:])
@@ -164,7 +165,7 @@ class FaultInjectionTest(tf.test.TestCase):
         self.assertIsNotNone(score, f"best/ lost its score after the kill at {point or delay}")
         self.assertGreaterEqual(score, best_before)
       best_before = score if score is not None else best_before
-    final = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=400,
+    final = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=SAFETY_NET,
                            check=False)
     self.assertEqual(final.returncode, 0, final.stderr[-3000:])
     self.assertIn("Resumed from", final.stdout + out)
@@ -192,7 +193,7 @@ class RefusalExitCodeTest(tf.test.TestCase):
     for extra, message in (((), "every checkpoint is corrupt or partial"),
                            (("--restart_from_scratch", "--config.train.steps=2"), None)):
       proc = subprocess.run(_cmd(run_dir, *extra), capture_output=True, text=True, env=_env(),
-                            timeout=400, check=False)
+                            timeout=SAFETY_NET, check=False)
       if message is None:
         self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
         continue
@@ -206,7 +207,7 @@ class RefusalExitCodeTest(tf.test.TestCase):
       with open(os.path.join(run_dir, "train.lock"), "w", encoding="utf-8") as f:
         json.dump({"pid": sleeper.pid, "host": socket.gethostname(), "started": "x"}, f)
       proc = subprocess.run(_cmd(run_dir), capture_output=True, text=True, env=_env(),
-                            timeout=400, check=False)
+                            timeout=SAFETY_NET, check=False)
     finally:
       sleeper.kill()
       sleeper.wait()
@@ -223,7 +224,7 @@ class DistributedTest(tf.test.TestCase):
     proc = subprocess.run(
         _cmd(run_dir, "--train_logical_cpus=2", "--config.train.strategy=mirrored",
              "--config.train.steps=20", "--config.train.eval_every=20"),
-        capture_output=True, text=True, env=_env(), timeout=400, check=False)
+        capture_output=True, text=True, env=_env(), timeout=SAFETY_NET, check=False)
     self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
     summary = json.loads(proc.stdout[proc.stdout.index("{"):])
     self.assertEqual(summary["steps"], 20)
@@ -250,7 +251,7 @@ class DistributedTest(tf.test.TestCase):
     outputs = []
     try:
       for proc in procs:
-        outputs.append(proc.communicate(timeout=400))
+        outputs.append(proc.communicate(timeout=SAFETY_NET))
     finally:
       for proc in procs:
         if proc.poll() is None:

@@ -29,6 +29,7 @@ from nmt_tf.experiment import checkpoint_files
 from nmt_tf.write_path import write_json, write_text, WriteError
 from tests.run_fixtures import make_tiny_run
 from tests.test_cli_decode import run_command
+from tests.waits import SAFETY_NET
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -246,7 +247,7 @@ with write_path.termination_as_interrupt(), write_path.LineOutput({path!r}) as o
 print(write_path.stop_requested())
 """
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60, check=False)
+                          text=True, timeout=SAFETY_NET, check=False)
     self.assertEqual(done.stdout.split(), ["True", "False"], done.stderr)
     self.assertEqual(done.stderr, "stopped\n")  # the command's line, nothing printed before
     self.assertEqual(open(path + ".partial", encoding="utf-8").read(), "one\n")
@@ -271,7 +272,7 @@ with write_path.termination_as_interrupt():
     print("stopped")
 """
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60, check=False)
+                          text=True, timeout=SAFETY_NET, check=False)
     self.assertEqual(done.stdout.split(), ["stopped"], done.stderr)
     self.assertEqual(os.listdir(os.path.dirname(target)), [])
 
@@ -296,7 +297,7 @@ with write_path.termination_as_interrupt():
     with write_path.LineOutput(fifo) as out:
       out.write("through the pipe")
       out.commit()
-    reader.join(timeout=10)
+    reader.join(timeout=SAFETY_NET)
     self.assertEqual(read, ["through the pipe\n"])
     self.assertFalse(os.path.exists(fifo + ".partial"))
 
@@ -441,12 +442,12 @@ class InterruptedAndConcurrentCommandsTest(tf.test.TestCase):
       write_text(output, "an earlier translation\n")
       process = start("translate", f"--run_dir={self.rundir.path}", f"--input_file={source}",
                       f"--output_file={output}", "--beam_size=1")
-      partial, deadline = output + ".partial", time.time() + 240
+      partial, deadline = output + ".partial", time.time() + SAFETY_NET
       while time.time() < deadline and process.poll() is None and not (
           os.path.exists(partial) and os.path.getsize(partial) > 0):
         time.sleep(0.05)
       process.send_signal(signum)
-      out, err = process.communicate(timeout=120)
+      out, err = process.communicate(timeout=SAFETY_NET)
       self.assertEqual(process.returncode, 130, err[-2000:])
       with open(partial, encoding="utf-8") as f:
         done = f.read().splitlines()
@@ -461,12 +462,12 @@ class InterruptedAndConcurrentCommandsTest(tf.test.TestCase):
     export_dir = os.path.join(self.tmp, "stopped")
     process = start("export", f"--run_dir={self.rundir.path}", f"--export_dir={export_dir}",
                     "--export_warmup=false")
-    model_dir, deadline = os.path.join(export_dir, "nmt"), time.time() + 240
+    model_dir, deadline = os.path.join(export_dir, "nmt"), time.time() + SAFETY_NET
     while time.time() < deadline and process.poll() is None and not (
         os.path.isdir(model_dir) and any(".tmp-" in n for n in os.listdir(model_dir))):
       time.sleep(0.02)
     process.send_signal(signal.SIGTERM)
-    out, err = process.communicate(timeout=120)
+    out, err = process.communicate(timeout=SAFETY_NET)
     self.assertEqual((process.returncode, out), (130, ""), err[-2000:])
     self.assertEqual(err, "error: export interrupted; nothing half-written is left (outputs are "
                      "staged and renamed when complete); rerun the command.\n")
@@ -475,7 +476,7 @@ class InterruptedAndConcurrentCommandsTest(tf.test.TestCase):
   def test_two_exports_of_one_model_take_two_versions(self):
     processes = [start("export", f"--run_dir={self.rundir.path}", "--export_warmup=false")
                  for _ in range(2)]
-    results = [p.communicate(timeout=600) for p in processes]
+    results = [p.communicate(timeout=SAFETY_NET) for p in processes]
     for process, (out, err) in zip(processes, results):
       self.assertEqual(process.returncode, 0, err[-2000:])
     model_dir = os.path.join(self.rundir.export_dir, "nmt")
