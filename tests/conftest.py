@@ -3,7 +3,6 @@
 import os
 import shutil
 import sys
-import tempfile
 import zlib
 
 import pytest
@@ -24,8 +23,8 @@ def pytest_configure(config):
   """The session's folder of shared fixtures (tests/shared_fixtures.py), made by the main
   process before pytest-xdist starts its workers, which inherit it."""
   if not hasattr(config, "workerinput"):
-    config.nmt_tf_shared = tempfile.mkdtemp(prefix="nmt_tf_shared_")
-    os.environ[shared_fixtures.ROOT_VARIABLE] = config.nmt_tf_shared
+    os.environ.pop(shared_fixtures.ROOT_VARIABLE, None)  # a folder of this session's own
+    config.nmt_tf_shared = shared_fixtures.session_root()
 
 
 def pytest_unconfigure(config):
