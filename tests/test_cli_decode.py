@@ -95,6 +95,8 @@ class DecodingProcessTest(tf.test.TestCase):
       self.assertFalse(hasattr(commands[name].run, "__wrapped__"), name)
 
 
+@pytest.mark.slow  # trains two runs; the quick tier checks hard_inference on the layer
+# (test_layers_attention.py) and on the cgru_hard model (test_models.py)
 class HardInferenceFlagTest(tf.test.TestCase):
   """--hard_inference: a hard-attention run decoded with the expectation or the argmax."""
 

@@ -4,6 +4,7 @@ import gzip
 import os
 from unittest import mock
 
+import pytest
 import tensorflow as tf
 
 from nmt_tf import data
@@ -237,6 +238,7 @@ class Multi30kTest(tf.test.TestCase):
     self.assertStartsWith(corpus["train"].sources[0], "Two young, White males")
 
   @mock.patch.object(multi30k, "URL", "http://invalid.invalid/{}.{}")
+  @pytest.mark.slow  # builds the TFDS dataset of the local files
   def test_tfds_builder_on_local_files(self):
     if not MULTI30K_DIR:
       self.skipTest(NO_MULTI30K)

@@ -5,6 +5,7 @@ import gzip
 import os
 import time
 
+import pytest
 import tensorflow as tf
 
 from nmt_tf import data
@@ -97,6 +98,7 @@ class SubwordSamplingTest(tf.test.TestCase):
     self.assertEqual(sources, set(self.text.sources))
     self.assertGreater(changed, len(self.text) // 2)
 
+  @pytest.mark.slow  # draws the corpus three times
   def test_seed_fixes_the_draw(self):
     first = _batches(data.make_train_dataset(self.text, self.src_tok, self.tgt_tok,
                                              self._config(seed=3)))
@@ -113,6 +115,7 @@ class SubwordSamplingTest(tf.test.TestCase):
     self.assertNotEqual(*subword_sampling.side_seeds(3))
     self.assertNotIn(subword_sampling.side_seeds(3)[1], subword_sampling.side_seeds(4))
 
+  @pytest.mark.slow  # draws two epochs; the quick tier checks one seeded draw
   def test_restored_epoch_skips_to_the_same_batches(self):
     order = data_order.batch_order(self.text, self.src_tok, self.tgt_tok, self._config())
     whole = _batches(order.epoch(2))
@@ -121,6 +124,7 @@ class SubwordSamplingTest(tf.test.TestCase):
     self.assertEqual(_batches(restored.epoch(2, skip=3)), whole[3:])
     self.assertNotEqual(_batches(order.epoch(3)), whole)
 
+  @pytest.mark.slow  # streams, splits and resumes a corpus twice
   def test_streamed_split_draws_as_in_memory_and_resumes(self):
     split = self._streamed("one_piece")
     config = self._config(seed=4)
@@ -135,6 +139,7 @@ class SubwordSamplingTest(tf.test.TestCase):
     resumed = data.StreamOrder(split, self.src_tok, self.tgt_tok, config)
     self.assertEqual(_batches(resumed.stream(order.position(7)), 5), reference[7:])
 
+  @pytest.mark.slow  # streams a corpus piece by piece
   def test_streamed_split_draws_the_next_piece_ahead(self):
     draws = []  # the seed of every draw of the source side
 

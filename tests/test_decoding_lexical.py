@@ -3,6 +3,7 @@ test_decoding_search: the constraint state, every phrase in every output, the ex
 with a beam that holds every hypothesis, compaction and XLA."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from nmt_tf.decoding import Constraints
@@ -115,6 +116,7 @@ class ConstrainedSearchTest(tf.test.TestCase):
     result = search(fake, make_constraints([[[4, 5, 4, 5]]]))
     self.assertEqual(int(result.ids[0, 0, int(result.lengths[0, 0]) - 1]), EOS_ID)
 
+  @pytest.mark.slow  # traces and XLA-compiles the constrained search
   def test_compaction_graphs_and_xla_agree(self):
     fake = random_fake(HistoryFake, seed=7, batch=5, max_len=8, vocab=9, scale=1.0)
     constraints = make_constraints([[[4]], [], [[5, 6]], [[7], [8]], [[4, 4]]])

@@ -3,6 +3,7 @@ fake step functions of test_decoding_search (no model): exact optima among the h
 that start with the prefix, the completing step's allowed tokens, compaction and graphs."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from nmt_tf.decoding import decode
@@ -142,6 +143,7 @@ class PrefixSearchTest(tf.test.TestCase):
                             token_log_probs(fake, b, tokens), atol=1e-5)
         self.assertAllEqual(result.token_log_probs[b, 0, length:], np.zeros(6 - length))
 
+  @pytest.mark.slow  # traces the prefixed search with and without compaction
   def test_compaction_and_graphs_agree(self):
     fake = random_fake(HistoryFake, seed=7, batch=5, max_len=7, scale=1.0)
     prefix = make_prefix([[4], [], [5, 4], [4, 4, 4], []], fake.vocab,

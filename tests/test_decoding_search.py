@@ -6,6 +6,7 @@ import itertools
 from unittest import mock
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from nmt_tf.decoding import beam_search
@@ -357,6 +358,7 @@ class ExhaustiveSearchTest(tf.test.TestCase):
 
 class CompilationTest(tf.test.TestCase):
 
+  @pytest.mark.slow  # XLA-compiles the search
   def test_jit_matches_eager(self):
     fake = random_fake(HistoryFake, seed=5, max_len=5)
     src_length = tf.constant([3, 1, 2])
@@ -375,6 +377,7 @@ class CompilationTest(tf.test.TestCase):
       for got, expected in zip(jitted, eager):
         self.assertAllClose(got, expected, atol=1e-5)
 
+  @pytest.mark.slow  # traces the search for two batch sizes
   def test_no_retrace_for_new_batch_size(self):
     traces = []
     spec = [tf.TensorSpec([None, 4, 6, 6], tf.float32),
@@ -398,6 +401,7 @@ class CompilationTest(tf.test.TestCase):
       self.assertAllClose(result.scores, expected.scores)
     self.assertLen(traces, 1)
 
+  @pytest.mark.slow  # traces the search for each batch shape
   def test_batch_size_tensor_of_a_static_batch(self):
     # A tf.function traced for one batch shape, the batch size given as tf.shape(x)[0] (as
     # the Translator does): the loop body cannot see that size, and the searches must still
@@ -450,6 +454,7 @@ class CompactBatchTest(tf.test.TestCase):
     run = tf.function(run, autograph=False) if graph else run
     return run(fake.state(), fake.context())
 
+  @pytest.mark.slow  # traces the compacting search; the quick tier runs it eagerly
   def test_same_result_eager_and_in_a_graph(self):
     for beam_size in (1, 3):
       for seed, cls in ((0, MarkovFake), (1, HistoryFake), (2, HistoryFake)):
@@ -475,6 +480,7 @@ class CompactBatchTest(tf.test.TestCase):
       for time, n in enumerate(rows):  # every unfinished sentence is still in the batch
         self.assertGreaterEqual(n, int(np.sum(ends > time)) * beam_size)
 
+  @pytest.mark.slow  # traces the search for two batch sizes
   def test_no_retrace_for_new_batch_size(self):
     traces = []
     spec = [tf.TensorSpec([None, 6, 6, 6], tf.float32), tf.TensorSpec([None, 6, 3], tf.float32)]

@@ -3,6 +3,7 @@ docs/EQUATIONS.md "Encoders": per-sentence numpy references that only ever see a
 tokens, padding invariance, shapes, config round trip, bad arguments."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 from absl.testing import parameterized
 
@@ -41,6 +42,9 @@ RNN_VARIANTS = [
     ("rnn_reversed", dict(bidirectional=False, reverse_source=True)),
     ("rnn_reversed_2_layers", dict(bidirectional=False, reverse_source=True, num_layers=2)),
 ]
+# The variant whose training path the quick tier checks (a stack of bidirectional layers); the
+# whole suite checks every variant's.
+TRAINING_PATH_QUICK = ("birnn_2_layers",)
 
 
 _BUILT = {}
@@ -79,6 +83,35 @@ def reference_rnn(layer, x, mask):
     memory[b, :n] = h
     summaries.append(summary)
   return memory, np.stack(summaries)
+
+
+def check_training_path(test, kwargs):
+  """The training path (the compiled cell, or the plain ops' autodiff) gives the inference
+  values and the same gradients."""
+  # While training, the GRU steps take the compiled cell (layers/kernels/cells.py); the
+  # result and every gradient must equal the plain ops' and the inference values.
+  layer = build_rnn(**kwargs)
+  x, mask = batch(12)
+  x = tf.constant(x)
+  d_memory = tf.constant(np.random.RandomState(13).normal(
+      size=(BATCH, SRC, layer.output_dim)).astype(np.float32))
+  d_summary = tf.constant(np.random.RandomState(14).normal(
+      size=(BATCH, layer.output_dim)).astype(np.float32))
+
+  def run(training, compiled_cell=True):
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      with kernels.precision_scope(compiled_cell=training and compiled_cell):
+        memory, summary = layer(x, tf.constant(mask), training=training)
+      loss = tf.reduce_sum(memory * d_memory) + tf.reduce_sum(summary * d_summary)
+    return [memory, summary] + tape.gradient(loss, [x] + layer.trainable_variables)
+
+  inference = run(False)
+  training = tf.function(lambda: run(True))()
+  autodiff = tf.function(lambda: run(True, compiled_cell=False))()
+  for got, auto, want in zip(training, autodiff, inference):
+    test.assertAllClose(got, want, atol=1e-5)
+    test.assertAllClose(auto, want, atol=1e-5)
 
 
 class RNNEncoderTest(tf.test.TestCase, parameterized.TestCase):
@@ -194,32 +227,18 @@ class RNNEncoderTest(tf.test.TestCase, parameterized.TestCase):
     for got, want in zip(run(tf.constant(x), tf.constant(mask)), encode(layer, x, mask)):
       self.assertAllClose(got, want, atol=1e-6)
 
-  @parameterized.named_parameters(*RNN_VARIANTS)
+  @parameterized.named_parameters(*[v for v in RNN_VARIANTS if v[0] in TRAINING_PATH_QUICK])
   def test_training_path_same_values_and_gradients(self, kwargs):
-    # While training, the GRU steps take the compiled cell (layers/kernels/cells.py); the
-    # result and every gradient must equal the plain ops' and the inference values.
-    layer = build_rnn(**kwargs)
-    x, mask = batch(12)
-    x = tf.constant(x)
-    d_memory = tf.constant(np.random.RandomState(13).normal(
-        size=(BATCH, SRC, layer.output_dim)).astype(np.float32))
-    d_summary = tf.constant(np.random.RandomState(14).normal(
-        size=(BATCH, layer.output_dim)).astype(np.float32))
+    check_training_path(self, kwargs)
 
-    def run(training, compiled_cell=True):
-      with tf.GradientTape() as tape:
-        tape.watch(x)
-        with kernels.precision_scope(compiled_cell=training and compiled_cell):
-          memory, summary = layer(x, tf.constant(mask), training=training)
-        loss = tf.reduce_sum(memory * d_memory) + tf.reduce_sum(summary * d_summary)
-      return [memory, summary] + tape.gradient(loss, [x] + layer.trainable_variables)
 
-    inference = run(False)
-    training = tf.function(lambda: run(True))()
-    autodiff = tf.function(lambda: run(True, compiled_cell=False))()
-    for got, auto, want in zip(training, autodiff, inference):
-      self.assertAllClose(got, want, atol=1e-5)
-      self.assertAllClose(auto, want, atol=1e-5)
+@pytest.mark.slow  # the training path of every other variant
+@pytest.mark.variants
+class RNNEncoderOtherVariantsTest(tf.test.TestCase, parameterized.TestCase):
+
+  @parameterized.named_parameters(*[v for v in RNN_VARIANTS if v[0] not in TRAINING_PATH_QUICK])
+  def test_training_path_same_values_and_gradients(self, kwargs):
+    check_training_path(self, kwargs)
 
 
 class EmbeddingEncoderTest(tf.test.TestCase):

@@ -45,8 +45,8 @@ def decoded(tensor):
 
 
 class ServingFunctionsTest(tf.test.TestCase):
-  """The functions behind the signatures (ServingModule), called in this process without a
-  SavedModel: `serving_default` is the Translator's greedy search and `beam_search` its beam
+  """The signatures' functions (ServingModule.signatures), run eagerly in this process without
+  a SavedModel: `serving_default` is the Translator's greedy search and `beam_search` its beam
   search, in the export's output layout. ExportTest checks the saved signatures alike."""
 
   @classmethod
@@ -57,7 +57,9 @@ class ServingFunctionsTest(tf.test.TestCase):
     model, config, src_tok, tgt_tok = run.load_model("best")
     cls.translator = Translator(model, src_tok, tgt_tok, config.decode,
                                 DEFAULT_MAX_SOURCE_LENGTH)
-    cls.module = ServingModule(cls.translator, beam_size=3, nbest=2)
+    # The functions the signatures trace, run eagerly.
+    cls.signatures = {name: function.python_function for name, function in
+                      ServingModule(cls.translator, beam_size=3, nbest=2).signatures().items()}
     cls.sentences = texts(list(corpus["test"].sources[:6]) + ["ein unbekanntes Wort ."])
 
   @classmethod
@@ -66,7 +68,7 @@ class ServingFunctionsTest(tf.test.TestCase):
     super().tearDownClass()
 
   def test_greedy(self):
-    got = self.module.greedy(self.sentences)
+    got = self.signatures["serving_default"](self.sentences)
     expected = self.translator.translate(self.sentences, beam_size=1, nbest=1)
     self.assertEqual(decoded(got["translation"]), decoded(expected["translation"][:, 0]))
     self.assertAllClose(got["log_prob"], expected["log_probs"][:, 0], rtol=1e-6, atol=1e-6)
@@ -74,7 +76,7 @@ class ServingFunctionsTest(tf.test.TestCase):
     self.assertNotIn("score", got)
 
   def test_beam_search(self):
-    got = self.module.beam(self.sentences)
+    got = self.signatures["beam_search"](self.sentences)
     expected = self.translator.translate(self.sentences, beam_size=3, nbest=2)
     self.assertEqual(got["translation"].shape, (7, 2))
     self.assertEqual(decoded(got["translation"]), decoded(expected["translation"]))

@@ -97,6 +97,7 @@ class BeamMatchesTeacherForcingTest(tf.test.TestCase):
   def test_self_attentive_residual_avg(self):
     self.check(make_model(decoder="self_attentive_residual", summary="avg"))
 
+  @pytest.mark.slow  # the avg summary is the quick check of the residual decoder
   def test_self_attentive_residual_cavg(self):
     self.check(make_model(decoder="self_attentive_residual", summary="cavg"))
 
@@ -106,6 +107,7 @@ class BeamMatchesTeacherForcingTest(tf.test.TestCase):
   def test_self_attentive_rnn(self):
     self.check(make_model(decoder="self_attentive_rnn"))
 
+  @pytest.mark.slow  # both searches for four decoders; the quick tier checks cgru (test_cgru_and_greedy)
   def test_beam_of_one_is_greedy_for_the_self_attentive_decoders(self):
     # The beam search carries (and reorders) the summaries and the state buffer; with one
     # beam it must reproduce greedy search exactly.
@@ -127,6 +129,7 @@ class BeamMatchesTeacherForcingTest(tf.test.TestCase):
     self.check(model)
     self.check(model, beam_size=1)
 
+  @pytest.mark.slow  # two members; the quick tier decodes with an ensemble in test_inference_ensemble.py
   def test_ensemble(self):
     members = [make_model(seed=1), make_model(seed=2, decoder="rnnsearch")]
     ensemble = ModelEnsemble(members)
@@ -155,6 +158,7 @@ class CompiledSearchTest(tf.test.TestCase):
     self.assertEqual(compiled.search.experimental_get_tracing_count(), 1)
     self.assertEqual(plain.search.experimental_get_tracing_count(), 1)
 
+  @pytest.mark.slow  # traces the search beside the eager one
   def test_eager_stages_match_the_traced(self):
     # translate decodes a few lines eagerly (EAGER_LINES): the same search, untraced.
     translator = translator_for(make_model(decoder="cgru"), beam_size=3, nbest=2,
@@ -168,6 +172,7 @@ class CompiledSearchTest(tf.test.TestCase):
     self.assertAllClose(out["scores"], reference["scores"], atol=1e-5)
     self.assertAllClose(out["attention"], reference["attention"], atol=1e-5)
 
+  @pytest.mark.slow  # traces a bfloat16 search and teacher-forces each hypothesis
   def test_bfloat16_products_score_their_own_hypotheses(self):
     model = make_model(decoder="cgru")
     translator = translator_for(model, beam_size=3, max_length=8, max_length_a=10.0,

@@ -132,6 +132,7 @@ class CompiledCellSequencesTest(tf.test.TestCase, parameterized.TestCase):
     self.check(2, graph=graph, matmul_dtype=matmul_dtype, layer_norm=True, rtol=tolerance,
                atol=tolerance)
 
+  @pytest.mark.slow  # runs the sequence with dropout masks eagerly and traced
   def test_recurrent_dropout(self):
     self.check(2, graph=True, dropout=True)
 

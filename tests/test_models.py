@@ -162,14 +162,16 @@ class Checkpoints:
     self.assertEqual(len(built.variables), len(model.variables))
 
 
+# The decoders whose decoding step the quick tier builds from a checkpoint: the plain state,
+# the summaries and the state memory (with every option's module), and hard attention.
+CHECKPOINT_QUICK = ("cgru", "self_attentive_residual", "memory_rnn_deep_ln", "cgru_hard")
+
+
 class CheckpointTest(Checkpoints, tf.test.TestCase, parameterized.TestCase):
-  """Checkpoints for QUICK_VARIANTS, and a decoding step that misses weights."""
+  """Checkpoints for CHECKPOINT_QUICK: restored into a model built by one decoding step (which
+  also restores the training outputs); a decoding step that misses weights."""
 
-  @parameterized.named_parameters(*_variants(quick=True))
-  def test_restore_reproduces_outputs(self, overrides):
-    self.check_restore_reproduces_outputs(overrides)
-
-  @parameterized.named_parameters(*_variants(quick=True))
+  @parameterized.named_parameters(*[(name, VARIANTS[name]) for name in CHECKPOINT_QUICK])
   def test_one_decoding_step_builds_every_weight(self, overrides):
     self.check_one_decoding_step_builds_every_weight(overrides)
 
@@ -188,16 +190,18 @@ class CheckpointTest(Checkpoints, tf.test.TestCase, parameterized.TestCase):
     self.assertEqual(len(built.variables), len(model.variables))
 
 
-@pytest.mark.slow  # every other variant
-@pytest.mark.variants
+@pytest.mark.slow  # every variant restored into a model built by a batch; the other variants'
+@pytest.mark.variants  # decoding steps
 class CheckpointOtherVariantsTest(Checkpoints, tf.test.TestCase, parameterized.TestCase):
-  """Checkpoints for every other variant of the model fixtures."""
+  """Checkpoints for every variant (restored into a model built by a batch) and for the
+  decoding step of the variants outside CHECKPOINT_QUICK."""
 
-  @parameterized.named_parameters(*_variants(quick=False))
+  @parameterized.named_parameters(*VARIANTS.items())
   def test_restore_reproduces_outputs(self, overrides):
     self.check_restore_reproduces_outputs(overrides)
 
-  @parameterized.named_parameters(*_variants(quick=False))
+  @parameterized.named_parameters(*[(name, kw) for name, kw in VARIANTS.items()
+                                    if name not in CHECKPOINT_QUICK])
   def test_one_decoding_step_builds_every_weight(self, overrides):
     self.check_one_decoding_step_builds_every_weight(overrides)
 
@@ -261,6 +265,7 @@ class WerlenAppendixTest(tf.test.TestCase, parameterized.TestCase):
     self.assertAllClose(_stepwise(model, b["source"], b["target_in"])[0], expected, atol=1e-5)
 
 
+@pytest.mark.slow  # traces two decoders twice; the quick tier compares them eagerly
 class GraphModeStepTest(tf.test.TestCase, parameterized.TestCase):
   """The same equality inside tf.function (the decoding loop runs in graph mode)."""
 
@@ -336,7 +341,7 @@ class DeferredGradientTest(tf.test.TestCase, parameterized.TestCase):
 
 
 # The papers' four decoders, in the quick tier; the other variants in the full suite.
-PATCHED_QUICK = ("cgru", "rnnsearch", "luong", "encdec")
+PATCHED_QUICK = ("cgru", "rnnsearch")
 
 
 class PatchedStep:

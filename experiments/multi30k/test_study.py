@@ -496,6 +496,7 @@ class RunRowsTest(tf.test.TestCase):
           self.assertTrue(same_value(stored, value), f"{name}: {flag}, recorded {stored!r}")
     self.assertGreater(checked, 15)
 
+  @pytest.mark.slow  # prints every row three times, a process per row
   def test_rows_train_in_their_recorded_baselines_products(self):
     """Each row against a recorded baseline trains with the matrix products of its record: by
     name (the default and PRECISION=float32_bf16_matmul, for any CPU) or through the recipe's
