@@ -1,7 +1,11 @@
 """BahdanauAttention, LuongAttention (dot/general/concat), hard mode and make_attention against
 docs/EQUATIONS.md "Attention scores": numeric references, masking and padding invariance, shapes,
-config round trip, bad arguments."""
+config round trip, bad arguments; Keras' call form `layer(query, value, mask=...)` in a
+functional model saved as `.keras`."""
 
+import os
+
+import keras
 import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
@@ -355,3 +359,87 @@ class HardAttentionTest(tf.test.TestCase, parameterized.TestCase):
 
 if __name__ == "__main__":
   tf.test.main()
+
+
+class KerasCallTest(tf.test.TestCase, parameterized.TestCase):
+  """Keras' call form, `layer(query, value, mask=...)`: the layer computes its keys and gives
+  what the decoders' form (precomputed keys) gives; it builds from the input shapes in a
+  functional model, which saves to `.keras` and loads; a sequence of queries attends query by
+  query; a mask of another shape is one clear error."""
+
+  def tearDown(self):
+    keras.config.set_dtype_policy("float32")
+    super().tearDown()
+
+  @parameterized.named_parameters(("additive", "additive"), ("dot", "dot"),
+                                  ("general", "general"), ("concat", "concat"))
+  def test_keys_computed_as_precomputed(self, score):
+    query_dim = MEM if score == "dot" else QUERY
+    layer = built(make_attention(score, UNITS, query_dim, MEM), q_dim=query_dim)
+    query, memory, mask = data(q_dim=query_dim)
+    expected = attend(layer, query, memory, mask)
+    got = layer(tf.constant(query), tf.constant(memory), mask=tf.constant(mask))
+    for a, b in zip(got, expected):
+      self.assertAllClose(a, b, atol=1e-6)
+    keras_form = layer(tf.constant(query), tf.constant(memory), mask=[None, tf.constant(mask)])
+    self.assertAllClose(keras_form[0], expected[0], atol=1e-6)
+    everything = layer(tf.constant(query), tf.constant(memory))  # no mask: every position
+    self.assertAllClose(everything[0], attend(layer, query, memory, np.ones_like(mask))[0],
+                        atol=1e-6)
+    # A sequence of queries [batch, t_q, q_dim]: each query alone.
+    queries = np.stack([query, query[::-1]], 1)
+    context, weights, log_prob = layer(tf.constant(queries), tf.constant(memory),
+                                       mask=tf.constant(mask))
+    self.assertEqual(context.shape, (BATCH, 2, MEM))
+    self.assertEqual(weights.shape, (BATCH, 2, SRC))
+    self.assertEqual(log_prob.shape, (BATCH, 2))
+    self.assertAllClose(context[:, 0], expected[0], atol=1e-6)
+    self.assertAllClose(context[:, 1], attend(layer, query[::-1], memory, mask)[0], atol=1e-6)
+
+  @parameterized.named_parameters(("additive", "additive"), ("concat", "concat"),
+                                  ("general", "general"), ("dot", "dot"))
+  def test_functional_model_builds_saves_and_loads(self, score):
+    keras.utils.set_random_seed(2)
+    query_dim = MEM if score == "dot" else QUERY
+    query_in, value_in = keras.Input((query_dim,)), keras.Input((None, MEM))
+    mask_in = keras.Input((None,), dtype="bool")
+    layer = make_attention(score, UNITS, query_dim, MEM)
+    context, weights, _ = layer(query_in, value_in, mask=mask_in)
+    model = keras.Model([query_in, value_in, mask_in], [context, weights])
+    self.assertTrue(layer.built)
+    if score != "dot":  # the projections built from the input shapes (dot has no weights)
+      self.assertTrue(layer.key_dense.built)
+    query, memory, mask = data(q_dim=query_dim)
+    expected = model([query, memory, mask])
+    self.assertAllClose(expected[0], attend(layer, query, memory, mask)[0], atol=1e-6)
+    path = os.path.join(self.get_temp_dir(), "attention.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    for a, b in zip(loaded([query, memory, mask]), expected):
+      self.assertAllEqual(a, b)
+
+  def test_mixed_bfloat16(self):
+    keras.utils.set_random_seed(2)
+    query, memory, mask = data()
+    reference = built(BahdanauAttention(UNITS))
+    expected = attend(reference, query, memory, mask)[0]
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    layer = BahdanauAttention(UNITS)
+    layer(tf.constant(query), tf.constant(memory), mask=tf.constant(mask))
+    layer.set_weights(reference.get_weights())
+    context, weights, _ = layer(tf.constant(query), tf.constant(memory), mask=tf.constant(mask))
+    self.assertEqual(context.dtype, tf.bfloat16)
+    self.assertAllClose(tf.cast(context, tf.float32), expected, atol=0.05)
+    self.assertAllClose(tf.reduce_sum(weights, -1), np.ones(BATCH), atol=1e-3)
+
+  def test_a_mask_of_another_shape_is_one_clear_error(self):
+    layer = BahdanauAttention(UNITS, name="att")
+    query, memory, mask = data()
+    for bad in (mask[:, :2], mask[:, :, None], mask[:2]):
+      # Keras adds the call's arguments below the message, as for its own layers.
+      with self.assertRaisesRegex(ValueError, r"Attention layer 'att' received a mask of "
+                                  r"shape \(.*\) for a value of shape \(3, 5, 6\); the mask is "
+                                  r"\[batch, src_len\]"):
+        layer(tf.constant(query), tf.constant(memory), mask=tf.constant(bad))
+    with self.assertRaisesRegex(ValueError, "a list of 3 masks"):
+      layer(tf.constant(query), tf.constant(memory), mask=[None, None, tf.constant(mask)])

@@ -1,7 +1,12 @@
 """GRUCell (both reset placements), LSTMCell and scan_time against numpy references of
-docs/EQUATIONS.md "GRU conventions": shapes, config round trip, bad arguments, graph mode."""
+docs/EQUATIONS.md "GRU conventions": shapes, config round trip, bad arguments, graph mode;
+the cells inside keras.layers.RNN (Keras' cell protocol), saved and loaded as `.keras`."""
 
+import os
+
+import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 from absl.testing import parameterized
 
@@ -35,7 +40,7 @@ class GRUCellTest(tf.test.TestCase, parameterized.TestCase):
     cell = self.build(reset_after)
     x, h = inputs(1), inputs(2, (BATCH, UNITS))
     expected = ref.gru_step(x, h, *ref.gru_weights(cell)[:4], reset_after=reset_after)
-    self.assertAllClose(cell(tf.constant(x), tf.constant(h)), expected, atol=1e-5)
+    self.assertAllClose(cell(tf.constant(x), [tf.constant(h)])[0], expected, atol=1e-5)
     self.assertAllClose(cell.step(cell.project_inputs(tf.constant(x)), tf.constant(h)), expected,
                         atol=1e-5)
 
@@ -60,7 +65,8 @@ class GRUCellTest(tf.test.TestCase, parameterized.TestCase):
       @tf.function
       def run(x):
         with kernels.precision_scope(matmul_dtype):
-          return scan_time(lambda x_t, h, t: (cell(x_t, h),) * 2, x, tf.zeros([BATCH, UNITS]))
+          return scan_time(lambda x_t, h, t: (cell.step(cell.project_inputs(x_t), h),) * 2, x,
+                           tf.zeros([BATCH, UNITS]))
 
       graph = run.get_concrete_function(tf.constant(inputs(4, (BATCH, TIME, IN_DIM)))).graph
       library = graph.as_graph_def().library.function
@@ -92,7 +98,7 @@ class GRUCellTest(tf.test.TestCase, parameterized.TestCase):
     b_keep = b.copy()
     b_keep[:UNITS] = 50.0
     cell.set_weights([k, rk, b_keep, rb])
-    self.assertAllClose(cell(x, h), h, atol=1e-5)
+    self.assertAllClose(cell(x, h)[0], h, atol=1e-5)
     b_new = b.copy()
     b_new[:UNITS] = -50.0
     cell.set_weights([k, rk, b_new, rb])
@@ -100,7 +106,7 @@ class GRUCellTest(tf.test.TestCase, parameterized.TestCase):
                     + h @ rk[:, UNITS:2 * UNITS] + rb[UNITS:2 * UNITS])
     h_tilde = np.tanh(x @ k[:, 2 * UNITS:] + b[2 * UNITS:]
                       + r * (h @ rk[:, 2 * UNITS:] + rb[2 * UNITS:]))
-    self.assertAllClose(cell(x, h), h_tilde, atol=1e-5)
+    self.assertAllClose(cell(x, h)[0], h_tilde, atol=1e-5)
 
   def test_project_inputs_leading_dims(self):
     cell = self.build(True)
@@ -112,9 +118,12 @@ class GRUCellTest(tf.test.TestCase, parameterized.TestCase):
 
   def test_shapes_and_initial_state(self):
     cell = self.build(False)
-    h0 = cell.get_initial_state(BATCH)
-    self.assertAllEqual(h0, np.zeros((BATCH, UNITS)))
-    self.assertEqual(cell(inputs(1), h0).shape, (BATCH, UNITS))
+    h0 = cell.get_initial_state(BATCH)  # [h_0], as Keras' cells give it
+    self.assertLen(h0, 1)
+    self.assertAllEqual(h0[0], np.zeros((BATCH, UNITS)))
+    h, states = cell(inputs(1), h0)
+    self.assertEqual(h.shape, (BATCH, UNITS))
+    self.assertAllEqual(states[0], h)
     self.assertEqual(cell.state_size, UNITS)
 
   @parameterized.named_parameters(("reset_after", True), ("reset_before", False))
@@ -126,7 +135,7 @@ class GRUCellTest(tf.test.TestCase, parameterized.TestCase):
     clone(tf.zeros([1, IN_DIM]), tf.zeros([1, UNITS]))
     clone.set_weights(cell.get_weights())
     x, h = inputs(1), inputs(2, (BATCH, UNITS))
-    self.assertAllClose(clone(x, h), cell(x, h))
+    self.assertAllClose(clone(x, h)[0], cell(x, h)[0])
 
   @parameterized.parameters(0, -1, 2.5, None)
   def test_bad_units(self, units):
@@ -151,7 +160,7 @@ class LSTMCellTest(tf.test.TestCase):
     randomize(cell)
     x, h, c = inputs(1), inputs(2, (BATCH, UNITS)), inputs(3, (BATCH, UNITS))
     exp_h, exp_c = ref.lstm_step(x, h, c, *cell.get_weights())
-    got_h, got_c = cell(x, (h, c))
+    got_h, (_, got_c) = cell(x, [h, c])
     self.assertAllClose(got_h, exp_h, atol=1e-5)
     self.assertAllClose(got_c, exp_c, atol=1e-5)
     got_h, got_c = cell.step(cell.project_inputs(tf.constant(x)),
@@ -161,7 +170,8 @@ class LSTMCellTest(tf.test.TestCase):
   def test_shapes(self):
     cell = self.build()
     self.assertEqual(cell.state_size, (UNITS, UNITS))
-    h, c = cell(inputs(1), cell.get_initial_state(BATCH))
+    h, (h_state, c) = cell(inputs(1), cell.get_initial_state(BATCH))
+    self.assertAllEqual(h_state, h)
     self.assertEqual(h.shape, (BATCH, UNITS))
     self.assertEqual(c.shape, (BATCH, UNITS))
     self.assertEqual(cell.project_inputs(tf.constant(inputs(1, (BATCH, TIME, IN_DIM)))).shape,
@@ -175,8 +185,8 @@ class LSTMCellTest(tf.test.TestCase):
     self.assertEqual(clone.get_config(), config)
     clone(tf.zeros([1, IN_DIM]), clone.get_initial_state(1))
     clone.set_weights(cell.get_weights())
-    x, state = inputs(1), (inputs(2, (BATCH, UNITS)), inputs(3, (BATCH, UNITS)))
-    self.assertAllClose(clone(x, state), cell(x, state))
+    x, state = inputs(1), [inputs(2, (BATCH, UNITS)), inputs(3, (BATCH, UNITS))]
+    self.assertAllClose(clone(x, state)[1], cell(x, state)[1])
 
   def test_bad_units(self):
     with self.assertRaisesRegex(ValueError, r"units=0.*positive integer"):
@@ -193,7 +203,7 @@ class ScanTimeTest(tf.test.TestCase):
     self.x = inputs(4, (BATCH, TIME, IN_DIM))
 
   def step(self, x_t, h, t):
-    h = self.cell(x_t, h)
+    h, _ = self.cell(x_t, h)
     return h, h
 
   def test_matches_python_loop_and_reference(self):
@@ -202,7 +212,7 @@ class ScanTimeTest(tf.test.TestCase):
     self.assertEqual(outputs.shape, (BATCH, TIME, UNITS))
     h, loop = h0, []
     for t in range(TIME):
-      h = self.cell(self.x[:, t], h)
+      h, _ = self.cell(self.x[:, t], h)
       loop.append(h)
     self.assertAllClose(outputs, tf.stack(loop, 1), atol=1e-6)
     self.assertAllClose(final, h, atol=1e-6)
@@ -215,7 +225,7 @@ class ScanTimeTest(tf.test.TestCase):
 
     def step(x_t, state, t):
       h, count = state
-      h = self.cell(x_t["x"], h)
+      h, _ = self.cell(x_t["x"], h)
       return (h, x_t["y"] * 2.0, tf.fill([BATCH], t)), (h, count + 1)
 
     (hs, ys2, ts), (h, count) = scan_time(
@@ -262,3 +272,74 @@ class ScanTimeTest(tf.test.TestCase):
 
 if __name__ == "__main__":
   tf.test.main()
+
+
+class KerasRNNTest(tf.test.TestCase, parameterized.TestCase):
+  """The cells in Keras' cell protocol: `keras.layers.RNN(cell)` in a functional model runs
+  the cell's `step` over the sequence, saves to `.keras` and loads with
+  `keras.saving.load_model`, in float32 and under the `mixed_bfloat16` policy."""
+
+  def tearDown(self):
+    keras.config.set_dtype_policy("float32")
+    super().tearDown()
+
+  def model(self, cell):
+    sequence = keras.Input((TIME, IN_DIM))
+    outputs = keras.layers.RNN(cell, return_sequences=True, return_state=True)(sequence)
+    return keras.Model(sequence, outputs)
+
+  def reference(self, cell, x):
+    """The states of `cell.step` stepped over x, from zeros: [h_1 .. h_T]."""
+    state = [tf.zeros([BATCH, UNITS])] * len(tf.nest.flatten(cell.state_size))
+    outputs = []
+    for t in range(TIME):
+      x_proj = cell.project_inputs(tf.constant(x[:, t]))
+      new = cell.step(x_proj, state[0] if len(state) == 1 else tuple(state))
+      state = list(new) if isinstance(new, tuple) else [new]
+      outputs.append(state[0])
+    return tf.stack(outputs, 1)
+
+  @parameterized.named_parameters(("gru", lambda: GRUCell(UNITS)),
+                                  ("gru_reset_before", lambda: GRUCell(UNITS, reset_after=False)),
+                                  ("gru_layer_norm", lambda: GRUCell(UNITS, layer_norm=True)),
+                                  ("lstm", lambda: LSTMCell(UNITS)))
+  def test_rnn_of_the_cell_saves_and_loads(self, make):
+    keras.utils.set_random_seed(3)
+    cell = make()
+    model = self.model(cell)
+    x = inputs(6, (BATCH, TIME, IN_DIM))
+    sequence, *states = model(x)
+    self.assertEqual(sequence.shape, (BATCH, TIME, UNITS))
+    self.assertLen(states, len(tf.nest.flatten(cell.state_size)))
+    self.assertAllClose(sequence, self.reference(cell, x), atol=1e-5)
+    self.assertAllClose(states[0], sequence[:, -1], atol=1e-6)
+    path = os.path.join(self.get_temp_dir(), "rnn.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    self.assertIsInstance(loaded.layers[1].cell, type(cell))
+    self.assertAllEqual(loaded(x)[0], sequence)
+
+  @parameterized.named_parameters(("gru", GRUCell), ("lstm", LSTMCell))
+  def test_mixed_bfloat16(self, cell_class):
+    keras.utils.set_random_seed(3)
+    x = inputs(6, (BATCH, TIME, IN_DIM))
+    reference = self.model(cell_class(UNITS))
+    expected = reference(x)[0]
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    model = self.model(cell_class(UNITS))
+    model.set_weights(reference.get_weights())  # float32 variables under both policies
+    sequence = model(x)[0]
+    self.assertEqual(sequence.dtype, tf.bfloat16)
+    self.assertAllClose(tf.cast(sequence, tf.float32), expected, atol=0.05)
+
+  @pytest.mark.slow  # trains
+  def test_fit_lowers_the_loss(self):
+    keras.utils.set_random_seed(3)
+    sequence = keras.Input((TIME, IN_DIM))
+    hidden = keras.layers.RNN(GRUCell(UNITS))(sequence)
+    model = keras.Model(sequence, keras.layers.Dense(1)(hidden))
+    model.compile(optimizer=keras.optimizers.Adam(0.05), loss="mse")
+    x = inputs(6, (32, TIME, IN_DIM))
+    y = x.sum(axis=(1, 2))[:, None] / 10.0
+    history = model.fit(x, y, epochs=8, batch_size=8, verbose=0)
+    self.assertLess(history.history["loss"][-1], history.history["loss"][0] / 2)

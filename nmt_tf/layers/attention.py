@@ -10,7 +10,8 @@ c = sum_i alpha_i h_i, with
   hard (Xu et al. 2015, sec. 4.1): i ~ Categorical(alpha), c = h_i; at inference the
   expectation (= soft c) or the argmax position.
 The key side (U_a h_i, W_a h_i) depends only on the sentence: `precompute_keys(memory)` is
-called once per batch, and each step only projects the query.
+called once per batch, and each step only projects the query. Called as Keras' attention
+layers are, `layer(query, value, mask=...)`, a layer computes the keys itself.
 """
 
 import keras
@@ -39,10 +40,19 @@ class _Attention(keras.layers.Layer):
           f"Received hard_inference={hard_inference!r}; expected one of {HARD_INFERENCE}.")
     self.mode = mode
     self.hard_inference = hard_inference
+    # `mask` names the value's real positions: the outputs carry no mask of it (compute_mask).
+    self.supports_masking = True
     if mode == "hard":
       # Positions are drawn from a Keras SeedGenerator: seeded by keras.utils.set_random_seed,
       # and its state is checkpointed by the trainer, so a resumed run draws the same positions.
       self.seed_generator = keras.random.SeedGenerator(name="position_sampler")
+
+  def compute_mask(self, inputs, previous_mask=None):
+    """The outputs' mask: the query's, where Keras' [query_mask, value_mask] is given."""
+    del inputs
+    if isinstance(previous_mask, (list, tuple)) and len(previous_mask) == 2:
+      return previous_mask[0]
+    return None
 
   def precompute_keys(self, memory):
     """Step-independent key projections: memory [batch, src_len, mem_dim] -> keys."""
@@ -52,14 +62,18 @@ class _Attention(keras.layers.Layer):
     """Scores e [batch, src_len] of query [batch, q_dim] against precomputed keys."""
     raise NotImplementedError
 
-  def call(self, query, memory, keys, mask, training=False, expect=None):
-    """Attends with one query per batch row.
+  def call(self, query, value, keys=None, mask=None, training=False, expect=None):
+    """Attends over `value` with each query: `layer(query, value, mask=...)`, the call form
+    of Keras' attention layers.
 
     Args:
-      query: [batch, q_dim], the decoder-side query q.
-      memory: [batch, src_len, mem_dim], the annotations h.
-      keys: output of `precompute_keys(memory)`.
-      mask: [batch, src_len] bool, True at real source positions.
+      query: [batch, q_dim], the decoder-side query q; or a sequence of queries
+        [batch, t_q, q_dim], each attending alone (the outputs get the t_q axis).
+      value: [batch, src_len, mem_dim], the annotations h.
+      keys: optional `precompute_keys(value)`, which a decoder computes once per sentence and
+        passes at every step; computed here when None.
+      mask: optional [batch, src_len] bool, True at real source positions, or Keras'
+        [query_mask, value_mask] (its value mask is used); None: every position is real.
       training: in hard mode, sample positions when True.
       expect: optional [batch] bool, hard mode while training: rows that take the expected
         context sum_i alpha_i h_i instead of a sample, with log_prob 0 (Xu et al. 2015,
@@ -67,8 +81,24 @@ class _Attention(keras.layers.Layer):
 
     Returns:
       context [batch, mem_dim], weights alpha [batch, src_len] float32, and log_prob [batch]
-      float32: log alpha of the sampled position (hard mode while training), else zeros.
+      float32: log alpha of the sampled position (hard mode while training), else zeros
+      (each with a t_q axis after the batch for a sequence of queries).
     """
+    mask = _value_mask(mask, value, self.name)
+    if keys is None:
+      keys = self.precompute_keys(value)
+    if query.shape.rank == 3:  # [batch, t_q, q_dim]: rows of batch * t_q single queries
+      t_q = tf.shape(query)[1]
+      rows = lambda x: None if x is None else tf.repeat(x, t_q, axis=0)  # pylint: disable=unnecessary-lambda-assignment
+      outputs = self.attend(tf.reshape(query, [-1, query.shape[-1]]), rows(value), rows(keys),
+                            rows(mask), training, rows(expect))
+      return tuple(tf.reshape(x, tf.concat([[-1, t_q], tf.shape(x)[1:]], 0)) for x in outputs)
+    return self.attend(query, value, keys, mask, training, expect)
+
+  def attend(self, query, memory, keys, mask, training=False, expect=None):
+    """The equations for one query per row (`call`'s arguments, keys and mask given):
+    e = score(q, keys), alpha = softmax of e over real positions, c = sum_i alpha_i h_i
+    (hard: h_i of a sampled i)."""
     scores = self.score(query, keys)  # e [batch, src_len]
     weights = ops.masked_softmax(scores, mask)  # alpha [batch, src_len]
     log_prob = tf.zeros_like(weights[:, 0])  # [batch]
@@ -97,6 +127,24 @@ class _Attention(keras.layers.Layer):
     return {**super().get_config(), "mode": self.mode, "hard_inference": self.hard_inference}
 
 
+def _value_mask(mask, value, name):
+  """The mask [batch, src_len] of `value` [batch, src_len, mem_dim] from `call`'s mask (all
+  positions when None); a ValueError naming both shapes when it is not of that shape."""
+  if isinstance(mask, (list, tuple)):  # Keras' [query_mask, value_mask]
+    if len(mask) != 2:
+      raise ValueError(f"Attention layer '{name}' received a list of {len(mask)} masks; "
+                       "expected [query_mask, value_mask] or the value's mask alone.")
+    mask = mask[1]
+  if mask is None:
+    return tf.ones(tf.shape(value)[:2], tf.bool)  # [batch, src_len]
+  mask = tf.convert_to_tensor(mask)
+  if mask.shape.rank != 2 or not mask.shape.is_compatible_with(value.shape[:2]):
+    raise ValueError(f"Attention layer '{name}' received a mask of shape {tuple(mask.shape)} "
+                     f"for a value of shape {tuple(value.shape)}; the mask is [batch, "
+                     "src_len], True at the value's real positions.")
+  return mask
+
+
 def _check_units(units):
   if not isinstance(units, int) or units <= 0:
     raise ValueError(f"Received units={units!r}; expected a positive integer.")
@@ -118,7 +166,12 @@ class BahdanauAttention(_Attention):
     self.query_dense = keras.layers.Dense(units, use_bias=False, name="W_a")
     self.key_dense = keras.layers.Dense(units, use_bias=True, name="U_a")
 
-  def build(self, *args, **kwargs):
+  def build(self, query_shape=None, value_shape=None, keys_shape=None):
+    """W_a from the query's shape [..., q_dim], U_a from the value's [..., mem_dim] (a shape
+    left out builds its projection at its first use), and v."""
+    del keys_shape
+    _build_dense(self.query_dense, query_shape)
+    _build_dense(self.key_dense, value_shape)
     self.v = self.add_weight(name="v", shape=(self.units,), initializer="glorot_uniform")
     self.built = True
 
@@ -133,6 +186,11 @@ class BahdanauAttention(_Attention):
 
   def get_config(self):
     return {**super().get_config(), "units": self.units}
+
+
+def _build_dense(layer, input_shape):
+  if input_shape is not None and not layer.built:
+    layer.build(input_shape)
 
 
 LUONG_SCORES = ("dot", "general", "concat")
@@ -165,9 +223,15 @@ class LuongAttention(_Attention):
     elif score == "general":
       self.key_dense = keras.layers.Dense(units, use_bias=False, name="W_a")
 
-  def build(self, *args, **kwargs):
+  def build(self, query_shape=None, value_shape=None, keys_shape=None):
+    """The projections from the shapes of the query [..., q_dim] and the value
+    [..., mem_dim] (a shape left out builds its projection at its first use), and v."""
+    del keys_shape
     if self.score_type == "concat":
+      _build_dense(self.query_dense, query_shape)
       self.v = self.add_weight(name="v", shape=(self.units,), initializer="glorot_uniform")
+    if self.score_type != "dot":
+      _build_dense(self.key_dense, value_shape)
     self.built = True
 
   def precompute_keys(self, memory):

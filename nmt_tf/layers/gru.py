@@ -120,12 +120,26 @@ class GRUCell(keras.layers.Layer):
     x = tf.broadcast_to(tf.cast(self.bias, h_prev.dtype), [tf.shape(h_prev)[0], 3 * self.units])
     return self.step(x, h_prev, drop)  # [batch, units]
 
-  def call(self, x, h_prev):
-    """One step from raw inputs: x [batch, input_dim], h_prev [batch, units] -> [batch, units]."""
-    return self.step(self.project_inputs(x), h_prev)
+  def call(self, inputs, states, training=False):
+    """One step from raw inputs, in Keras' cell protocol (so `keras.layers.RNN(GRUCell(d))`
+    runs it over a sequence).
 
-  def get_initial_state(self, batch_size):
-    return tf.zeros([batch_size, self.units], self.compute_dtype)
+    Args:
+      inputs: [batch, input_dim], x_t.
+      states: [h_prev] (keras.layers.RNN passes a list) or h_prev, [batch, units].
+      training: unused (recurrent dropout is `step`'s `drop`).
+
+    Returns:
+      (h, [h]): the output and the new states, h [batch, units].
+    """
+    del training
+    h_prev = states[0] if isinstance(states, (list, tuple)) else states
+    h = self.step(self.project_inputs(inputs), h_prev)
+    return h, [h]
+
+  def get_initial_state(self, batch_size=None):
+    """[h_0]: the zero state [batch_size, units], in a list as Keras' cells give it."""
+    return [tf.zeros([batch_size, self.units], self.compute_dtype)]
 
   def get_config(self):
     return {

@@ -56,12 +56,26 @@ class LSTMCell(keras.layers.Layer):
     h = tf.sigmoid(o) * tf.tanh(c)
     return h, c
 
-  def call(self, x, state):
-    return self.step(self.project_inputs(x), state)
+  def call(self, inputs, states, training=False):
+    """One step from raw inputs, in Keras' cell protocol (so `keras.layers.RNN(LSTMCell(d))`
+    runs it over a sequence).
 
-  def get_initial_state(self, batch_size):
+    Args:
+      inputs: [batch, input_dim], x_t.
+      states: [h_prev, c_prev], each [batch, units].
+      training: unused.
+
+    Returns:
+      (h, [h, c]): the output and the new states, each [batch, units].
+    """
+    del training
+    h, c = self.step(self.project_inputs(inputs), tuple(states))
+    return h, [h, c]
+
+  def get_initial_state(self, batch_size=None):
+    """[h_0, c_0]: zero states [batch_size, units], in a list as Keras' cells give them."""
     zeros = tf.zeros([batch_size, self.units], self.compute_dtype)
-    return zeros, zeros
+    return [zeros, zeros]
 
   def get_config(self):
     return {

@@ -133,7 +133,7 @@ class RNNEncoder(keras.layers.Layer):
       inputs = [x] + ([_reverse(x, lengths)] if self.bidirectional else [])
       # each [batch, src_len, 3*units]
       projected = [cell.project_inputs(inp) for cell, inp in zip(cells, inputs)]
-      initial = [cell.get_initial_state(batch) for cell in cells]
+      initial = [cell.get_initial_state(batch)[0] for cell in cells]  # h_0 of each
       drops = None
       if training and self.hidden_dropout:  # one mask per sentence and GRU
         drops = [self.state_dropout(tf.ones_like(h), training=True) for h in initial]

@@ -61,6 +61,11 @@ def build_decoder(cfg):
                      **attention)
 
 
+# The `.keras` files of this version: a model whose config lacks it was saved by an earlier
+# version, whose files cannot be loaded (`from_config` says so).
+SAVED_FORMAT = 1
+
+
 @keras.saving.register_keras_serializable(package="nmt_tf")
 class Seq2Seq(keras.Model):
   """Encoder-decoder NMT model built from a validated ModelConfig.
@@ -279,9 +284,26 @@ class Seq2Seq(keras.Model):
               tf.constant(0, tf.int32))
     self.built = True
 
+  def build(self, inputs_shape=None):
+    """Creates every weight. They follow from the config (vocabulary sizes, dimensions), not
+    from the inputs' shapes; so Keras builds a model loaded from `.keras` here too."""
+    del inputs_shape
+    if not self.built:
+      self.build_with_dummy_batch()
+
+  def get_build_config(self):
+    """A built model is rebuilt by `build` alone (Keras stores this in `.keras` files)."""
+    return {"input_shape": None} if self.built else None
+
   def get_config(self):
-    return {"config": self.model_config.to_dict()}
+    return {"config": self.model_config.to_dict(), "saved_format": SAVED_FORMAT}
 
   @classmethod
   def from_config(cls, config):
+    if config.get("saved_format") != SAVED_FORMAT:
+      raise ValueError(
+          f"This {cls.__name__} was saved by nmt_tf before 0.1.0 (saved format "
+          f"{config.get('saved_format', 0)}, this version reads {SAVED_FORMAT}); its `.keras` "
+          "file holds layers that were never built. Save it again from its run: "
+          "nmt_tf.load(RUN_DIR).translator.model.save(PATH).")
     return cls(config["config"])
