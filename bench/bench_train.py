@@ -54,7 +54,8 @@ from nmt_tf import data
 from nmt_tf.experiment import TrainConfig
 from nmt_tf.layers.kernels import KernelOptions
 from nmt_tf.models import ModelConfig
-from nmt_tf.training import losses, objectives
+from nmt_tf.models import losses
+from nmt_tf.training import objectives
 from nmt_tf.experiment import presets
 from nmt_tf.training.optimizers import FusedAdam
 from nmt_tf.training.train_step import TrainStep
@@ -70,7 +71,7 @@ flags.DEFINE_list("optimizers", ["fused"], "Adam implementations to time: fused 
                   "(training/optimizers.py FusedAdam, the Trainer's) and keras "
                   "(keras.optimizers.Adam).")
 flags.DEFINE_list("smoothing_labels", ["sparse"], "Label-smoothed loss forms to time "
-                  "(TrainStep's smoothing_labels): sparse (training/losses.py "
+                  "(TrainStep's smoothing_labels): sparse (models/losses.py "
                   "smoothed_cross_entropy, the Trainer's) and dense (one-hot label tensor and "
                   "softmax_cross_entropy_with_logits).")
 flags.DEFINE_list("compiled_cell", ["auto"], "The GRU steps' elementwise work to time "

@@ -28,7 +28,7 @@ from nmt_tf.evaluation.image_attention import image_attention_png
 from nmt_tf.experiment import ExperimentConfig
 from nmt_tf.models import build_model, ConfigError, ImageCaptioner, ModelConfig
 from nmt_tf.models.image_encoder import coordinate_channels, ImageEncoder
-from nmt_tf.training import losses
+from nmt_tf.models import losses
 from nmt_tf.training.data_order import CaptionOrder
 from tests import numpy_reference as ref
 from tests.test_cli_decode import run_command

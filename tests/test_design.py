@@ -24,7 +24,7 @@ MAY_IMPORT = {
     "layers": set(),
     "decoding": set(),
     "data": set(),
-    "models": {"layers"},
+    "models": {"layers", "decoding"},
     "experiment": {"models", "data"},
     "configs": {"experiment"},
     "inference": {"layers", "models", "data", "decoding", "experiment"},

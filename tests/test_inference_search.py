@@ -1,6 +1,7 @@
 """Searches on real (tiny, random) models: exhaustive optimum, agreement with
 teacher-forced scoring for every decoder family, XLA compilation without retracing."""
 
+import functools
 import itertools
 from unittest import mock
 
@@ -49,6 +50,43 @@ def teacher_forced(model, source, sequences):
 
 def translator_for(model, **decode):
   return Translator(model, None, None, DecodeConfig(**decode))
+
+
+class GenerateTest(tf.test.TestCase):
+  """`Seq2Seq.generate`, the Keras model's own search, gives what the Translator's search
+  (`nmt-tf translate`, the exports) gives for the same options, eagerly and traced."""
+
+  def check_as_the_translator(self, beam_size, nbest, traced=False):
+    model = make_model(seed=4, decoder="cgru")
+    options = dict(max_length=6, length_penalty=0.6, max_length_a=1.5, max_length_b=2.0)
+    translator = translator_for(model, beam_size=beam_size, nbest=nbest, **options)
+    generate = functools.partial(model.generate, beam_size=beam_size, nbest=nbest, **options)
+    if traced:
+      expected = tf.function(translator.translate_ids)(SOURCES)._asdict()
+      got = tf.function(generate)(SOURCES)
+    else:  # generate takes the ids as nested lists too
+      expected = translator.translate_ids(SOURCES)._asdict()
+      got = generate(SOURCES.numpy().tolist())
+    self.assertEqual(set(got), set(expected))
+    for key, value in expected.items():
+      self.assertAllClose(got[key], value, atol=1e-6, msg=key)
+    return got
+
+  def test_greedy_and_beam_as_the_translator(self):
+    greedy = self.check_as_the_translator(1, 1)
+    self.assertAllEqual(greedy["scores"], greedy["log_probs"])  # greedy ranks nothing
+    self.check_as_the_translator(3, 2)
+
+  @pytest.mark.slow  # traces two beam searches; the quick tier compares them eagerly
+  def test_traced_beam_as_the_translator(self):
+    self.check_as_the_translator(3, 2, traced=True)
+
+  def test_an_unbuilt_model_builds_its_decoding_weights(self):
+    keras.utils.set_random_seed(4)
+    model = Seq2Seq(tiny_config(decoder="rnnsearch"))
+    result = model.generate(SOURCES, max_length=4)
+    self.assertEqual(result["ids"].shape, (3, 1, 4))
+    self.assertTrue(model.built)
 
 
 class ExhaustiveOptimumTest(tf.test.TestCase):

@@ -1,5 +1,6 @@
 """docs/KERAS.md: its examples run as written: nmt_tf layers in a user's functional model,
-trained with `fit`, saved as `.keras` and loaded; a run's model saved as `.keras`."""
+trained with `fit`, saved as `.keras` and loaded; a Seq2Seq trained with `fit` under a
+strategy; a run's model saved as `.keras`."""
 
 import contextlib
 import io
@@ -16,38 +17,53 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def keras_examples():
-  """The Python blocks of docs/KERAS.md: (layers example, run's model example)."""
+  """The Python blocks of docs/KERAS.md: (layers example, fit example, run's model example)."""
   with open(os.path.join(ROOT, "docs", "KERAS.md"), encoding="utf-8") as f:
     blocks = re.findall(r"```python\n(.*?)```", f.read(), re.DOTALL)
-  assert len(blocks) == 2, len(blocks)
+  assert len(blocks) == 3, len(blocks)
   return blocks
+
+
+def printed(index):
+  """The lines that example `index` of docs/KERAS.md prints, run in the current folder."""
+  out = io.StringIO()
+  with contextlib.redirect_stdout(out):
+    exec(compile(keras_examples()[index], "docs/KERAS.md", "exec"), {})  # pylint: disable=exec-used
+  return out.getvalue().splitlines()
 
 
 @pytest.mark.slow  # trains with fit and makes a run, as the docs' examples do
 class KerasDocTest(tf.test.TestCase):
 
+  def assert_falls(self, line):
+    """The three numbers of `line` (one per epoch) end lower than they start."""
+    values = [float(x) for x in re.findall(r"[\d.]+", line)]
+    self.assertLen(values, 3)
+    self.assertLess(values[-1], values[0])
+
   def test_example_runs_as_written(self):
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-      exec(compile(keras_examples()[0], "docs/KERAS.md", "exec"), {})  # pylint: disable=exec-used
-    lines = out.getvalue().splitlines()
+    lines = printed(0)
     self.assertLen(lines, 2)
-    losses = [float(x) for x in re.findall(r"[\d.]+", lines[0])]
-    self.assertLen(losses, 3)
-    self.assertLess(losses[-1], losses[0])
+    self.assert_falls(lines[0])  # the losses
     self.assertEqual(lines[1], "same outputs: True")
+
+  def test_fit_example_runs_as_written(self):
+    lines = printed(1)
+    self.assertLen(lines, 3)
+    self.assert_falls(lines[0])  # the perplexities
+    self.assertEqual(lines[1], "['loss', 'perplexity']")
+    self.assertEqual(lines[2], "(2, 2, 8)")
 
   def test_a_runs_model_saves_as_written(self):
     root = tempfile.mkdtemp()
     make_tiny_run(os.path.join(root, "runs", "quickstart"))
-    out, cwd = io.StringIO(), os.getcwd()
+    cwd = os.getcwd()
     os.chdir(root)
     try:
-      with contextlib.redirect_stdout(out):
-        exec(compile(keras_examples()[1], "docs/KERAS.md", "exec"), {})  # pylint: disable=exec-used
+      lines = printed(2)
     finally:
       os.chdir(cwd)
-    self.assertEqual(out.getvalue(), "Seq2Seq cgru\n")
+    self.assertEqual(lines, ["Seq2Seq cgru"])
     self.assertTrue(os.path.exists(os.path.join(root, "quickstart.keras")))
 
 

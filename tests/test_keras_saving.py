@@ -17,6 +17,10 @@ import tensorflow as tf
 
 from nmt_tf import configs
 from nmt_tf.experiment import presets
+from nmt_tf.layers import (BahdanauAttention, Bridge, DeepOutput, GRUCell, LSTMCell,
+                           LuongAttention, SelfAttentiveResidual, StateAttention)
+from nmt_tf.layers.embedding import ScaledEmbedding
+from nmt_tf.layers.lexical import LexicalModel
 from nmt_tf.models import ModelConfig, Seq2Seq
 from nmt_tf.models.captioner import ImageCaptioner
 from tests.model_fixtures import VARIANTS, batch, tiny_config
@@ -28,6 +32,9 @@ TINY_VOCAB = dict(src_vocab_size=23, tgt_vocab_size=19)
 # The variants the quick tier saves and loads: the plain state, and the state memory with every
 # option's module; the whole suite saves every variant and every recipe's model.
 SAVED_QUICK = ("cgru", "memory_rnn_deep_ln")
+# The layers the quick tier saves and loads (one that sizes a weight from the query's shape,
+# one inside keras.layers.RNN); the whole suite saves each public layer.
+LAYERS_QUICK = ("luong_attention_general", "gru_cell_in_rnn")
 
 
 def recipe_models():
@@ -46,6 +53,55 @@ def recipe_models():
       model["image_size"] = 16
     models[name] = ModelConfig.from_dict(model)
   return models
+
+
+def layer_models():
+  """{name: (functional keras.Model around one public layer, its inputs)}: each layer that
+  takes a Keras call form, called on symbolic inputs as in a user's own model."""
+  rng = np.random.default_rng(0)
+  normal = lambda *shape: rng.standard_normal(shape).astype(np.float32)
+  cases = {  # name: (input shapes [dtype], layer call on the inputs, input arrays)
+      "bahdanau_attention": ([(None, 6), (None, 5)], lambda q, v: BahdanauAttention(4)(q, v),
+                             [normal(2, 3, 6), normal(2, 4, 5)]),
+      "luong_attention_general": ([(None, 6), (None, 5)],
+                                  lambda q, v: LuongAttention("general")(q, v),
+                                  [normal(2, 3, 6), normal(2, 4, 5)]),
+      "luong_attention_concat": ([(None, 6), (None, 5)],
+                                 lambda q, v: LuongAttention("concat", 4)(q, v),
+                                 [normal(2, 3, 6), normal(2, 4, 5)]),
+      "gru_cell_in_rnn": ([(None, 6)],
+                          lambda x: keras.layers.RNN(GRUCell(5), return_sequences=True)(x),
+                          [normal(2, 3, 6)]),
+      "lstm_cell_in_rnn": ([(None, 6)],
+                           lambda x: keras.layers.RNN(LSTMCell(5), return_sequences=True)(x),
+                           [normal(2, 3, 6)]),
+      "self_attentive_residual_cavg": ([(None, 6)],
+                                       lambda x: SelfAttentiveResidual("cavg", 5)(x),
+                                       [normal(2, 4, 6)]),
+      "state_attention": ([(None, 6)], lambda x: StateAttention(5)(x), [normal(2, 4, 6)]),
+      "deep_output": ([(None, 6), (None, 3)],
+                      lambda s, c: DeepOutput(["s", "c"], 4, 11)({"s": s, "c": c}),
+                      [normal(2, 4, 6), normal(2, 4, 3)]),
+      "bridge": ([(6,)], lambda x: Bridge(5)(x), [normal(2, 6)]),
+      "lexical_model": ([(None, 4), (4, 6)], lambda a, e: LexicalModel(11)(a, e),
+                        [normal(2, 3, 4), normal(2, 4, 6)]),
+      "scaled_embedding": ([((None,), "int32")], lambda x: ScaledEmbedding(11, 6, scale=2.0)(x),
+                           [np.array([[1, 2, 3], [4, 0, 0]], np.int32)]),
+  }
+  models = {}
+  for name, (shapes, call, arrays) in cases.items():
+    keras.utils.set_random_seed(1)
+    inputs = [keras.Input(shape[0], dtype=shape[1]) if isinstance(shape[0], tuple) else
+              keras.Input(shape) for shape in shapes]
+    models[name] = keras.Model(inputs, call(*inputs)), arrays
+  return models
+
+
+def as_list(outputs):
+  """A functional model's outputs (an array, or a list or tuple of them) as a list of numpy
+  arrays."""
+  outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
+  return [np.asarray(output) for output in outputs]
 
 
 def inputs_of(model):
@@ -79,6 +135,11 @@ same = []
 for path, x, y in json.loads(sys.argv[1]):
   model = keras.saving.load_model(path)
   x, y = dict(np.load(x)), dict(np.load(y))
+  if "0" in x:  # a functional model around one layer: inputs and outputs are lists
+    out = model([x[str(i)] for i in range(len(x))])
+    out = out if isinstance(out, (list, tuple)) else [out]
+    same.append(all(np.array_equal(np.asarray(o), y[str(i)]) for i, o in enumerate(out)))
+    continue
   out = model(x)
   same.append(all(np.array_equal(out[k].numpy(), y[k]) for k in y))
 print(json.dumps(same))
@@ -97,6 +158,18 @@ class KerasFileTest(tf.test.TestCase):
       out = loaded(x)
       for key, value in expected.items():
         self.assertAllEqual(out[key], value, msg=f"{name}: {key}")
+
+  def test_public_layers_in_a_functional_model(self):
+    for name, (model, x) in layer_models().items():
+      if name not in LAYERS_QUICK:
+        continue
+      expected = as_list(model(x))
+      path = os.path.join(self.get_temp_dir(), name + ".keras")
+      model.save(path)
+      got = as_list(keras.saving.load_model(path)(x))
+      self.assertLen(got, len(expected), name)
+      for i, (a, b) in enumerate(zip(got, expected)):
+        self.assertAllEqual(a, b, msg=f"{name}: output {i}")
 
   def test_a_file_of_an_earlier_version_is_refused_in_one_line(self):
     path, _, _ = saved(tiny_config(decoder="cgru"), self.get_temp_dir(), "new")
@@ -117,10 +190,11 @@ class KerasFileTest(tf.test.TestCase):
                           "format 0, this version reads 1)")
 
 
-@pytest.mark.slow  # saves 30 models; loads them in a fresh process
+@pytest.mark.slow  # saves 41 models; loads them in a fresh process
 class RecipeModelFileTest(tf.test.TestCase):
-  """The model of every recipe and preset, the captioner's included, and every other model
-  variant, saved here and loaded by `keras.saving.load_model` in a fresh process."""
+  """The model of every recipe and preset, the captioner's included, every other model
+  variant, and each public layer in a functional model, saved here and loaded by
+  `keras.saving.load_model` in a fresh process."""
 
   def test_fresh_process_gives_the_same_outputs(self):
     folder = tempfile.mkdtemp()
@@ -135,6 +209,13 @@ class RecipeModelFileTest(tf.test.TestCase):
       np.savez(path + ".x.npz", **{k: v.numpy() for k, v in x.items()})
       np.savez(path + ".y.npz", **y)
       files.append([path, path + ".x.npz", path + ".y.npz"])
+    layers = layer_models()
+    for name, (model, x) in layers.items():
+      path = os.path.join(folder, name + ".keras")
+      model.save(path)
+      np.savez(path + ".x.npz", **{str(i): v for i, v in enumerate(x)})
+      np.savez(path + ".y.npz", **{str(i): v for i, v in enumerate(as_list(model(x)))})
+      files.append([path, path + ".x.npz", path + ".y.npz"])
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["TF_CPP_MIN_LOG_LEVEL"] = "3"
     out = subprocess.run([sys.executable, "-c", LOADER, json.dumps(files)], cwd=folder,
@@ -142,7 +223,9 @@ class RecipeModelFileTest(tf.test.TestCase):
                          check=False)
     self.assertEqual(out.returncode, 0, out.stderr[-3000:])
     same = json.loads(out.stdout.strip().splitlines()[-1])
-    self.assertEqual([name for name, ok in zip(models, same) if not ok], [])
+    self.assertLen(same, len(files))
+    self.assertEqual([name for name, ok in zip(list(models) + list(layers), same) if not ok],
+                     [])
 
 
 if __name__ == "__main__":

@@ -418,6 +418,17 @@ class KerasCallTest(tf.test.TestCase, parameterized.TestCase):
     for a, b in zip(loaded([query, memory, mask]), expected):
       self.assertAllEqual(a, b)
 
+  def test_general_without_units_takes_the_query_size(self):
+    query, memory, mask = data()
+    layer = LuongAttention("general")
+    context, _, _ = layer(tf.constant(query), tf.constant(memory), mask=tf.constant(mask))
+    self.assertEqual(layer.key_dense.kernel.shape, (MEM, QUERY))
+    self.assertEqual(context.shape, (BATCH, MEM))
+    self.assertIsNone(LuongAttention.from_config(layer.get_config()).units)
+    with self.assertRaisesRegex(ValueError, r"takes q_dim from the query's shape; call it with "
+                                r"the query, or pass units=q_dim"):
+      LuongAttention("general").precompute_keys(tf.constant(memory))
+
   def test_mixed_bfloat16(self):
     keras.utils.set_random_seed(2)
     query, memory, mask = data()

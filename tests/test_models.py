@@ -14,7 +14,7 @@ from nmt_tf.layers import kernels
 from nmt_tf.layers import GRUCell
 from nmt_tf.models import ConfigError, ModelConfig, Seq2Seq
 from nmt_tf.models import factory
-from nmt_tf.training import losses
+from nmt_tf.models import losses
 from tests import numpy_reference as ref
 from tests.model_fixtures import QUICK_VARIANTS, TINY, VARIANTS, batch, op_types, tiny_config
 from tests.training_fixtures import recipe

@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from nmt_tf.experiment.config import ConfigError, ExperimentConfig, ReinforceConfig, TrainConfig
-from nmt_tf.models import build_model
+from nmt_tf.models import build_model, update
 from nmt_tf.training import objectives, reinforce
 from nmt_tf.training.train_step import TrainStep
 from nmt_tf.training.trainer import seed_generator_states
@@ -202,8 +202,7 @@ class DiagnosticsTest(tf.test.TestCase):
                                      learning_rate=0.01)
     objective.baseline.assign(-2.0)
     objective.baseline_steps.assign(1.0)
-    step = TrainStep(model, keras.optimizers.Adam(0.01), tf.distribute.get_strategy(),
-                     TrainConfig(), objective)
+    optimizer = keras.optimizers.Adam(0.01)
     tokens = float(np.sum(data["target_out"].numpy() != 0))
     streams = seed_generator_states(model)  # the same draws for both
     start = [v.numpy() for v in streams]
@@ -211,8 +210,9 @@ class DiagnosticsTest(tf.test.TestCase):
     for diagnose in (False, True):
       for variable, value in zip(streams, start):
         variable.assign(value)
-      results[diagnose] = step._compute_gradients(data, tokens, 3.0, objective.step_inputs(),
-                                                  diagnose=diagnose)
+      results[diagnose] = update.compute_gradients(
+          model, optimizer, objective, data, tokens, 3.0, objective.step_inputs(),
+          term_variables=reinforce.attention_variables(model) if diagnose else None)
     for plain, diagnosed in zip(results[False][2] + results[False][3],
                                 results[True][2] + results[True][3]):
       self.assertAllClose(plain, diagnosed, atol=1e-6)
@@ -227,6 +227,7 @@ class DiagnosticsTest(tf.test.TestCase):
       self.assertAllClose(total, results[True][2][index[id(variable)]], atol=1e-5)
     self.assertGreater(float(tf.linalg.global_norm(term_grads["reinforce"])), 0.0)
     # Through the distributed step: the norms come out with the update's scalars.
+    step = TrainStep(model, optimizer, tf.distribute.get_strategy(), TrainConfig(), objective)
     out = step(data, diagnose=True)
     for key in ("grad_norm_likelihood", "grad_norm_reinforce", "grad_norm_entropy",
                 "decisions", "advantage_sum", "entropy_sum", "baseline"):

@@ -3,19 +3,44 @@
 import dataclasses
 from unittest import mock
 
+import keras
 import tensorflow as tf
 
 from nmt_tf import configs
 from nmt_tf.experiment import ExperimentConfig, base_config
+from nmt_tf.models import Seq2Seq, losses
 from nmt_tf.training import Trainer
 from nmt_tf.training.progress import ProgressPrinter
 from nmt_tf.training.train_step import TrainStep
+from tests.model_fixtures import batch, tiny_config
 from tests.run_fixtures import apply
 
 
 def recipe(name):
   """The ExperimentConfig of recipe `name` ("multi30k:luong"), as --config=NAME loads it."""
   return ExperimentConfig.from_dict(configs.load(name))
+
+
+def sgd_update(clip_norm):
+  """(model, batch, loss, norm, expected weights) of one update by its equations: g =
+  d(mean token NLL)/dw over the batch's real tokens, g <- g * min(1, clip_norm / |g|)
+  (Pascanu et al. 2013), then plain SGD at rate 1, so that every weight moves by exactly -g.
+  The model: a seeded tiny cgru without dropout."""
+  keras.utils.set_random_seed(4)
+  model = Seq2Seq(tiny_config(decoder="cgru", dropout=0.0))
+  b = batch()
+  inputs = {"source": b["source"], "target_in": b["target_in"]}
+  model(inputs)
+  with tf.GradientTape() as tape:
+    total, count = losses.token_loss_sum(model(inputs, training=True)["logits"],
+                                         b["target_out"])
+    loss = total / count
+  # Dense: the norm of an embedding's IndexedSlices would count a repeated token's rows apart.
+  grads = [tf.convert_to_tensor(g) for g in tape.gradient(loss, model.trainable_variables)]
+  norm = float(tf.linalg.global_norm(grads))
+  factor = min(1.0, clip_norm / norm) if clip_norm > 0 else 1.0
+  expected = [v.numpy() - factor * g.numpy() for v, g in zip(model.trainable_variables, grads)]
+  return model, b, float(loss), norm, expected
 
 
 def tiny_train_config(steps=40, **train_overrides):

@@ -1,9 +1,13 @@
-"""One entry point for every search strategy."""
+"""One entry point for every search strategy (`decode`), and the search of a model's
+decoding interface (`decode_model`)."""
 
 import tensorflow as tf
 
+from nmt_tf import special_tokens
 from nmt_tf.decoding.beam import beam_search
 from nmt_tf.decoding.greedy import greedy_search
+from nmt_tf.decoding.lexical import Constraints
+from nmt_tf.decoding.prefix import Prefix
 
 
 def decode(step_fn, state, context, *, max_length, beam_size=1, nbest=1, batch_size=None,
@@ -58,3 +62,53 @@ def decode(step_fn, state, context, *, max_length, beam_size=1, nbest=1, batch_s
   return beam_search(step_fn, state, context, batch_size, beam_size, max_length,
                      nbest=nbest, compact=compact, lexical_constraints=lexical_constraints,
                      **options)
+
+
+def decode_model(model, source, *, max_length, beam_size=1, nbest=1, vocab=None, prefix=None,
+                 lexical_constraints=None, length_penalty=0.0, coverage_penalty=0.0,
+                 **options):
+  """Translates source ids with `model`'s decoding interface: `model.encode(source)` gives
+  the context, `model.initial_state(context, max_length)` the state, and `model.step` is
+  the step of `decode` (what `model.generate`, the Translator and the exports run).
+
+  Args:
+    model: a `Seq2Seq` or anything with its `encode`, `initial_state` and `step`.
+    source: int32 [batch, src_len] ids, PAD (0) after EOS.
+    max_length, beam_size, nbest, prefix, lexical_constraints: see `decode`.
+    vocab: optional int32 [n], a shortlist of target ids: the search sees positions in it
+      (the prefix and the constraints are mapped to them), the model scores those words
+      only, and the result holds target ids again.
+    length_penalty, coverage_penalty: GNMT alpha and beta, applied when hypotheses are
+      ranked (beam search, and constrained search of any beam size); greedy ranks nothing.
+    **options: the other keyword arguments of `decode` (min_length, max_length_a,
+      max_length_b, compact).
+
+  Returns:
+    A `DecodeResult`.
+  """
+  context = model.encode(source)
+  state = model.initial_state(context, max_length)
+  src_length = tf.reduce_sum(tf.cast(source != special_tokens.PAD_ID, tf.int32), axis=1)
+  step = model.step
+  if vocab is not None:
+    # The search sees positions in the shortlist V' [n]; the model, their words.
+    positions = lambda ids: tf.searchsorted(  # pylint: disable=g-long-lambda
+        tf.tile(vocab[tf.newaxis], [tf.shape(ids)[0], 1]), ids)
+    if lexical_constraints is not None:
+      lexical_constraints = Constraints(positions(lexical_constraints.ids),
+                                        lexical_constraints.continues)
+    if prefix is not None:
+      prefix = Prefix(positions(prefix.ids), prefix.lengths,
+                      tf.gather(prefix.completion, vocab, axis=2), prefix.stem_bytes,
+                      tf.gather(prefix.piece_bytes, vocab))
+    step = lambda ids, state, context, time: model.step(  # pylint: disable=g-long-lambda
+        tf.gather(vocab, ids), state, context, time, vocab=vocab)
+  ranked = beam_size > 1 or lexical_constraints is not None
+  result = decode(step, state, context, max_length=max_length, beam_size=beam_size,
+                  nbest=nbest, batch_size=tf.shape(source)[0], src_length=src_length,
+                  length_penalty=length_penalty if ranked else 0.0,
+                  coverage_penalty=coverage_penalty if ranked else 0.0, prefix=prefix,
+                  lexical_constraints=lexical_constraints, **options)
+  if vocab is not None:
+    result = result._replace(ids=tf.gather(vocab, result.ids))  # PAD stays 0
+  return result

@@ -219,36 +219,14 @@ class Translator(tf.Module):
                           constraints)
 
   def _search(self, source, cfg, beam_size, nbest, compact, prefix=None, constraints=None):
-    context = self.model.encode(source)
-    state = self.model.initial_state(context, cfg.max_length)
-    src_length = tf.reduce_sum(tf.cast(source != 0, tf.int32), axis=1)  # [batch]
-    step, vocab = self.model.step, None
-    if self.shortlist is not None:
-      # The search sees positions in the batch's shortlist V' [n]; the model, their words.
-      vocab = self.shortlist.vocabulary(source, prefix, constraints)  # [n]
-      if constraints is not None:  # in positions of V'
-        constraints = decoding.Constraints(
-            tf.searchsorted(tf.tile(vocab[tf.newaxis], [tf.shape(constraints.ids)[0], 1]),
-                            constraints.ids), constraints.continues)
-      if prefix is not None:  # the prefix in positions of V'
-        prefix = decoding.Prefix(
-            tf.searchsorted(tf.tile(vocab[tf.newaxis], [tf.shape(prefix.ids)[0], 1]),
-                            prefix.ids),
-            prefix.lengths, tf.gather(prefix.completion, vocab, axis=2), prefix.stem_bytes,
-            tf.gather(prefix.piece_bytes, vocab))
-      step = lambda ids, state, context, time: self.model.step(  # pylint: disable=g-long-lambda
-          tf.gather(vocab, ids), state, context, time, vocab=vocab)
-    result = decoding.decode(
-        step, state, context, max_length=cfg.max_length, beam_size=beam_size,
-        nbest=nbest, batch_size=tf.shape(source)[0], src_length=src_length,
+    vocab = (None if self.shortlist is None else
+             self.shortlist.vocabulary(source, prefix, constraints))  # [n]
+    return decoding.decode_model(
+        self.model, source, max_length=cfg.max_length, beam_size=beam_size, nbest=nbest,
+        vocab=vocab, prefix=prefix, lexical_constraints=constraints,
+        length_penalty=cfg.length_penalty, coverage_penalty=cfg.coverage_penalty,
         max_length_a=cfg.max_length_a, max_length_b=cfg.max_length_b,
-        min_length=cfg.min_length,
-        length_penalty=cfg.length_penalty if beam_size > 1 or constraints is not None else 0.0,
-        coverage_penalty=cfg.coverage_penalty if beam_size > 1 or constraints is not None
-        else 0.0, compact=compact, prefix=prefix, lexical_constraints=constraints)
-    if vocab is not None:
-      result = result._replace(ids=tf.gather(vocab, result.ids))  # PAD stays 0
-    return result
+        min_length=cfg.min_length, compact=compact)
 
   def translate(self, text, beam_size=None, nbest=None, prefix=None, constraints=None):
     """text tf.string [batch] -> dict: translation [batch, nbest] tf.string, ids, lengths,

@@ -204,7 +204,7 @@ class LuongAttention(_Attention):
   Args:
     score: "dot", "general" or "concat". dot needs q_dim == mem_dim.
     units: for concat, the hidden size of the MLP; for general, the query size q_dim (W_a maps
-      h_i to it); ignored for dot.
+      h_i to it; None: taken from the query's shape when the layer builds); ignored for dot.
     mode, hard_inference: see `_Attention`.
   """
 
@@ -212,7 +212,7 @@ class LuongAttention(_Attention):
     super().__init__(**kwargs)
     if score not in LUONG_SCORES:
       raise ValueError(f"Received score={score!r}; expected one of {LUONG_SCORES}.")
-    if score in ("concat", "general"):
+    if score == "concat" or (score == "general" and units is not None):
       _check_units(units)
     self.score_type = score
     self.units = units
@@ -220,13 +220,18 @@ class LuongAttention(_Attention):
       # W_a [q ; h] = W_q q + W_h h: the two halves of W_a, kept as separate kernels.
       self.query_dense = keras.layers.Dense(units, use_bias=False, name="W_a_query")
       self.key_dense = keras.layers.Dense(units, use_bias=True, name="W_a_memory")
-    elif score == "general":
+    elif score == "general" and units is not None:
       self.key_dense = keras.layers.Dense(units, use_bias=False, name="W_a")
 
   def build(self, query_shape=None, value_shape=None, keys_shape=None):
     """The projections from the shapes of the query [..., q_dim] and the value
     [..., mem_dim] (a shape left out builds its projection at its first use), and v."""
     del keys_shape
+    if self.score_type == "general" and self.units is None and not hasattr(self, "key_dense"):
+      if query_shape is None:
+        raise ValueError("LuongAttention(score='general', units=None) takes q_dim from the "
+                         "query's shape; call it with the query, or pass units=q_dim.")
+      self.key_dense = keras.layers.Dense(query_shape[-1], use_bias=False, name="W_a")
     if self.score_type == "concat":
       _build_dense(self.query_dense, query_shape)
       self.v = self.add_weight(name="v", shape=(self.units,), initializer="glorot_uniform")

@@ -7,16 +7,20 @@ incremental decoding (nmt_tf/decoding sees only these callables).
 import keras
 import tensorflow as tf
 
+from nmt_tf import decoding
 from nmt_tf import special_tokens
 from nmt_tf.layers import kernels
 from nmt_tf.layers import ops
 from nmt_tf.layers.embedding import ScaledEmbedding
 from nmt_tf.layers.lexical import LexicalModel
+from nmt_tf.models import losses
+from nmt_tf.models import update
 from nmt_tf.models.cgru_decoders import CGRUDecoder
 from nmt_tf.models.config import ModelConfig
 from nmt_tf.models.encoders import ConvEncoder, EmbeddingEncoder, RNNEncoder
 from nmt_tf.models.image_encoder import ImageEncoder
 from nmt_tf.models.luong_decoder import LuongDecoder
+from nmt_tf.models.objective import CrossEntropy
 from nmt_tf.models.rnn_decoders import EncDecDecoder, RNNSearchDecoder
 
 
@@ -260,6 +264,136 @@ class Seq2Seq(keras.Model):
       logits, attention, state = self.decoder.step(self.tgt_embedding(prev_ids), state,
                                                     context, time, vocab)
       return self._with_lexical(logits, attention, context, vocab), attention, state
+
+  def compile(self, optimizer="adam", loss=None, objective=None, label_smoothing=0.0,
+              clip_norm=1.0, jit_compile=False, metrics=None, **kwargs):
+    """Configures `fit` and `evaluate` (keras.Model.compile) with the project's objective.
+
+    Args:
+      optimizer: a Keras optimizer or its name.
+      objective: what `fit` minimises (nmt_tf/models/objective.py); default the token
+        cross-entropy with `label_smoothing`, the objective of `nmt-tf train` (hard attention's
+        REINFORCE objective trains with `nmt-tf train`).
+      label_smoothing: epsilon of the default objective.
+      clip_norm: the gradients' global norm is clipped to it (0: no clipping).
+      jit_compile: XLA-compile the step; off by default (the compiled GRU cell is not an XLA
+        op).
+      loss, metrics: None (the objective is the loss; `fit` and `evaluate` report the loss
+        and the perplexity).
+      **kwargs: the other arguments of keras.Model.compile.
+
+    The loss of `fit` and `evaluate` is the mean token loss over the real (non-PAD) target
+    tokens; they also report its exponential, `perplexity`.
+    """
+    if loss is not None or metrics:
+      given = f"loss={loss!r}" if loss is not None else f"metrics={metrics!r}"
+      raise ValueError(f"{type(self).__name__}.compile received {given}; the model's "
+                       "objective is its loss (token cross-entropy, label_smoothing), and fit "
+                       "reports it with its perplexity; pass objective= instead.")
+    objective = objective or CrossEntropy(label_smoothing)
+    if objective.samples != 1 or objective.head_variables or objective.diagnoses:
+      raise ValueError(f"{type(self).__name__}.compile received {type(objective).__name__}, "
+                       "an objective with samples, a head or terms (hard attention); train "
+                       "it with nmt-tf train.")
+    if not self.built:  # the weights, here: in the strategy's scope where compile is called
+      self.build_with_dummy_batch()
+    super().compile(optimizer=optimizer, jit_compile=jit_compile, **kwargs)
+    self.objective = objective
+    self.clip_norm = clip_norm
+
+  def get_compile_config(self):
+    """Keras' compile arguments with the default objective's label smoothing and the
+    clipping, so that a `.keras` file loads compiled as it was saved."""
+    config = super().get_compile_config()  # {} before compile
+    if config and type(self.objective) is CrossEntropy:  # pylint: disable=unidiomatic-typecheck
+      config.update(label_smoothing=self.objective.label_smoothing, clip_norm=self.clip_norm)
+    return config
+
+  def compile_from_config(self, config):
+    """What keras.Model.compile_from_config does, through this class's own `compile`."""
+    if not config:
+      return
+    self.compile(**keras.saving.deserialize_keras_object(config))
+    if getattr(self, "optimizer", None) is not None and self.built:
+      self.optimizer.build(self.trainable_variables)  # its variables, which the file holds
+
+  @staticmethod
+  def training_batch(data):
+    """{"source", "target_in", "target_out"} of what `fit` and `evaluate` iterate: the
+    project's batches (that dict), or Keras' `(x, y)` with x {"source", "target_in"} and y
+    the target_out ids."""
+    x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(data)
+    if sample_weight is not None:
+      raise ValueError("Seq2Seq.fit received sample weights; every real target token weighs "
+                       "the same (PAD tokens, id 0, weigh nothing).")
+    if y is None:
+      if not isinstance(x, dict) or "target_out" not in x:
+        raise ValueError("Seq2Seq.fit expects batches {'source', 'target_in', 'target_out'} "
+                         "or ({'source', 'target_in'}, target_out); received "
+                         f"{type(x).__name__} without target_out.")
+      return x
+    return {"source": x["source"], "target_in": x["target_in"], "target_out": y}
+
+  def train_step(self, data):
+    """One update of `fit` (per replica): `update.replica_update`, the step of `nmt-tf train`."""
+    out = update.replica_update(self, self.optimizer, self.objective, self.training_batch(data),
+                                self.objective.step_inputs(), self.clip_norm)
+    return self._logs(out["loss_sum"], out["tokens"])
+
+  def test_step(self, data):
+    """The token loss of one batch of `evaluate`, without label smoothing."""
+    batch = self.training_batch(data)
+    outputs = self({"source": batch["source"], "target_in": batch["target_in"]},
+                   training=False)
+    loss_sum, tokens = losses.token_loss_sum(outputs["logits"], batch["target_out"])
+    return self._logs(loss_sum, tokens)
+
+  def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+    """The objective's loss of a batch: its summed token loss over its real target tokens."""
+    del sample_weight, training
+    batch = {"source": x["source"], "target_in": x["target_in"], "target_out": y}
+    tokens = tf.reduce_sum(tf.cast(y != special_tokens.PAD_ID, tf.float32))
+    sentences = tf.cast(tf.shape(y)[0], tf.float32)
+    return self.objective.loss(y_pred, batch, tf.maximum(tokens, 1.0), sentences, ()).total
+
+  def _logs(self, loss_sum, tokens):
+    """{"loss", "perplexity"} over the batches so far: Keras' loss tracker (the Mean that
+    `compile` makes, reset by `fit` and `evaluate`) weighs each batch by its tokens."""
+    tracker = self._loss_tracker  # pylint: disable=protected-access
+    tracker.update_state(loss_sum / tf.maximum(tokens, 1.0), sample_weight=tokens)
+    mean = tracker.result()
+    return {"loss": mean, "perplexity": tf.exp(mean)}
+
+  def generate(self, source, beam_size=1, nbest=1, max_length=100, length_penalty=0.0,
+               coverage_penalty=0.0, min_length=0, max_length_a=None, max_length_b=0.0):
+    """Translations of source ids by the search that `nmt-tf translate` and the exports run
+    (`decoding.decode_model`): greedy with beam_size=1, else beam search (KerasHub's name).
+
+    Args:
+      source: int32 [batch, src_len] ids ending in EOS, PAD (0) after (a tensor, a numpy
+        array or nested lists).
+      beam_size, nbest: the beam's width and how many hypotheses to return (<= beam_size).
+      max_length: a python int, the most tokens of a translation, EOS included.
+      length_penalty, coverage_penalty: GNMT alpha and beta (beam search).
+      min_length, max_length_a, max_length_b: at least `min_length` tokens before EOS, and
+        at most `max_length_a * source length + max_length_b` (None: max_length only).
+
+    Returns:
+      {"ids": int32 [batch, nbest, max_length] (EOS included, PAD after), "lengths": int32
+      [batch, nbest], "log_probs" and "scores" (after the penalties): float32 [batch,
+      nbest], "attention": float32 [batch, nbest, max_length, src_len],
+      "token_log_probs": float32 [batch, nbest, max_length]}, hypotheses best first.
+      Eager, or inside a tf.function (which traces once per set of arguments).
+    """
+    source = tf.convert_to_tensor(source, tf.int32)  # [batch, src_len]
+    if not self.built:
+      self.build_for_decoding()
+    with kernels.precision_scope(self.matmul_dtype, prefetch=self.trainable_variables):
+      result = decoding.decode_model(
+          self, source, max_length=max_length, beam_size=beam_size, nbest=nbest,
+          length_penalty=length_penalty, coverage_penalty=coverage_penalty,
+          min_length=min_length, max_length_a=max_length_a, max_length_b=max_length_b)
+    return result._asdict()
 
   def build_with_dummy_batch(self):
     """Creates every weight by running one tiny batch (needed before `step` or loading).

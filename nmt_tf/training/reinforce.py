@@ -21,7 +21,7 @@ and sigma^2 <- d sigma^2 + (1 - d) mean_rt (R_rt - b_rt)^2 when `reinforce.norma
 import keras
 import tensorflow as tf
 
-from nmt_tf.training import losses
+from nmt_tf.models import losses
 
 
 def rewards(kind, logits, targets):

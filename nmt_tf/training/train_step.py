@@ -1,14 +1,11 @@
 """The distributed training step and the validation loss step, as tf.functions.
 
-Per replica r with batch B_r (docs/EQUATIONS.md, "Training objective"):
-  N = sum_r #real target tokens of B_r   (all-reduced before the forward pass)
-  L_r = the objective's loss of B_r      (objectives.py: sum CE / N [+ REINFORCE terms])
-  g = sum_r grad L_r                     (all-reduced), |g| its global norm,
-  g <- g * min(1, clip_norm / |g|)       (Pascanu et al. 2013), then Adam.
-so the update is that of the mean token loss of the global batch whatever the replica count.
-The objective owns what else a step reads and updates (hard attention's baselines); the step
-knows only its interface. Every `log_every` steps an objective with terms (`diagnoses`) also
-has the norm of each term's gradient on the attention's weights measured (`diagnose=True`;
+Each replica runs `nmt_tf.models.update.replica_update`, the update that `Seq2Seq.train_step`
+(Keras' `fit`) also runs (its equations are there); this step adds what a run needs around
+it: the strategy, the objective's step inputs and moving averages (`after_step`), the weight
+average, the reduction of the replicas' statistics, an XLA-compiled gradient computation
+(`train.jit_compile`), and every `log_every` steps, for an objective with terms
+(`diagnoses`), the norm of each term's gradient on the attention's weights (`diagnose=True`;
 the update is the same).
 """
 
@@ -17,8 +14,9 @@ import functools
 
 import tensorflow as tf
 
-from nmt_tf import special_tokens
-from nmt_tf.training import losses, objectives, reinforce
+from nmt_tf.models import losses
+from nmt_tf.models import update
+from nmt_tf.training import objectives, reinforce
 
 SUM = tf.distribute.ReduceOp.SUM
 
@@ -45,12 +43,13 @@ class TrainStep:
     self.config = train_config
     self.objective = objective or objectives.CrossEntropy(train_config.label_smoothing)
     self.weight_average = weight_average
-    self.loss_scaled = hasattr(optimizer, "scale_loss") and hasattr(optimizer, "dynamic_scale")
     options = getattr(model, "kernel_options", None)
     if train_config.jit_compile and options is not None and options.compiled_cell != "off":
       # XLA compiles stock ops only: the XLA-compiled step takes the GRU steps' plain ops.
       model.kernel_options = dataclasses.replace(options, compiled_cell="off")
-    compute = lambda diagnose: functools.partial(self._compute_gradients, diagnose=diagnose)
+    compute = lambda diagnose: functools.partial(  # pylint: disable=g-long-lambda
+        update.compute_gradients, model, optimizer, self.objective,
+        term_variables=reinforce.attention_variables(model) if diagnose else None)
     self._compute = {
         diagnose: tf.function(compute(diagnose), jit_compile=True, reduce_retracing=True,
                               autograph=False) if train_config.jit_compile else compute(diagnose)
@@ -75,66 +74,9 @@ class TrainStep:
     if self.objective.diagnoses:
       self.diagnosing_function.get_concrete_function(batch_spec)
 
-  def _compute_gradients(self, batch, global_tokens, global_sentences, inputs, diagnose=False):
-    """Forward and backward pass of one replica (no collective: can be XLA-compiled).
-
-    Args:
-      inputs: the objective's step_inputs().
-
-    Returns (loss_sum, stats, grads, head_grads, term_grads): the token loss summed over the
-    batch (a mean over samples), the objective's statistics, the gradients of the model's
-    variables and of the objective's head, and with `diagnose` {term: gradients of the
-    attention's variables}.
-    """
-    objective = self.objective
-    variables = self.model.trainable_variables
-    head_variables = objective.head_variables
-    samples = objective.samples
-    if samples > 1:  # each sentence N times in a row: [b * N, ...]
-      batch = {key: tf.repeat(batch[key], samples, axis=0)
-               for key in ("source", "target_in", "target_out")}
-    with tf.GradientTape(persistent=diagnose) as tape:
-      outputs = self.model({"source": batch["source"], "target_in": batch["target_in"]},
-                           training=True, samples=samples,
-                           **objective.model_arguments(self.optimizer))
-      loss = objective.loss(outputs, batch, global_tokens, global_sentences, inputs)
-      scaled = self.optimizer.scale_loss(loss.total) if self.loss_scaled else loss.total
-      # The fit reaches only the head's variables (its input is held constant).
-      target = scaled + loss.fit if head_variables else scaled
-    grads = _dense(tape.gradient(target, variables + head_variables), variables + head_variables)
-    term_grads = {}
-    if diagnose and loss.terms:
-      attention = reinforce.attention_variables(self.model)
-      for key, value in loss.terms.items():
-        term_grads[key] = _dense(tape.gradient(value, attention), attention)
-      del tape
-    return (loss.loss_sum, loss.stats, grads[:len(variables)], grads[len(variables):],
-            term_grads)
-
   def _replica_step(self, batch, inputs, diagnose):
-    ctx = tf.distribute.get_replica_context()
-    tokens = tf.reduce_sum(tf.cast(batch["target_out"] != special_tokens.PAD_ID, tf.float32))
-    sentences = tf.cast(tf.shape(batch["target_out"])[0], tf.float32)
-    global_tokens, global_sentences = ctx.all_reduce(SUM, [tokens, sentences])
-    loss_sum, stats, grads, head_grads, term_grads = self._compute[diagnose](
-        batch, tf.maximum(global_tokens, 1.0), tf.maximum(global_sentences, 1.0), inputs)
-    out = dict(stats)
-    for key, value in term_grads.items():  # the norm of the global batch's gradient
-      out[f"grad_norm_{key}"] = tf.linalg.global_norm(ctx.all_reduce(SUM, value))
-    if head_grads:
-      self.objective.apply_head(ctx, head_grads)
-    grads = ctx.all_reduce(SUM, grads)  # the gradient of the global batch
-    scale = tf.cast(self.optimizer.dynamic_scale, tf.float32) if self.loss_scaled else 1.0
-    norm = tf.linalg.global_norm(grads) / scale
-    # The optimizer all-reduces (sums) once more: hand it this replica's share. Clipping and
-    # the share are one product, so the gradients are read and written once.
-    factor = tf.constant(1.0 / self.strategy.num_replicas_in_sync)
-    if self.config.clip_norm > 0:
-      factor *= tf.minimum(1.0, self.config.clip_norm / tf.maximum(norm, 1e-12))
-    grads = [g * factor for g in grads]
-    self.optimizer.apply(grads, self.model.trainable_variables)
-    return {"loss_sum": loss_sum, "tokens": tokens, "sentences": sentences, "grad_norm": norm,
-            **out}
+    return update.replica_update(self.model, self.optimizer, self.objective, batch, inputs,
+                                 self.config.clip_norm, compute=self._compute[diagnose])
 
   def _step(self, batch, diagnose=False):
     lr = self.optimizer.learning_rate
@@ -150,12 +92,6 @@ class TrainStep:
     out["loss"] = out["loss_sum"] / tf.maximum(out["tokens"], 1.0)
     out["learning_rate"] = tf.cast(lr, tf.float32)
     return self.objective.after_step(out, inputs)
-
-
-def _dense(grads, variables):
-  """The gradients as dense tensors, zeros for a variable the loss does not reach."""
-  return [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
-          for g, v in zip(grads, variables)]
 
 
 def make_eval_loss_fn(model, source_spec=None):

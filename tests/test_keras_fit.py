@@ -1,0 +1,123 @@
+"""`Seq2Seq` trains with Keras' own `compile`, `fit` and `evaluate`: one `fit` step is the
+trainer's step (the same `update.replica_update`), `evaluate` reports the mean token loss and
+its perplexity, and `fit` runs under tf.distribute.MirroredStrategy with Keras' callbacks
+(EarlyStopping, ModelCheckpoint, TensorBoard, BackupAndRestore)."""
+
+import glob
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from nmt_tf.experiment.config import ReinforceConfig, TrainConfig
+from nmt_tf.models import Seq2Seq, losses
+from nmt_tf.training import objectives
+from nmt_tf.training.train_step import TrainStep
+from tests.model_fixtures import batch, tiny_config
+from tests.training_fixtures import sgd_update
+
+
+def seeded_model(**overrides):
+  keras.utils.set_random_seed(4)
+  model = Seq2Seq(tiny_config(decoder="cgru", dropout=0.0, **overrides))
+  model.build_with_dummy_batch()
+  return model
+
+
+def keras_pairs(b, repeat=1):
+  """A tf.data dataset of Keras' (x, y) pairs of the batch `b`, `repeat` times."""
+  x = {"source": b["source"], "target_in": b["target_in"]}
+  return tf.data.Dataset.from_tensors((x, b["target_out"])).repeat(repeat)
+
+
+class FitStepTest(tf.test.TestCase):
+
+  def test_a_fit_step_is_its_equations(self):
+    """Run eagerly (the graph of fit is the trainer's, below): a clipped SGD update."""
+    model, b, loss, _, expected = sgd_update(clip_norm=0.05)
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=1.0), clip_norm=0.05,
+                  run_eagerly=True)
+    history = model.fit(keras_pairs(b), epochs=1, verbose=0)
+    self.assertAllClose(history.history["loss"][0], loss, rtol=1e-5)
+    self.assertAllClose(history.history["perplexity"][0], np.exp(loss), rtol=1e-5)
+    for variable, want in zip(model.trainable_variables, expected):
+      self.assertAllClose(variable, want, atol=1e-5, msg=variable.path)
+
+  @pytest.mark.slow  # traces fit's step and the trainer's, twice
+  def test_a_fit_step_is_the_trainers_step(self):
+    b = batch()
+    trained = seeded_model()
+    step = TrainStep(trained, keras.optimizers.Adam(0.01), tf.distribute.get_strategy(),
+                     TrainConfig(clip_norm=0.05, label_smoothing=0.1))
+    out = step(b)
+    fitted = seeded_model()
+    fitted.compile(optimizer=keras.optimizers.Adam(0.01), label_smoothing=0.1, clip_norm=0.05)
+    history = fitted.fit(keras_pairs(b), epochs=1, verbose=0)
+    self.assertAllClose(history.history["loss"][0], float(out["loss"]), rtol=1e-5)
+    for a, w in zip(fitted.trainable_variables, trained.trainable_variables):
+      self.assertAllClose(a, w, atol=1e-6, msg=a.path)
+    # The project's own batches (dicts with target_out) train alike.
+    fitted.fit(tf.data.Dataset.from_tensors(b), epochs=1, verbose=0)
+    step(b)
+    for a, w in zip(fitted.trainable_variables, trained.trainable_variables):
+      self.assertAllClose(a, w, atol=1e-6, msg=a.path)
+
+  def test_evaluate_reports_the_mean_token_loss_and_its_perplexity(self):
+    b = batch()
+    model = seeded_model()
+    model.compile(optimizer="adam", label_smoothing=0.1)  # evaluate smooths nothing
+    result = model.evaluate(keras_pairs(b, repeat=2), verbose=0, return_dict=True)
+    total, tokens = losses.token_loss_sum(model(b)["logits"], b["target_out"])
+    self.assertAllClose(result["loss"], float(total / tokens), rtol=1e-5)
+    self.assertAllClose(result["perplexity"], np.exp(float(total / tokens)), rtol=1e-5)
+
+  def test_what_fit_cannot_take_is_one_clear_error(self):
+    model = seeded_model()
+    with self.assertRaisesRegex(ValueError, "the model's objective is its loss"):
+      model.compile(optimizer="adam", loss="mse")
+    with self.assertRaisesRegex(ValueError, "received metrics=.*pass objective= instead"):
+      model.compile(optimizer="adam", metrics=["accuracy"])
+    hard = objectives.Reinforce(ReinforceConfig())
+    with self.assertRaisesRegex(ValueError, "hard attention.*train it with nmt-tf train"):
+      model.compile(optimizer="adam", objective=hard)
+    model.compile(optimizer="adam")
+    b = batch()
+    without_target = tf.data.Dataset.from_tensors(
+        {"source": b["source"], "target_in": b["target_in"]})
+    with self.assertRaisesRegex(ValueError, "expects batches .* without target_out"):
+      model.fit(without_target, verbose=0)
+
+
+@pytest.mark.slow  # trains under a strategy for a few epochs, writes files
+class FitCallbacksTest(tf.test.TestCase):
+
+  def test_mirrored_strategy_and_keras_callbacks(self):
+    b = batch()
+    folder = self.get_temp_dir()
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
+    with strategy.scope():
+      model = seeded_model()
+      model.compile(optimizer=keras.optimizers.Adam(0.01))
+    best = os.path.join(folder, "best.keras")
+    callbacks = [
+        keras.callbacks.EarlyStopping(monitor="val_loss", patience=1),
+        keras.callbacks.ModelCheckpoint(best, monitor="val_loss", save_best_only=True),
+        keras.callbacks.TensorBoard(os.path.join(folder, "tensorboard")),
+        keras.callbacks.BackupAndRestore(os.path.join(folder, "backup")),
+    ]
+    history = model.fit(keras_pairs(b, repeat=4), validation_data=keras_pairs(b), epochs=6,
+                        callbacks=callbacks, verbose=0)
+    losses_seen = history.history["loss"]
+    self.assertLess(losses_seen[-1], losses_seen[0])
+    self.assertIn("val_perplexity", history.history)
+    self.assertNotEmpty(glob.glob(os.path.join(folder, "tensorboard", "train", "events.*")))
+    loaded = keras.saving.load_model(best)  # compiled as saved, with its optimizer's state
+    self.assertIsInstance(loaded, Seq2Seq)
+    self.assertEqual(loaded.clip_norm, 1.0)
+    evaluated = loaded.evaluate(keras_pairs(b), verbose=0, return_dict=True)
+    self.assertAllClose(evaluated["loss"], min(history.history["val_loss"]), rtol=1e-5)
+
+if __name__ == "__main__":
+  tf.test.main()
