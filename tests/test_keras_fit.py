@@ -1,7 +1,8 @@
 """`Seq2Seq` trains with Keras' own `compile`, `fit` and `evaluate`: one `fit` step is the
 trainer's step (the same `update.replica_update`), `evaluate` reports the mean token loss and
 its perplexity, and `fit` runs under tf.distribute.MirroredStrategy with Keras' callbacks
-(EarlyStopping, ModelCheckpoint, TensorBoard, BackupAndRestore)."""
+(EarlyStopping, ModelCheckpoint, TensorBoard, BackupAndRestore) and the project's
+BleuValidation, which writes what `nmt-tf train`'s validation writes."""
 
 import glob
 import os
@@ -11,11 +12,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from nmt_tf import data
 from nmt_tf.experiment.config import ReinforceConfig, TrainConfig
 from nmt_tf.models import Seq2Seq, losses
-from nmt_tf.training import objectives
+from nmt_tf.training import BleuValidation, objectives
 from nmt_tf.training.train_step import TrainStep
 from tests.model_fixtures import batch, tiny_config
+from tests.run_fixtures import make_tiny_run, tensorboard_events
 from tests.training_fixtures import sgd_update
 
 
@@ -118,6 +121,28 @@ class FitCallbacksTest(tf.test.TestCase):
     self.assertEqual(loaded.clip_norm, 1.0)
     evaluated = loaded.evaluate(keras_pairs(b), verbose=0, return_dict=True)
     self.assertAllClose(evaluated["loss"], min(history.history["val_loss"]), rtol=1e-5)
+  def test_bleu_validation_writes_what_nmt_tf_train_writes(self):
+    folder = self.get_temp_dir()
+    run, config, corpus = make_tiny_run(os.path.join(folder, "run"))  # decode.beam_size 3
+    model, _, source_tokenizer, target_tokenizer = run.load_model("best")
+    model.compile(optimizer=keras.optimizers.Adam(0.02))
+    train = data.make_eval_dataset(corpus["train"], source_tokenizer, target_tokenizer,
+                                   config.pipeline).take(4)  # batches with target_out
+    sources, references = list(corpus["valid"].sources), list(corpus["valid"].targets)
+    validation = BleuValidation(source_tokenizer, target_tokenizer, sources, references,
+                                config=config, log_dir=os.path.join(folder, "tensorboard"))
+    history = model.fit(train, epochs=2, verbose=0, callbacks=[
+        validation, keras.callbacks.EarlyStopping(monitor="val_bleu", mode="max", patience=5)])
+    self.assertLen(history.history["val_bleu"], 2)
+    self.assertTrue(all(0.0 <= b <= 100.0 for b in history.history["val_bleu"]))
+    tags = tensorboard_events(folder)  # folder/tensorboard/events.*
+    for tag in ("valid/bleu", "valid/loss", "valid/perplexity", "valid/length_ratio",
+                "valid/samples", "valid/alignment/0", "valid/alignment_beam/0"):
+      self.assertIn(tag, tags)
+    self.assertEqual([step for step, _ in tags["valid/bleu"]], [1, 2])
+    with self.assertRaisesRegex(ValueError, "2 sources and 1 references"):
+      BleuValidation(source_tokenizer, target_tokenizer, sources[:2], references[:1])
+
 
 if __name__ == "__main__":
   tf.test.main()

@@ -6,6 +6,7 @@
 from nmt_tf.experiment.config import ExperimentConfig
 from nmt_tf.training.captioning import CaptionTrainer
 from nmt_tf.training.errors import TrainingError
+from nmt_tf.training.keras_callbacks import BleuValidation
 from nmt_tf.training.trainer import Trainer
 
 
@@ -20,4 +21,4 @@ def train(config, run_dir, **kwargs):
   return trainer(config, run_dir, **kwargs).train()
 
 
-__all__ = ["CaptionTrainer", "TrainingError", "Trainer", "train"]
+__all__ = ["BleuValidation", "CaptionTrainer", "TrainingError", "Trainer", "train"]
