@@ -17,8 +17,8 @@ import tensorflow as tf
 
 from nmt_tf import configs
 from nmt_tf.experiment import presets
-from nmt_tf.layers import (BahdanauAttention, Bridge, DeepOutput, GRUCell, LSTMCell,
-                           LuongAttention, SelfAttentiveResidual, StateAttention)
+from nmt_tf.layers import (BahdanauAttention, Bridge, ConditionalGRUCell, DeepOutput, GRUCell,
+                           LSTMCell, LuongAttention, SelfAttentiveResidual, StateAttention)
 from nmt_tf.layers.embedding import ScaledEmbedding
 from nmt_tf.layers.lexical import LexicalModel
 from nmt_tf.models import ModelConfig, Seq2Seq
@@ -75,6 +75,10 @@ def layer_models():
       "lstm_cell_in_rnn": ([(None, 6)],
                            lambda x: keras.layers.RNN(LSTMCell(5), return_sequences=True)(x),
                            [normal(2, 3, 6)]),
+      "conditional_gru_cell": ([(6,), (5,), (None, 7)],  # memory from outside, 3 transitions
+                               lambda x, s, m: list(ConditionalGRUCell(5, transition_depth=3)(
+                                   x, [s], m)[0]),
+                               [normal(2, 6), normal(2, 5), normal(2, 4, 7)]),
       "self_attentive_residual_cavg": ([(None, 6)],
                                        lambda x: SelfAttentiveResidual("cavg", 5)(x),
                                        [normal(2, 4, 6)]),
@@ -190,7 +194,7 @@ class KerasFileTest(tf.test.TestCase):
                           "format 0, this version reads 1)")
 
 
-@pytest.mark.slow  # saves 41 models; loads them in a fresh process
+@pytest.mark.slow  # saves 42 models; loads them in a fresh process
 class RecipeModelFileTest(tf.test.TestCase):
   """The model of every recipe and preset, the captioner's included, every other model
   variant, and each public layer in a functional model, saved here and loaded by

@@ -159,6 +159,28 @@ class ConditionalGRUCellTest(tf.test.TestCase, parameterized.TestCase):
     for got, want in zip(self.run_step(clone, *args), self.run_step(cell, *args)):
       self.assertAllClose(got, want)
 
+  def test_keras_call_with_memory_from_outside(self):
+    """`cell(inputs, [s], memory, mask=...)`: the step with the keys computed at the call,
+    the cell protocol's (output, new_states) with the output (s, c, alpha); built from the
+    shapes of a functional model's inputs."""
+    cell = self.build()
+    memory, mask = source(3)
+    y_emb, s_prev = normal((BATCH, EMB), 4), np.tanh(normal((BATCH, UNITS), 5))
+    s, context, alpha, _ = self.run_step(cell, y_emb, s_prev, memory, mask)
+    (got_s, got_c, got_alpha), states = cell(tf.constant(y_emb), [tf.constant(s_prev)],
+                                             tf.constant(memory), mask=tf.constant(mask))
+    for got, want in ((got_s, s), (got_c, context), (got_alpha, alpha), (states[0], s)):
+      self.assertAllClose(got, want, atol=1e-6)
+    full = np.ones_like(mask)  # no mask: every position
+    self.assertAllClose(cell(tf.constant(y_emb), [tf.constant(s_prev)], tf.constant(memory))[0][2],
+                        self.run_step(cell, y_emb, s_prev, memory, full)[2], atol=1e-6)
+    functional = ConditionalGRUCell(UNITS, transition_depth=3)
+    inputs = [keras.Input((EMB,)), keras.Input((UNITS,)), keras.Input((None, MEM))]
+    functional(inputs[0], [inputs[1]], inputs[2])
+    self.assertTrue(all(layer.built for layer in (functional.gru1, functional.gru2,
+                                                   functional.gru3, functional.attention)))
+    self.assertLen(functional.weights, len(self.build().weights) + 3)  # and GRU3's
+
   @parameterized.parameters(0, -3, None, 2.0)
   def test_bad_units(self, units):
     with self.assertRaisesRegex(ValueError, "units"):

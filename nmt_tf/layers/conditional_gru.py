@@ -62,8 +62,18 @@ class ConditionalGRUCell(keras.layers.Layer):
         cell.build((None, 0))
     return cells
 
-  def build(self, *args, **kwargs):
-    self.built = True  # the GRUs and the attention build on first use
+  def build(self, inputs_shape=None, states_shape=None, memory_shape=None):
+    """The GRUs and the attention from the shapes of Keras' call form (`call`); without
+    them (the decoders, which call `step`) each builds at its first use."""
+    del states_shape
+    if inputs_shape is not None and memory_shape is not None:
+      for layer, shapes in ((self.gru1, [inputs_shape]),  # [batch, in_dim]
+                            (self.attention, [(None, self.units), memory_shape]),
+                            (self.gru2, [(None, memory_shape[-1])])):  # c_j [batch, mem_dim]
+        if not layer.built:  # a loaded attention arrives built
+          layer.build(*shapes)
+      self.deep_cells  # pylint: disable=pointless-statement  (builds GRU3..GRU_D)
+    self.built = True
 
   def project_inputs(self, y_emb):
     """GRU1's W E y + b: [..., emb_dim] -> [..., 3*units]."""
@@ -94,6 +104,21 @@ class ConditionalGRUCell(keras.layers.Layer):
     for cell, drop in zip(self.deep_cells, drops[2:]):
       s = cell.transition(s, drop)  # [batch, units]
     return s, context, weights, log_prob
+
+  def call(self, inputs, states, memory, mask=None, training=False):
+    """Keras' cell form with the memory from outside: inputs [batch, in_dim] (E y_{j-1}),
+    states [s_{j-1}] ([batch, units]), memory [batch, src_len, mem_dim] and its mask
+    [batch, src_len] (None: every position) -> ((s_j, c_j [batch, mem_dim], alpha_j
+    [batch, src_len]), [s_j]). The attention computes its keys at each call; a loop over
+    the target computes them once with `attention.precompute_keys(memory)` and calls `step`.
+    """
+    s_prev = states[0] if isinstance(states, (list, tuple)) else states
+    if mask is None:
+      mask = tf.ones(tf.shape(memory)[:2], tf.bool)
+    keys = self.attention.precompute_keys(memory)
+    s, context, weights, _ = self.step(self.project_inputs(inputs), s_prev, memory, keys,
+                                       tf.cast(mask, tf.bool), training=training)
+    return (s, context, weights), [s]
 
   def get_config(self):
     return {
