@@ -5,7 +5,10 @@ its perplexity, and `fit` runs under tf.distribute.MirroredStrategy with Keras' 
 BleuValidation, which writes what `nmt-tf train`'s validation writes."""
 
 import glob
+import json
 import os
+import subprocess
+import sys
 
 import keras
 import numpy as np
@@ -20,6 +23,33 @@ from nmt_tf.training.train_step import TrainStep
 from tests.model_fixtures import batch, tiny_config
 from tests.run_fixtures import make_tiny_run, tensorboard_events
 from tests.training_fixtures import sgd_update
+from tests.waits import SAFETY_NET
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Three presets trained with fit under MirroredStrategy over two logical CPU devices (which
+# must be set before TensorFlow starts, so in a process of its own); prints their losses.
+TWO_DEVICES = """
+import json
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import keras
+from nmt_tf.experiment import presets
+from nmt_tf.models import Seq2Seq
+from tests.model_fixtures import batch, tiny_config
+b = batch()
+pairs = tf.data.Dataset.from_tensors(
+    ({"source": b["source"], "target_in": b["target_in"]}, b["target_out"])).repeat(8)
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+losses = {"replicas": strategy.num_replicas_in_sync}
+for name in ("cgru", "rnnsearch", "sar_cavg"):
+  keras.utils.set_random_seed(0)
+  with strategy.scope():
+    model = Seq2Seq(tiny_config(**presets.model_fields(name)))
+    model.compile(optimizer=keras.optimizers.Adam(0.02))
+  losses[name] = model.fit(pairs, epochs=3, verbose=0).history["loss"]
+print(json.dumps(losses))
+"""
 
 
 def seeded_model(**overrides):
@@ -89,8 +119,11 @@ class FitStepTest(tf.test.TestCase):
     b = batch()
     without_target = tf.data.Dataset.from_tensors(
         {"source": b["source"], "target_in": b["target_in"]})
-    with self.assertRaisesRegex(ValueError, "expects batches .* without target_out"):
+    with self.assertRaisesRegex(ValueError, "expects batches .* dict without target_out"):
       model.fit(without_target, verbose=0)
+    without_target_in = tf.data.Dataset.from_tensors(({"source": b["source"]}, b["target_out"]))
+    with self.assertRaisesRegex(ValueError, "expects batches .* dict x without target_in"):
+      model.fit(without_target_in, verbose=0)
 
 
 @pytest.mark.slow  # trains under a strategy for a few epochs, writes files
@@ -121,6 +154,16 @@ class FitCallbacksTest(tf.test.TestCase):
     self.assertEqual(loaded.clip_norm, 1.0)
     evaluated = loaded.evaluate(keras_pairs(b), verbose=0, return_dict=True)
     self.assertAllClose(evaluated["loss"], min(history.history["val_loss"]), rtol=1e-5)
+  def test_three_presets_learn_under_mirrored_strategy_on_two_devices(self):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+    out = subprocess.run([sys.executable, "-c", TWO_DEVICES], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=SAFETY_NET, check=False)
+    self.assertEqual(out.returncode, 0, out.stderr[-3000:])
+    losses = json.loads(out.stdout.strip().splitlines()[-1])
+    self.assertEqual(losses.pop("replicas"), 2)
+    for name, values in losses.items():
+      self.assertLess(values[-1], values[0], name)
+
   def test_bleu_validation_writes_what_nmt_tf_train_writes(self):
     folder = self.get_temp_dir()
     run, config, corpus = make_tiny_run(os.path.join(folder, "run"))  # decode.beam_size 3

@@ -175,6 +175,20 @@ class KerasFileTest(tf.test.TestCase):
       for i, (a, b) in enumerate(zip(got, expected)):
         self.assertAllEqual(a, b, msg=f"{name}: output {i}")
 
+  @pytest.mark.slow  # builds every public layer's model twice
+  def test_public_layers_under_mixed_bfloat16(self):
+    """The same models under Keras' mixed_bfloat16 policy (float32 weights, bfloat16
+    products) run in the functional API and stay near their float32 outputs."""
+    expected = {name: as_list(model(x)) for name, (model, x) in layer_models().items()}
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+      mixed = layer_models()  # the same seeds: the same weights
+      for name, (model, x) in mixed.items():
+        for got, want in zip(as_list(model(x)), expected[name]):
+          self.assertAllClose(got.astype(np.float32), want, atol=0.1, rtol=0.05, msg=name)
+    finally:
+      keras.config.set_dtype_policy("float32")
+
   def test_a_file_of_an_earlier_version_is_refused_in_one_line(self):
     path, _, _ = saved(tiny_config(decoder="cgru"), self.get_temp_dir(), "new")
     old = os.path.join(self.get_temp_dir(), "old.keras")

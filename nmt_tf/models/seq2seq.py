@@ -317,6 +317,20 @@ class Seq2Seq(keras.Model):
     if getattr(self, "optimizer", None) is not None and self.built:
       self.optimizer.build(self.trainable_variables)  # its variables, which the file holds
 
+  def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+    """Keras' fit builds a model under a strategy from its first batch averaged over the
+    replicas, which fails when they hold different numbers of sentences (3 over 2 devices,
+    as an epoch's last batch often is); this model's weights are made by `compile` (the
+    layers that only decoding uses build at its first step), its loss and metrics need no
+    building, so the optimizer's variables are all that is left to make."""
+    if self._distribute_strategy is None or not self.built:
+      super()._maybe_symbolic_build(iterator, data_batch)
+      return
+    with self.distribute_strategy.scope():
+      if self.optimizer is not None and not self.optimizer.built:
+        self.optimizer.build(self.trainable_variables)
+      self._post_build()
+
   @staticmethod
   def training_batch(data):
     """{"source", "target_in", "target_out"} of what `fit` and `evaluate` iterate: the
@@ -326,11 +340,14 @@ class Seq2Seq(keras.Model):
     if sample_weight is not None:
       raise ValueError("Seq2Seq.fit received sample weights; every real target token weighs "
                        "the same (PAD tokens, id 0, weigh nothing).")
+    keys = ("source", "target_in") if y is not None else ("source", "target_in", "target_out")
+    missing = [key for key in keys if not isinstance(x, dict) or key not in x]
+    if missing:
+      raise ValueError("Seq2Seq.fit expects batches {'source', 'target_in', 'target_out'} or "
+                       f"({{'source', 'target_in'}}, target_out); received "
+                       f"{type(x).__name__} {'x ' if y is not None else ''}without "
+                       f"{', '.join(missing)}.")
     if y is None:
-      if not isinstance(x, dict) or "target_out" not in x:
-        raise ValueError("Seq2Seq.fit expects batches {'source', 'target_in', 'target_out'} "
-                         "or ({'source', 'target_in'}, target_out); received "
-                         f"{type(x).__name__} without target_out.")
       return x
     return {"source": x["source"], "target_in": x["target_in"], "target_out": y}
 
