@@ -8,7 +8,7 @@ Usage: .venv/bin/python bench/bench_train.py [--precisions float32,mixed_bfloat1
            [--defer_gradients auto,true,false]
            [--decoders cgru,rnnsearch,luong,encdec,sar_avg,sar_cavg,...]
            [--models ,layer_norm=True,hidden_dropout=0.2+embedding_dropout=0.2]
-           [--moving_average_decays 0,0.999] [--interleave]
+           [--moving_average_decays 0,0.999] [--loops trainer,fit] [--interleave]
            [--batches 30] [--batch_tokens 2000] [--peak]
 For each (decoder, precision, jit_compile, bucket width, Adam,
 smoothed-loss form, GRU cell, deferred gradients) setting the
@@ -17,7 +17,8 @@ reference model
 dropout 0.2, Adam, clipping, label smoothing 0.1; with --decoders another decoder, or a model
 preset of nmt_tf/experiment/presets.py such as sar_cavg, in place of the cGRU; with --models
 ModelConfig fields set over it) is built and
-`nmt_tf.training.train_step.TrainStep` (the Trainer's step) runs, with the model's
+`nmt_tf.training.train_step.TrainStep` (the Trainer's step; with --loops fit, Keras'
+`train_on_batch` of the model compiled as `nmt-tf train` trains it) runs, with the model's
 KernelOptions (nmt_tf/layers/kernels/options.py) and TrainStep's smoothing_labels set from the
 flags, over `--batches` real training
 batches of the bucketed pipeline twice: the first pass is the warm-up (tracing, and XLA
@@ -89,6 +90,8 @@ flags.DEFINE_list("bucket_widths", [], "Length ranges of a bucket of the pipelin
                   "default: PipelineConfig's.")
 flags.DEFINE_list("moving_average_decays", ["0"], "train.moving_average_decay settings to "
                   "time (0: no average of the weights; training/weight_average.py).")
+flags.DEFINE_list("loops", ["trainer"], "Training loops to time: trainer (TrainStep), fit "
+                  "(Keras' train_on_batch, the step of model.fit).")
 flags.DEFINE_bool("interleave", False, "Time batch i of every setting before batch i + 1.")
 flags.DEFINE_bool("peak", True, "Also measure the matmul peak and report FLOPs utilization.")
 FLAGS = flags.FLAGS
@@ -127,7 +130,8 @@ def _bools(values):
 # label-smoothed loss (--smoothing_labels), the model's KernelOptions (--compiled_cell,
 # --defer_gradients) and decoder (--decoders).
 Setting = collections.namedtuple(
-    "Setting", "name precision jit width optimizer labels options decoder overrides average")
+    "Setting", "name precision jit width optimizer labels options decoder overrides average "
+    "loop")
 OPTIMIZERS = {"fused": FusedAdam, "keras": keras.optimizers.Adam}
 # --defer_gradients value -> KernelOptions.defer_gradients
 DEFER_GRADIENTS = {"auto": None, "true": True, "false": False}
@@ -155,7 +159,20 @@ def build_step(vocab, setting):
   average = (WeightAverage(model.trainable_variables, setting.average) if setting.average
              else None)
   objective = objectives.CrossEntropy(train_cfg.label_smoothing, setting.labels)
+  if setting.loop == "fit":
+    if average is not None:
+      raise ValueError("--loops=fit times no weight average; pass --moving_average_decays=0.")
+    model.compile(optimizer=optimizer, objective=objective, clip_norm=train_cfg.clip_norm,
+                  jit_compile=setting.jit)
+    return lambda batch: fit_step(model, batch)
   return TrainStep(model, optimizer, strategy, train_cfg, objective, weight_average=average)
+
+
+def fit_step(model, batch):
+  """One step of model.fit (Keras' train_on_batch) -> the TrainStep's keys that timed reads."""
+  logs = model.train_on_batch(batch, return_dict=True)
+  tokens = tf.reduce_sum(tf.cast(batch["target_out"] != 0, tf.float32))
+  return {"loss": logs["loss"], "tokens": tokens}
 
 
 def timed(step, batch, name):
@@ -196,11 +213,11 @@ def main(argv):
                 for w in widths}
   settings = []
   for (decoder, overrides, precision, jit, width, optimizer, labels, cell,
-       defer, average) in itertools.product(
+       defer, average, loop) in itertools.product(
       FLAGS.decoders, FLAGS.models, FLAGS.precisions, _bools(FLAGS.jit),
       widths, FLAGS.optimizers, FLAGS.smoothing_labels, FLAGS.compiled_cell,
       [d.lower() for d in FLAGS.defer_gradients],
-      [float(d) for d in FLAGS.moving_average_decays]):
+      [float(d) for d in FLAGS.moving_average_decays], FLAGS.loops):
     name = (f"{'' if decoder == 'cgru' else decoder + '_'}"
             f"{overrides.replace('+', '_') + '_' if overrides else ''}"
             f"{precision}{'_xla' if jit else ''}"
@@ -209,12 +226,13 @@ def main(argv):
             f"{'' if labels == 'sparse' else '_dense_labels'}"
             f"{'' if cell == 'auto' else '_cell_' + cell}"
             f"{'' if defer == 'auto' else '_defer_' + defer}"
-            f"{f'_average{average:g}' if average else ''}")
+            f"{f'_average{average:g}' if average else ''}"
+            f"{'' if loop == 'trainer' else '_' + _choice('loops', loop, {'fit': 'fit'})}")
     _choice("smoothing_labels", labels, {form: form for form in losses.SMOOTHING_LABELS})
     options = KernelOptions(compiled_cell=cell,
                             defer_gradients=_choice("defer_gradients", defer, DEFER_GRADIENTS))
     settings.append(Setting(name, precision, jit, width, optimizer, labels, options, decoder,
-                            overrides, average))
+                            overrides, average, loop))
   tgt_per_batch = [int(tf.reduce_sum(tf.cast(b["target_out"] != 0, tf.int32)))
                    for b in batch_sets[widths[0]]]
   report = {"model": ("emb256 birnn 2x512 dec512, dropout 0.2 (each setting's name adds its "
@@ -225,7 +243,7 @@ def main(argv):
             **common.device_info(), "settings": {}}
   peak = bench_peak.measure(seconds=2.0) if FLAGS.peak else None
   all_records = time_settings(settings, batch_sets, vocab, FLAGS.interleave)
-  for name, precision, *_, decoder, overrides, _ in settings:  # Setting fields
+  for name, precision, *_, decoder, overrides, _, _ in settings:  # Setting fields
     records = all_records[name]
     tgt = sum(r[0] for r in records)
     src = sum(r[1] for r in records)
