@@ -18,7 +18,8 @@ import tensorflow as tf
 from nmt_tf import configs
 from nmt_tf.experiment import presets
 from nmt_tf.layers import (BahdanauAttention, Bridge, ConditionalGRUCell, DeepOutput, GRUCell,
-                           LSTMCell, LuongAttention, SelfAttentiveResidual, StateAttention)
+                           LSTMCell, LuongAttention, SelfAttentiveResidual, StateAttention,
+                           StateMemory)
 from nmt_tf.layers.embedding import ScaledEmbedding
 from nmt_tf.layers.lexical import LexicalModel
 from nmt_tf.models import ModelConfig, Seq2Seq
@@ -83,6 +84,10 @@ def layer_models():
                                        lambda x: SelfAttentiveResidual("cavg", 5)(x),
                                        [normal(2, 4, 6)]),
       "state_attention": ([(None, 6)], lambda x: StateAttention(5)(x), [normal(2, 4, 6)]),
+      "state_memory": ([(6,), (4, 6), (4, 5)],  # s_{t-1}, the buffers of states and keys
+                       lambda s, states, keys: list(StateMemory(5)(
+                           s, {"states": states, "keys": keys}, time=2)),
+                       [normal(2, 6), normal(2, 4, 6), normal(2, 4, 5)]),
       "deep_output": ([(None, 6), (None, 3)],
                       lambda s, c: DeepOutput(["s", "c"], 4, 11)({"s": s, "c": c}),
                       [normal(2, 4, 6), normal(2, 4, 3)]),
@@ -208,7 +213,7 @@ class KerasFileTest(tf.test.TestCase):
                           "format 0, this version reads 1)")
 
 
-@pytest.mark.slow  # saves 42 models; loads them in a fresh process
+@pytest.mark.slow  # saves 43 models; loads them in a fresh process
 class RecipeModelFileTest(tf.test.TestCase):
   """The model of every recipe and preset, the captioner's included, every other model
   variant, and each public layer in a functional model, saved here and loaded by

@@ -163,6 +163,17 @@ class StateMemory(PastStates):
     units: hidden size of the score MLP.
   """
 
+  def build(self, s_prev_shape=None, memory_shape=None, time_shape=None):
+    """v, and W_s and W_m from the shapes of Keras' call form (s_prev [batch, d], memory
+    {"states": [batch, L, d], "keys"}); without them (the decoder) they build at first use."""
+    del time_shape
+    if s_prev_shape is not None and memory_shape is not None:
+      for layer, shape in ((self.query_dense, s_prev_shape),
+                           (self.key_dense, memory_shape["states"])):
+        if not layer.built:
+          layer.build(shape)
+    super().build()
+
   def initial_state(self, s0, max_len):
     """Buffers holding s_0 at index 0: s0 [batch, d] -> dict of [batch, max_len + 1, ...]."""
     return self.write(self.empty_buffers(s0, max_len + 1), s0, 0)
