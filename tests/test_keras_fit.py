@@ -72,6 +72,9 @@ class FitStepTest(tf.test.TestCase):
     model, b, loss, _, expected = sgd_update(clip_norm=0.05)
     model.compile(optimizer=keras.optimizers.SGD(learning_rate=1.0), clip_norm=0.05,
                   run_eagerly=True)
+    x = {"source": b["source"], "target_in": b["target_in"]}
+    self.assertAllClose(model.compute_loss(x, b["target_out"], model(x, training=True)), loss,
+                        rtol=1e-5)  # Keras' compute_loss: the objective's loss
     history = model.fit(keras_pairs(b), epochs=1, verbose=0)
     self.assertAllClose(history.history["loss"][0], loss, rtol=1e-5)
     self.assertAllClose(history.history["perplexity"][0], np.exp(loss), rtol=1e-5)
@@ -135,7 +138,7 @@ class FitCallbacksTest(tf.test.TestCase):
     strategy = tf.distribute.MirroredStrategy(["/cpu:0"])
     with strategy.scope():
       model = seeded_model()
-      model.compile(optimizer=keras.optimizers.Adam(0.01))
+      model.compile(optimizer=keras.optimizers.Adam(0.01), clip_norm=0.5)
     best = os.path.join(folder, "best.keras")
     callbacks = [
         keras.callbacks.EarlyStopping(monitor="val_loss", patience=1),
@@ -151,7 +154,9 @@ class FitCallbacksTest(tf.test.TestCase):
     self.assertNotEmpty(glob.glob(os.path.join(folder, "tensorboard", "train", "events.*")))
     loaded = keras.saving.load_model(best)  # compiled as saved, with its optimizer's state
     self.assertIsInstance(loaded, Seq2Seq)
-    self.assertEqual(loaded.clip_norm, 1.0)
+    self.assertEqual(loaded.clip_norm, 0.5)
+    best_epoch = int(np.argmin(history.history["val_loss"]))
+    self.assertEqual(int(loaded.optimizer.iterations), 4 * (best_epoch + 1))  # 4 steps an epoch
     evaluated = loaded.evaluate(keras_pairs(b), verbose=0, return_dict=True)
     self.assertAllClose(evaluated["loss"], min(history.history["val_loss"]), rtol=1e-5)
   def test_three_presets_learn_under_mirrored_strategy_on_two_devices(self):

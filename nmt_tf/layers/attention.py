@@ -137,7 +137,7 @@ def _value_mask(mask, value, name):
     mask = mask[1]
   if mask is None:
     return tf.ones(tf.shape(value)[:2], tf.bool)  # [batch, src_len]
-  mask = tf.convert_to_tensor(mask)
+  mask = tf.cast(mask, tf.bool)  # Keras' masks are bool; 0/1 masks are taken too
   if mask.shape.rank != 2 or not mask.shape.is_compatible_with(value.shape[:2]):
     raise ValueError(f"Attention layer '{name}' received a mask of shape {tuple(mask.shape)} "
                      f"for a value of shape {tuple(value.shape)}; the mask is [batch, "

@@ -113,11 +113,9 @@ class ConditionalGRUCell(keras.layers.Layer):
     the target computes them once with `attention.precompute_keys(memory)` and calls `step`.
     """
     s_prev = states[0] if isinstance(states, (list, tuple)) else states
-    if mask is None:
-      mask = tf.ones(tf.shape(memory)[:2], tf.bool)
-    keys = self.attention.precompute_keys(memory)
-    s, context, weights, _ = self.step(self.project_inputs(inputs), s_prev, memory, keys,
-                                       tf.cast(mask, tf.bool), training=training)
+    # keys None: the attention's own call computes them; mask None: every position.
+    s, context, weights, _ = self.step(self.project_inputs(inputs), s_prev, memory, None, mask,
+                                       training=training)
     return (s, context, weights), [s]
 
   def get_config(self):
